@@ -1,0 +1,136 @@
+// Package cli holds the command-line conventions every binary shares:
+// kong parsing with exit status 2 for usage errors, help that ends with
+// the man page's name, and "name: error:" / "name: hint:" lines.
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/alecthomas/kong"
+)
+
+// Version is the toolkit's version; --version prints it alone.
+var Version = "0.1.0"
+
+// Exit statuses shared by every binary (see the EXIT STATUS section of
+// each man page).
+const (
+	ExitOK    = 0
+	ExitNo    = 1 // failed, invalid, or "no"
+	ExitUsage = 2 // usage error or unreadable input
+)
+
+// Env is what a command sees of the world: injected so tests can run a
+// command in-process.
+type Env struct {
+	Args   []string // without the program name
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+}
+
+// OSEnv is the process's own environment.
+func OSEnv() Env {
+	return Env{Args: os.Args[1:], Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
+}
+
+// ExitError carries an exit status and a message for a command's Run.
+// Hints are printed after the message, one "name: hint:" line each.
+type ExitError struct {
+	Code  int
+	Err   error
+	Hints []string
+}
+
+func (e *ExitError) Error() string {
+	if e.Err == nil {
+		return fmt.Sprintf("exit status %d", e.Code)
+	}
+	return e.Err.Error()
+}
+
+func (e *ExitError) Unwrap() error { return e.Err }
+
+// Exit returns an error that makes Main exit with code and print nothing.
+func Exit(code int) error { return &ExitError{Code: code} }
+
+// Failf returns an error that exits with code and prints the message.
+func Failf(code int, format string, args ...any) *ExitError {
+	return &ExitError{Code: code, Err: fmt.Errorf(format, args...)}
+}
+
+// WithHint adds a hint line to an ExitError.
+func (e *ExitError) WithHint(format string, args ...any) *ExitError {
+	e.Hints = append(e.Hints, fmt.Sprintf(format, args...))
+	return e
+}
+
+type exitPanic int
+
+// Main parses env.Args into grammar (a pointer to a kong command struct
+// whose Run methods take *Context), runs the selected command and returns
+// the exit status. manPage is e.g. "potato-validate(1)".
+func Main(name, description, manPage string, grammar any, env Env) (code int) {
+	defer func() {
+		if r := recover(); r != nil {
+			if c, ok := r.(exitPanic); ok {
+				code = int(c)
+				return
+			}
+			panic(r)
+		}
+	}()
+	parser, err := kong.New(grammar,
+		kong.Name(name),
+		kong.Description(description),
+		kong.Writers(env.Stdout, env.Stderr),
+		kong.Exit(func(c int) { panic(exitPanic(c)) }),
+		kong.Vars{"version": Version},
+		kong.Help(func(options kong.HelpOptions, ctx *kong.Context) error {
+			if err := kong.DefaultHelpPrinter(options, ctx); err != nil {
+				return err
+			}
+			_, err := fmt.Fprintf(ctx.Stdout, "\nSee %s.\n", manPage)
+			return err
+		}),
+		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
+	)
+	if err != nil {
+		panic(err)
+	}
+	kctx, err := parser.Parse(env.Args)
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "%s: error: %v\n", name, err)
+		fmt.Fprintf(env.Stderr, "%s: hint: see %s --help\n", name, name)
+		return ExitUsage
+	}
+	err = kctx.Run(&Context{Env: env, Name: name})
+	return report(name, env.Stderr, err)
+}
+
+// Context is handed to every Run method.
+type Context struct {
+	Env
+	Name string
+}
+
+func report(name string, stderr io.Writer, err error) int {
+	if err == nil {
+		return ExitOK
+	}
+	var ee *ExitError
+	if errors.As(err, &ee) {
+		if ee.Err != nil {
+			fmt.Fprintf(stderr, "%s: error: %v\n", name, ee.Err)
+		}
+		for _, h := range ee.Hints {
+			fmt.Fprintf(stderr, "%s: hint: %s\n", name, h)
+		}
+		return ee.Code
+	}
+	fmt.Fprintf(stderr, "%s: error: %v\n", name, err)
+	return ExitNo
+}

@@ -1,0 +1,171 @@
+package config
+
+// The key tables below are the single source of what each part of the
+// model_training block accepts: the decoder, the validator and the key
+// table of potato-config(5) are all made from them.
+
+// Key describes one accepted key.
+type Key struct {
+	Name string
+	// Default is the value used when the key is absent, written as YAML.
+	// Empty means no default (the zero value, or nothing).
+	Default  string
+	Required bool
+	Doc      string
+}
+
+// Backend types.
+const (
+	TypeLocal = "local"
+	TypeSSH   = "ssh"
+	TypeSLURM = "slurm"
+	TypeAgent = "agent"
+)
+
+// BackendTypes lists the types a configured backend may have, in the order
+// the manual presents them.
+var BackendTypes = []string{TypeSSH, TypeSLURM, TypeAgent}
+
+// DefaultRemoteDir is where an ssh backend keeps its code and jobs.
+const DefaultRemoteDir = "~/.cache/potato-training"
+
+// sshConnectionKeys are shared by the ssh and slurm types.
+var sshConnectionKeys = []Key{
+	{Name: "type", Required: true, Doc: "ssh, slurm or agent."},
+	{Name: "description", Doc: "Free text shown beside the backend on the Training page."},
+	{Name: "host", Required: true, Doc: "Any name ssh accepts, an alias of the ssh_config file included."},
+	{Name: "user", Doc: "Login name, passed to ssh as -l."},
+	{Name: "port", Doc: "Port, passed to ssh as -p."},
+	{Name: "identity_file", Doc: "Private key, passed to ssh as -i; it must work without a prompt (or be held by ssh-agent)."},
+	{Name: "ssh_config", Doc: "An ssh_config file passed to ssh as -F, for a service account's own settings."},
+	{Name: "python", Default: "python3", Doc: "Interpreter on the host for the agent and for Python trainers (3.8 or newer)."},
+}
+
+// SSHKeys are the keys of a backend of type ssh.
+var SSHKeys = append(append([]Key{}, sshConnectionKeys...),
+	Key{Name: "packages", Doc: "Packages installed once into a virtual environment under remote_dir made with --system-site-packages."},
+	Key{Name: "gpus", Default: "auto", Doc: "auto (the GPU with the most free memory), none (CPU), or GPU indices such as \"1\" or \"0,1\"."},
+	Key{Name: "min_free_gpu_mb", Default: "2000", Doc: "With gpus: auto, a run starts only on a GPU with this much free memory."},
+	Key{Name: "num_threads", Doc: "Sets OMP_NUM_THREADS, MKL_NUM_THREADS and OPENBLAS_NUM_THREADS for the run."},
+	Key{Name: "remote_dir", Default: DefaultRemoteDir, Doc: "Where the toolkit keeps its code, environment and job directories on the host."},
+	Key{Name: "env", Doc: "Environment variables for the remote side, as a map (PATH included)."},
+	Key{Name: "fetch_artifacts", Default: "true", Doc: "Copy the model files back into the run's artifacts/."},
+	Key{Name: "keep_remote", Default: "false", Doc: "Keep the remote job directory after the run."},
+	Key{Name: "max_artifact_mb", Default: "2048", Doc: "Files larger than this stay on the host and are named in the run log."},
+	Key{Name: "heartbeat_timeout_s", Default: "120", Doc: "A run whose agent sends nothing for this long fails."},
+)
+
+// SLURMKeys are the keys of a backend of type slurm: the ssh keys except
+// gpus and packages, with remote_dir required, plus the scheduler's keys.
+var SLURMKeys = append(slurmFromSSH(),
+	Key{Name: "job_python", Doc: "Interpreter on the compute nodes for the training process; python when left out."},
+	Key{Name: "partition", Doc: "sbatch --partition."},
+	Key{Name: "gres", Doc: "sbatch --gres, e.g. gpu:1; without it the job gets no GPU."},
+	Key{Name: "time", Doc: "sbatch --time, in any form sbatch accepts (M, M:S, H:M:S, D-H, D-H:M, D-H:M:S)."},
+	Key{Name: "account", Doc: "sbatch --account."},
+	Key{Name: "qos", Doc: "sbatch --qos."},
+	Key{Name: "cpus_per_task", Doc: "sbatch --cpus-per-task."},
+	Key{Name: "mem", Doc: "sbatch --mem, e.g. 16G."},
+	Key{Name: "constraint", Doc: "sbatch --constraint."},
+	Key{Name: "prelude", Doc: "Lines run in job.sh before the training process (module loads, environment activation)."},
+	Key{Name: "poll_interval_s", Default: "10", Doc: "How often the agent on the login node runs squeue."},
+)
+
+func slurmFromSSH() []Key {
+	var out []Key
+	for _, k := range SSHKeys {
+		switch k.Name {
+		case "gpus", "packages":
+			continue
+		case "remote_dir":
+			k.Default = ""
+			k.Required = true
+			k.Doc = "Directory on storage the login and compute nodes share; never under /tmp or /var/tmp."
+		}
+		out = append(out, k)
+	}
+	return out
+}
+
+// AgentKeys are the keys of a backend of type agent.
+var AgentKeys = []Key{
+	{Name: "type", Required: true, Doc: "ssh, slurm or agent."},
+	{Name: "description", Doc: "Free text shown beside the backend on the Training page."},
+	{Name: "heartbeat_timeout_s", Default: "120", Doc: "A run whose agent sends nothing for this long fails."},
+	{Name: "queue_timeout_s", Doc: "A queued run fails after this long without an agent; without it, it waits until cancelled."},
+}
+
+// notAccepted explains keys that a type refuses on purpose, beyond "unknown".
+var notAccepted = map[string]map[string]string{
+	TypeSLURM: {
+		"packages": "a virtual environment made on the login node may not work on the compute nodes; point job_python at an environment they have and put its activation in prelude",
+		"gpus":     "GPUs come from gres and the scheduler sets CUDA_VISIBLE_DEVICES",
+	},
+	TypeAgent: {
+		"host": "the agent opens every connection itself, so the server needs no host",
+	},
+}
+
+// TrainingKeys are the keys of the model_training block itself.
+var TrainingKeys = []Key{
+	{Name: "enabled", Default: "false", Doc: "Turns model training on for the project."},
+	{Name: "backend", Default: "local", Doc: "The backend runs go to unless they name another; local when left out."},
+	{Name: "backends", Doc: "Named backends, each a map with a type key (ssh, slurm or agent)."},
+	{Name: "max_wall_seconds", Doc: "Any run not finished this long after it started is stopped."},
+	{Name: "max_ram_mb", Doc: "Address-space limit of a local training process."},
+	{Name: "device", Default: "auto", Doc: "Device of a local run: auto (CUDA, then mps, then CPU), cpu, mps, cuda or cuda:N."},
+	{Name: "num_threads", Doc: "Thread count of a local run (OMP, MKL and OpenBLAS variables)."},
+	{Name: "grace_seconds", Default: "20", Doc: "Time between SIGTERM and SIGKILL when a run is cancelled."},
+	{Name: "retain_runs", Default: "5", Doc: "Runs beyond the newest this many lose their bundle and model files; 0 keeps all."},
+	{Name: "split_seed", Default: "0", Doc: "Seed of the stable train/val/test split."},
+	{Name: "splits", Doc: "Ordered map of split name to fraction; default train 0.7, val 0.15, test 0.15."},
+	{Name: "aggregation", Default: "majority", Doc: "How several annotators' labels become one: majority or consensus (Dawid-Skene)."},
+	{Name: "writeback", Doc: "Which predictions become prelabels (see WRITEBACK)."},
+	{Name: "auto_retrain", Doc: "Retraining as annotations arrive (see AUTO_RETRAIN)."},
+	{Name: "max_predictions_mb", Default: "512", Doc: "Largest predictions file an agent may upload."},
+}
+
+// WritebackKeys are the keys of model_training.writeback.
+var WritebackKeys = []Key{
+	{Name: "schemas", Doc: "Schemas whose predictions are written back as prelabels; none when left out."},
+	{Name: "include_unlabeled", Default: "false", Doc: "Also predict on items nobody has labelled yet."},
+	{Name: "min_confidence", Default: "0", Doc: "Predictions below this confidence (0 to 1) are not written back."},
+}
+
+// AutoRetrainKeys are the keys of model_training.auto_retrain.
+var AutoRetrainKeys = []Key{
+	{Name: "enabled", Default: "false", Doc: "Lets potato-dispatch auto start runs."},
+	{Name: "trainer", Doc: "Trainer of automatic runs; required when enabled."},
+	{Name: "schemas", Doc: "Schemas of automatic runs; required when enabled."},
+	{Name: "update_frequency", Default: "25", Doc: "New annotations needed since the last run."},
+	{Name: "min_interval_s", Default: "600", Doc: "Least time between two automatic runs."},
+	{Name: "params", Doc: "Trainer parameters of automatic runs, as a map."},
+	{Name: "backend", Doc: "Backend of automatic runs; model_training.backend when left out."},
+}
+
+// ValidationKeys are the keys of the top-level validation block.
+var ValidationKeys = []Key{
+	{Name: "acknowledge", Doc: "Warnings to accept: each entry is a case-sensitive substring (12 characters or more) of a warning's text; \"NAME: text\" limits it to backend NAME."},
+}
+
+// KeysFor returns the key table of a backend type, or nil for an unknown type.
+func KeysFor(typ string) []Key {
+	switch typ {
+	case TypeSSH:
+		return SSHKeys
+	case TypeSLURM:
+		return SLURMKeys
+	case TypeAgent:
+		return AgentKeys
+	}
+	return nil
+}
+
+func findKey(table []Key, name string) (Key, bool) {
+	for _, k := range table {
+		if k.Name == name {
+			return k, true
+		}
+	}
+	return Key{}, false
+}

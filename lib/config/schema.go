@@ -1,0 +1,50 @@
+package config
+
+// Kind is what a trainer learns for a schema: it follows from Potato's
+// annotation_type (FORMATS.md, "Targets per kind").
+type Kind string
+
+const (
+	KindNominal    Kind = "nominal"    // radio, select: one chosen label
+	KindMultilabel Kind = "multilabel" // multiselect: the list of chosen labels
+	KindOrdinal    Kind = "ordinal"    // likert: a number on a scale
+	KindContinuous Kind = "continuous" // slider, number
+	KindSpan       Kind = "span"       // span: a list of spans
+	KindOther      Kind = "other"      // text and everything else: not trainable
+)
+
+// KindOf maps a Potato annotation_type to the kind of target it yields.
+func KindOf(annotationType string) Kind {
+	switch annotationType {
+	case "radio", "select":
+		return KindNominal
+	case "multiselect":
+		return KindMultilabel
+	case "likert":
+		return KindOrdinal
+	case "slider", "number":
+		return KindContinuous
+	case "span":
+		return KindSpan
+	}
+	return KindOther
+}
+
+// Scheme is one entry of a Potato project's annotation_schemes.
+type Scheme struct {
+	Name           string
+	AnnotationType string
+	Kind           Kind
+	// Labels are the configured label names, in config order (a label given
+	// as {name: ...} contributes its name).
+	Labels []string
+	// SourceField, when set, names the item field the schema annotates
+	// instead of the project's text_key.
+	SourceField string
+	Line        int
+}
+
+// Classification reports whether a trainer can learn the schema as labels.
+func (s Scheme) Classification() bool {
+	return s.Kind == KindNominal || s.Kind == KindMultilabel
+}
