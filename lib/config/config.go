@@ -256,21 +256,22 @@ func ParseConfig(data []byte, dir string) *Config {
 	d := &decoder{c: c}
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&doc); err != nil && err != io.EOF {
-		line, msg := yamlErrorLine(err)
-		d.errorf(line, "", "malformed YAML: %s", msg)
-		c.applyDefaults()
-		return c
-	}
+	err := dec.Decode(&doc)
 	root := deref(&doc)
-	if root != nil && root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
+	if root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
 		root = deref(root.Content[0])
 	}
 	switch {
-	case root == nil || root.Kind == yaml.DocumentNode || (root.Kind == yaml.ScalarNode && root.Tag == "!!null"):
+	case err != nil && err != io.EOF:
+		line, msg := yamlErrorLine(err)
+		d.errorf(line, "", "malformed YAML: %s", msg)
+		d.training(nil, nil)
+	case root.Kind == 0 || root.Kind == yaml.DocumentNode || (root.Kind == yaml.ScalarNode && root.Tag == "!!null"):
 		d.errorf(1, "", "the file is empty: a Potato config is a YAML map")
+		d.training(nil, nil)
 	case root.Kind != yaml.MappingNode:
 		d.errorf(root.Line, "", "a Potato config is a YAML map, not %s", describe(root))
+		d.training(nil, nil)
 	default:
 		d.project(root)
 	}

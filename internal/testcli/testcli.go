@@ -1,0 +1,119 @@
+// Package testcli is the testscript set-up shared by the binaries' tests:
+// the exitcode command, the variables the scripts use and the sibling
+// binaries built once onto PATH.
+package testcli
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+
+	"github.com/rogpeppe/go-internal/testscript"
+)
+
+// Root is the repository's root directory, found from the working
+// directory by looking for go.mod.
+func Root() string {
+	dir, err := os.Getwd()
+	if err != nil {
+		panic(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			panic("testcli: no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+var (
+	buildOnce sync.Once
+	binDir    string
+	buildErr  error
+)
+
+// Binaries builds every command under cmd/ once per test process into a
+// temporary directory and returns it.
+func Binaries(t testing.TB) string {
+	buildOnce.Do(func() {
+		binDir, buildErr = os.MkdirTemp("", "potato-bin-")
+		if buildErr != nil {
+			return
+		}
+		cmd := exec.Command("go", "build", "-o", binDir+string(filepath.Separator), "./cmd/...")
+		cmd.Dir = Root()
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build ./cmd/...: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binDir
+}
+
+// Params returns testscript parameters for the scripts in dir. The
+// scripts see $REPO (the repository), $SHARED (the shared reference
+// directory beside it) and, when siblings is set, $BIN holding every
+// built binary, also put first on PATH.
+func Params(t testing.TB, dir string, siblings bool) testscript.Params {
+	root := Root()
+	var bin string
+	if siblings {
+		bin = Binaries(t)
+	}
+	return testscript.Params{
+		Dir: dir,
+		Setup: func(env *testscript.Env) error {
+			env.Setenv("REPO", root)
+			env.Setenv("SHARED", filepath.Join(filepath.Dir(root), "shared"))
+			if bin != "" {
+				env.Setenv("BIN", bin)
+				env.Setenv("PATH", bin+string(os.PathListSeparator)+env.Getenv("PATH"))
+			}
+			return nil
+		},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"exitcode": ExitCode,
+		},
+		RequireExplicitExec: false,
+	}
+}
+
+// ExitCode is the script command "exitcode N PROGRAM [ARGS...]": it runs
+// PROGRAM, keeps its stdout and stderr for the next assertions, and fails
+// unless PROGRAM exited with status N.
+func ExitCode(ts *testscript.TestScript, neg bool, args []string) {
+	if neg {
+		ts.Fatalf("unsupported: ! exitcode")
+	}
+	if len(args) < 2 {
+		ts.Fatalf("usage: exitcode N program [args...]")
+	}
+	want, err := strconv.Atoi(args[0])
+	if err != nil {
+		ts.Fatalf("exitcode: %q is not a number", args[0])
+	}
+	err = ts.Exec(args[1], args[2:]...)
+	got := 0
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		got = ee.ExitCode()
+	case err != nil:
+		ts.Fatalf("exitcode: %s: %v", args[1], err)
+	}
+	if got != want {
+		ts.Fatalf("%s exited with status %d, want %d", args[1], got, want)
+	}
+}
