@@ -120,8 +120,8 @@ var TrainingKeys = []Key{
 	{Name: "split_seed", Default: "0", Doc: "Seed of the stable train/val/test split."},
 	{Name: "splits", Doc: "Ordered map of split name to fraction; default train 0.7, val 0.15, test 0.15."},
 	{Name: "aggregation", Default: "majority", Doc: "How several annotators' labels become one: majority or consensus (Dawid-Skene)."},
-	{Name: "writeback", Doc: "Which predictions become prelabels (see WRITEBACK)."},
-	{Name: "auto_retrain", Doc: "Retraining as annotations arrive (see AUTO_RETRAIN)."},
+	{Name: "writeback", Doc: "Which predictions become prelabels (below)."},
+	{Name: "auto_retrain", Doc: "Retraining as annotations arrive (below)."},
 	{Name: "max_predictions_mb", Default: "512", Doc: "Largest predictions file an agent may upload."},
 }
 

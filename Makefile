@@ -1,0 +1,48 @@
+# potato-training: build, test, demo, install.
+PREFIX ?= /usr/local
+DESTDIR ?=
+BINDIR = $(DESTDIR)$(PREFIX)/bin
+MANDIR = $(DESTDIR)$(PREFIX)/share/man
+GO ?= go
+GOTEST_FLAGS ?= -count=1 -timeout 30m
+
+CMDS = $(notdir $(wildcard cmd/*))
+MAN1 = $(wildcard man/*.1)
+MAN5 = $(wildcard man/*.5)
+
+.PHONY: all build test lint man demo install uninstall clean
+
+all: build
+
+build:
+	$(GO) build -o bin/ ./cmd/...
+
+# The README's test command runs this: lint, then every test.
+test: lint
+	$(GO) test $(GOTEST_FLAGS) ./...
+
+lint:
+	@out=$$(gofmt -l cmd lib internal); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	mandoc -Tlint -Wwarning $(MAN1) $(MAN5)
+
+# Rewrites the generated key table of man/potato-config.5.
+man:
+	$(GO) test ./lib/config -run TestManPageKeys -update
+
+demo: build
+	bin/potato validate examples/reviews/config.yaml --strict
+
+install: build
+	mkdir -p $(BINDIR) $(MANDIR)/man1 $(MANDIR)/man5
+	for c in $(CMDS); do install -m 0755 bin/$$c $(BINDIR)/$$c; done
+	install -m 0644 $(MAN1) $(MANDIR)/man1/
+	install -m 0644 $(MAN5) $(MANDIR)/man5/
+
+uninstall:
+	for c in $(CMDS); do rm -f $(BINDIR)/$$c; done
+	for m in $(notdir $(MAN1)); do rm -f $(MANDIR)/man1/$$m; done
+	for m in $(notdir $(MAN5)); do rm -f $(MANDIR)/man5/$$m; done
+
+clean:
+	rm -rf bin
