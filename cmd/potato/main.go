@@ -9,8 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -67,19 +65,6 @@ func resolve(args []string) (route, []string, error) {
 	return route{}, nil, fmt.Errorf("unknown verb %s: the verbs are %s", what, strings.Join(verbs, ", "))
 }
 
-// find looks for binary beside this executable, then on PATH.
-func find(binary string) (string, error) {
-	if self, err := os.Executable(); err == nil {
-		if self, err = filepath.EvalSymlinks(self); err == nil {
-			p := filepath.Join(filepath.Dir(self), binary)
-			if st, err := os.Stat(p); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
-				return p, nil
-			}
-		}
-	}
-	return exec.LookPath(binary)
-}
-
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 1 && (args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
 		usage(stdout)
@@ -95,7 +80,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: hint: see potato --help\n", name)
 		return cli.ExitUsage
 	}
-	path, err := find(r.binary)
+	path, err := cli.FindSibling(r.binary)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: error: %s is not installed beside potato or on PATH\n", name, r.binary)
 		return 127

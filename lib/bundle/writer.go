@@ -341,3 +341,7 @@ func isEmptyDir(dir string) (bool, error) {
 	}
 	return false, err
 }
+
+// Abort closes the split files of a bundle that will not be finished; the
+// caller removes the directory.
+func (w *Writer) Abort() { w.closeFiles() }

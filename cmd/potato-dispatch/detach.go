@@ -1,0 +1,72 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+
+	"potato-training/internal/cli"
+)
+
+// detach starts this command again without --detach, in its own session,
+// prints the run id it reports and returns: the run goes on in the
+// background and survives the caller.
+func detach(ctx *cli.Context) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	var args []string
+	for _, a := range os.Args[1:] {
+		if a != "--detach" {
+			args = append(args, a)
+		}
+	}
+	args = append(args, "--detached")
+	cmd := exec.Command(self, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	var errBuf bytes.Buffer
+	cmd.Stderr = &errBuf
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	id, _ := bufio.NewReader(out).ReadString('\n')
+	if id = strings.TrimSpace(id); id != "" {
+		fmt.Fprintln(ctx.Stdout, id)
+		_ = cmd.Process.Release()
+		return nil
+	}
+	// No id: the run was refused before it was recorded.
+	err = cmd.Wait()
+	msg := strings.TrimSpace(errBuf.String())
+	if msg != "" {
+		fmt.Fprintln(ctx.Stderr, msg)
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return cli.Exit(ee.ExitCode())
+	}
+	return cli.Exit(cli.ExitNo)
+}
+
+// detachedStarted is called in the background process once the run id is
+// printed: its standard output and error go to /dev/null from then on, so
+// that the caller can exit; the run's own files hold everything else.
+func detachedStarted() {
+	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		return
+	}
+	_ = syscall.Dup3(int(null.Fd()), 1, 0)
+	_ = syscall.Dup3(int(null.Fd()), 2, 0)
+	null.Close()
+}

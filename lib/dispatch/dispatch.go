@@ -1,0 +1,505 @@
+// Package dispatch takes one run from start to finish, as
+// potato-dispatch(1) describes: the record and the queue, the bundle and
+// the spec, the backend, the limits, cancel, and write-back.
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"potato-training/lib/backend"
+	"potato-training/lib/backend/local"
+	"potato-training/lib/bundle"
+	"potato-training/lib/config"
+	"potato-training/lib/events"
+	"potato-training/lib/rundir"
+	"potato-training/lib/trainer"
+	"potato-training/lib/validate"
+)
+
+// Exit codes of potato-dispatch run; also the content of exit_code.
+const (
+	ExitSuccess   = 0
+	ExitFailed    = 1
+	ExitUsage     = 2
+	ExitCancelled = 3
+)
+
+// Texts of the run log and run.json that users and tests match.
+const (
+	msgKilled   = "the training process was killed (SIGKILL), which usually means the machine ran out of memory"
+	msgNoResult = "the training process ended (%s) without a result"
+	msgWall     = "the run did not finish within max_wall_seconds (%d s)"
+	msgCancel   = "cancelled"
+)
+
+// Options are potato-dispatch run's arguments.
+type Options struct {
+	ConfigPath string
+	Trainer    string
+	Schemas    []string
+	Backend    string // "" = model_training.backend
+	Params     map[string]string
+	RunID      string
+	Trigger    string
+	// Started is called with the run id as soon as the run is recorded.
+	Started func(id string)
+	// NewBackend makes the backend of a run; nil means the real ones.
+	NewBackend func(b *config.Backend) (backend.Backend, error)
+}
+
+// UsageError is an error of the request itself (exit 2).
+type UsageError struct{ Err error }
+
+func (e *UsageError) Error() string { return e.Err.Error() }
+func (e *UsageError) Unwrap() error { return e.Err }
+
+func usagef(format string, args ...any) error {
+	return &UsageError{Err: fmt.Errorf(format, args...)}
+}
+
+// LoadConfig reads and validates the config; a run never starts from a
+// config with errors (SPEC V2).
+func LoadConfig(path string) (*config.Config, error) {
+	cfg, report, err := validate.File(path)
+	if err != nil {
+		return nil, &UsageError{Err: err}
+	}
+	if len(report.Errors) > 0 {
+		var b strings.Builder
+		fmt.Fprintf(&b, "%s has %d error(s); run potato validate %s", path, len(report.Errors), path)
+		for _, e := range report.Errors {
+			fmt.Fprintf(&b, "\n  %s:%d: %s", e.File, e.Line, e.Message)
+		}
+		return nil, &UsageError{Err: errors.New(b.String())}
+	}
+	return cfg, nil
+}
+
+// Root opens the training directory of a config.
+func Root(cfg *config.Config) (*rundir.Root, error) {
+	return rundir.Open(cfg.TrainingDir())
+}
+
+func defaultBackend(b *config.Backend) (backend.Backend, error) {
+	switch b.Type {
+	case config.TypeLocal:
+		return local.New(), nil
+	}
+	return nil, fmt.Errorf("backend %s is of type %s, which this version of potato-dispatch cannot run yet", b.Name, b.Type)
+}
+
+// check refuses a run that cannot work, before anything is recorded.
+func check(cfg *config.Config, opt *Options) (*config.Backend, error) {
+	name := opt.Backend
+	if name == "" {
+		name = cfg.Training.Backend
+	}
+	b, ok := cfg.Backend(name)
+	if !ok {
+		return nil, usagef("no backend %q in %s: the backends are %s", name, cfg.Path, backendNames(cfg))
+	}
+	if opt.Trainer == "" {
+		return nil, usagef("no trainer given: use --trainer tfidf-logreg")
+	}
+	if strings.HasPrefix(opt.Trainer, local.ExecPrefix) {
+		if b.Type != config.TypeLocal {
+			return nil, usagef("trainer %s is a program on this machine: it runs only on the local backend, not on %s", opt.Trainer, b.Name)
+		}
+	} else {
+		info, ok := trainer.Lookup(opt.Trainer)
+		switch {
+		case !ok:
+			return nil, usagef("unknown trainer %q", opt.Trainer)
+		case info.LocalOnly && b.Type != config.TypeLocal:
+			return nil, usagef("trainer %s runs only on the annotation server (local), not on %s", opt.Trainer, b.Label())
+		case !info.Available:
+			return nil, usagef("trainer %s is not available in this version", opt.Trainer)
+		}
+	}
+	if len(opt.Schemas) == 0 {
+		return nil, usagef("no schema given: use --schemas NAME[,NAME]")
+	}
+	for _, s := range opt.Schemas {
+		sc, ok := cfg.Scheme(s)
+		if !ok {
+			return nil, usagef("schema %q is not in annotation_schemes of %s", s, cfg.Path)
+		}
+		if !sc.Classification() && !strings.HasPrefix(opt.Trainer, local.ExecPrefix) {
+			return nil, usagef("schema %s is a %s schema: the trainers learn radio, select and multiselect schemas", s, sc.AnnotationType)
+		}
+	}
+	return b, nil
+}
+
+func backendNames(cfg *config.Config) string {
+	names := []string{"local"}
+	for _, b := range cfg.Training.Backends {
+		names = append(names, b.Name)
+	}
+	return strings.Join(names, ", ")
+}
+
+// Run records a run, waits for its turn in the queue and takes it to its
+// end. It returns the run's exit code; err is set when the run could not
+// even be recorded (then the code is ExitUsage or ExitFailed).
+func Run(ctx context.Context, opt Options) (int, error) {
+	cfg, err := LoadConfig(opt.ConfigPath)
+	if err != nil {
+		return ExitUsage, err
+	}
+	b, err := check(cfg, &opt)
+	if err != nil {
+		return ExitUsage, err
+	}
+	root, err := Root(cfg)
+	if err != nil {
+		return ExitFailed, err
+	}
+	if opt.Trigger == "" {
+		opt.Trigger = "manual"
+	}
+	host, _ := os.Hostname()
+	run, err := root.Create(rundir.Record{
+		RunID: opt.RunID, Project: cfg.TaskName, Trainer: opt.Trainer, Schemas: opt.Schemas,
+		Params: opt.Params, Backend: b.Name, BackendType: b.Type, RanOn: b.Label(),
+		Trigger: opt.Trigger, Step: "waiting in the queue", Host: host,
+	})
+	if err != nil {
+		return ExitFailed, err
+	}
+	defer run.Close()
+	if opt.Started != nil {
+		opt.Started(run.ID)
+	}
+	newBackend := opt.NewBackend
+	if newBackend == nil {
+		newBackend = defaultBackend
+	}
+	d := &dispatcher{cfg: cfg, root: root, run: run, backendCfg: b, newBackend: newBackend}
+	return d.execute(ctx), nil
+}
+
+type dispatcher struct {
+	cfg        *config.Config
+	root       *rundir.Root
+	run        *rundir.Run
+	backendCfg *config.Backend
+	newBackend func(*config.Backend) (backend.Backend, error)
+
+	mu        sync.Mutex
+	events    *os.File
+	lastWrite time.Time
+	result    *events.Result
+	failure   *events.Failure
+	cancelled bool
+	timedOut  bool
+	startedAt time.Time
+}
+
+func (d *dispatcher) logf(format string, args ...any) { d.run.Logf(format, args...) }
+
+func (d *dispatcher) set(fn func(*rundir.Record)) {
+	if err := d.run.Update(fn); err != nil {
+		d.logf("cannot write run.json: %v", err)
+	}
+}
+
+func (d *dispatcher) step(s string) { d.set(func(r *rundir.Record) { r.Step = s }) }
+
+// finish ends the run: the record, the store, then exit_code, last.
+func (d *dispatcher) finish(state, msg, code string) int {
+	exit := ExitFailed
+	switch state {
+	case rundir.StateSuccess:
+		exit = ExitSuccess
+	case rundir.StateCancelled:
+		exit = ExitCancelled
+	}
+	now := time.Now().UTC()
+	d.set(func(r *rundir.Record) {
+		r.State = state
+		r.FinishedAt = &now
+		r.ExitCode = &exit
+		if state != rundir.StateSuccess {
+			r.Error = msg
+			r.ErrorCode = code
+		}
+		switch state {
+		case rundir.StateSuccess:
+			r.Step = "finished"
+		case rundir.StateCancelled:
+			r.Step = "cancelled"
+		default:
+			r.Step = "failed: " + msg
+		}
+	})
+	if state == rundir.StateSuccess {
+		d.logf("run finished: success")
+	} else {
+		d.logf("run finished: %s: %s", state, msg)
+	}
+	d.record()
+	d.prune()
+	if err := d.run.Finish(exit); err != nil {
+		d.logf("cannot write exit_code: %v", err)
+	}
+	return exit
+}
+
+func (d *dispatcher) execute(ctx context.Context) int {
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	cancelCh := d.run.WatchCancel(ctx)
+	rec := d.run.Record()
+	d.logf("run %s: trainer %s, schemas %s, on %s, started by %s", rec.RunID, rec.Trainer, strings.Join(rec.Schemas, ","), rec.RanOn, rec.Trigger)
+
+	// Wait for the queue, giving up if the run is cancelled meanwhile.
+	qctx, qstop := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-cancelCh:
+			qstop()
+		case <-qctx.Done():
+		}
+	}()
+	release, err := d.root.Acquire(qctx, d.run, func(ahead string) {
+		d.logf("waiting in the queue behind run %s", ahead)
+		d.step("waiting in the queue behind run " + ahead)
+	})
+	qstop()
+	if err != nil {
+		if isClosed(cancelCh) {
+			return d.finish(rundir.StateCancelled, msgCancel+" while queued", events.CodeCancelled)
+		}
+		return d.finish(rundir.StateError, err.Error(), "queue")
+	}
+	defer release()
+
+	started := time.Now().UTC()
+	d.startedAt = started
+	d.set(func(r *rundir.Record) {
+		r.State = rundir.StateBuilding
+		r.StartedAt = &started
+		r.Step = "building the bundle"
+	})
+	m, err := bundle.Build(d.cfg, d.run.Path(rundir.BundleDir), rec.Schemas)
+	if err != nil {
+		return d.finish(rundir.StateError, "building the bundle: "+err.Error(), events.CodeBadBundle)
+	}
+	d.logf("bundle: %d items, splits %s, %d without a label, digest %s", m.Stats.NItems, splitCounts(m), m.Stats.NSkippedNoLabel, m.Digest)
+	if isClosed(cancelCh) {
+		return d.finish(rundir.StateCancelled, msgCancel, events.CodeCancelled)
+	}
+
+	spec := trainer.Spec{
+		V: 1, RunID: rec.RunID, Trainer: rec.Trainer, Schemas: m.Schemas,
+		BundleDir: d.run.Path(rundir.BundleDir), Workdir: d.run.Path(rundir.ArtifactsDir),
+		Params: rec.Params, Seed: int64(d.cfg.Training.SplitSeed),
+		Limits: trainer.Limits{MaxWallS: d.cfg.Training.MaxWallSeconds, MaxRAMMB: d.cfg.Training.MaxRAMMB,
+			Device: d.cfg.Training.Device, NumThreads: d.cfg.Training.NumThreads},
+	}
+	if err := os.MkdirAll(spec.Workdir, 0o755); err != nil {
+		return d.finish(rundir.StateError, err.Error(), "")
+	}
+	be, err := d.newBackend(d.backendCfg)
+	if err != nil {
+		return d.finish(rundir.StateError, err.Error(), "")
+	}
+	ev, err := os.OpenFile(d.run.Path(rundir.EventsFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return d.finish(rundir.StateError, err.Error(), "")
+	}
+	d.events = ev
+	defer ev.Close()
+	job := &backend.Job{Config: d.cfg, Backend: d.backendCfg, Run: d.run, Spec: spec,
+		SpecPath: d.run.Path(rundir.SpecFile), Logf: d.logf, Step: d.step}
+	job.Event = func(e events.Event) { d.onEvent(job, e) }
+
+	d.set(func(r *rundir.Record) { r.State = rundir.StateDispatching; r.Step = "starting the training process" })
+	if err := be.Prepare(ctx, job); err != nil {
+		return d.finish(rundir.StateError, err.Error(), "")
+	}
+	d.set(func(r *rundir.Record) { r.Device = job.Spec.Limits.Device })
+	if err := job.Spec.Write(job.SpecPath); err != nil {
+		return d.finish(rundir.StateError, err.Error(), "")
+	}
+	if err := be.Start(ctx, job); err != nil {
+		return d.finish(rundir.StateError, err.Error(), "")
+	}
+	d.set(func(r *rundir.Record) { r.State = rundir.StateRunning; r.Step = "training" })
+
+	grace := time.Duration(d.cfg.Training.GraceSeconds) * time.Second
+	outcomeCh := make(chan backend.Outcome, 1)
+	go func() {
+		out, err := be.Wait(ctx)
+		if err != nil {
+			d.logf("%v", err)
+		}
+		outcomeCh <- out
+	}()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	wall := time.Duration(d.cfg.Training.MaxWallSeconds) * time.Second
+	var outcome backend.Outcome
+wait:
+	for {
+		select {
+		case outcome = <-outcomeCh:
+			break wait
+		case <-cancelCh:
+			cancelCh = nil
+			d.mu.Lock()
+			d.cancelled = true
+			d.mu.Unlock()
+			d.logf("cancel requested: SIGTERM, then SIGKILL after %s", grace)
+			d.step("cancelling")
+			be.Cancel(grace)
+		case <-tick.C:
+			// SPEC B5: the limit is checked every second, wherever the run is.
+			if wall > 0 && !d.timedOut && time.Since(started) > wall {
+				d.timedOut = true
+				d.logf(msgWall+": stopping it", d.cfg.Training.MaxWallSeconds)
+				d.step("stopping: over max_wall_seconds")
+				be.Cancel(grace)
+			}
+		}
+	}
+	d.logf("training process ended: %s", describeOutcome(outcome))
+
+	d.mu.Lock()
+	res, fail, cancelled := d.result, d.failure, d.cancelled
+	d.mu.Unlock()
+	job.Result = res
+	switch {
+	case cancelled:
+		return d.finish(rundir.StateCancelled, msgCancel, events.CodeCancelled)
+	case d.timedOut:
+		return d.finish(rundir.StateError, fmt.Sprintf(msgWall, d.cfg.Training.MaxWallSeconds), "timeout")
+	case res == nil && outcome.Killed:
+		return d.finish(rundir.StateError, msgKilled, events.CodeOutOfMemory)
+	case res == nil && fail != nil:
+		return d.finish(rundir.StateError, fail.Message, fail.Code)
+	case res == nil:
+		return d.finish(rundir.StateError, fmt.Sprintf(msgNoResult, describeOutcome(outcome)), "no_result")
+	case outcome.ExitCode != 0:
+		d.logf("warning: the training process sent a result but exited with %s", describeOutcome(outcome))
+	}
+	d.set(func(r *rundir.Record) { r.State = rundir.StateFetching; r.Step = "collecting the predictions" })
+	if err := be.Collect(ctx, job); err != nil {
+		return d.finish(rundir.StateError, "collecting the results: "+err.Error(), "")
+	}
+	d.set(func(r *rundir.Record) { r.ArtifactURI = "file://" + spec.Workdir })
+	if err := d.writeBack(m); err != nil {
+		return d.finish(rundir.StateError, "write-back: "+err.Error(), "writeback")
+	}
+	return d.finish(rundir.StateSuccess, "", "")
+}
+
+func describeOutcome(o backend.Outcome) string {
+	if o.Signal != "" {
+		return o.Signal
+	}
+	return fmt.Sprintf("exit status %d", o.ExitCode)
+}
+
+func splitCounts(m bundle.Manifest) string {
+	var parts []string
+	for _, name := range sortedKeys(m.Stats.Splits) {
+		parts = append(parts, fmt.Sprintf("%s %d", name, m.Stats.Splits[name]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// onEvent appends an event to events.jsonl and follows it in run.json.
+func (d *dispatcher) onEvent(job *backend.Job, e events.Event) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, err := d.events.Write(e.Line()); err != nil {
+		d.logf("cannot append to events.jsonl: %v", err)
+	}
+	switch e.Kind {
+	case events.KindStatus:
+		if s := e.String("step"); s != "" {
+			d.set(func(r *rundir.Record) { r.Step = s })
+		}
+	case events.KindProgress:
+		p := rundir.Progress{Phase: e.String("phase"), Current: e.Number("current"), Total: e.Number("total"), EtaS: e.Number("eta_s")}
+		// run.json is rewritten at most 4 times a second for progress.
+		if time.Since(d.lastWrite) >= 250*time.Millisecond || p.Current >= p.Total {
+			d.lastWrite = time.Now()
+			d.set(func(r *rundir.Record) { r.Progress = &p })
+		}
+	case events.KindLog:
+		d.logf("trainer %s: %s", e.String("level"), e.String("msg"))
+	case events.KindError:
+		var f events.Failure
+		if e.Decode(&f) == nil {
+			d.failure = &f
+			d.logf("trainer error %s: %s", f.Code, f.Message)
+			if f.InstallHint != "" {
+				d.logf("hint: %s", f.InstallHint)
+			}
+		}
+	case events.KindResult:
+		var r events.Result
+		if err := e.Decode(&r); err != nil {
+			d.logf("ignoring a malformed result event: %v", err)
+			return
+		}
+		d.result = &r
+		d.set(func(rec *rundir.Record) {
+			if rec.Metrics == nil {
+				rec.Metrics = map[string]any{}
+			}
+			for k, v := range r.Metrics {
+				rec.Metrics[k] = v
+			}
+		})
+	}
+}
+
+// prune removes the bundles and model files of runs beyond retain_runs
+// (SPEC X6); records, logs and predictions stay.
+func (d *dispatcher) prune() {
+	keep := d.cfg.Training.RetainRuns
+	if keep <= 0 {
+		return
+	}
+	infos, err := d.root.List()
+	if err != nil {
+		return
+	}
+	var done []rundir.Info
+	for _, i := range infos {
+		if i.Finished || i.RunID == d.run.ID {
+			done = append(done, i)
+		}
+	}
+	for i := 0; i < len(done)-keep; i++ {
+		dir := d.root.RunDir(done[i].RunID)
+		for _, name := range []string{rundir.BundleDir, rundir.BundleArchive, rundir.ArtifactsDir} {
+			p := filepath.Join(dir, name)
+			if _, err := os.Lstat(p); err == nil {
+				if err := os.RemoveAll(p); err == nil {
+					d.logf("retain_runs %d: removed %s of run %s", keep, name, done[i].RunID)
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,438 @@
+package dispatch_test
+
+import (
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	_ "modernc.org/sqlite"
+
+	"potato-training/internal/fakebin"
+	"potato-training/internal/testcli"
+	"potato-training/lib/rundir"
+)
+
+// project writes a small Potato project: n items, two labels, one
+// annotator labelling the first labelled items. extra is appended under
+// model_training.
+func project(t *testing.T, n, labelled int, extra string) (dir, cfg string) {
+	t.Helper()
+	dir = t.TempDir()
+	words := map[string][]string{
+		"positive": {"great", "lovely", "excellent", "wonderful", "superb", "delight"},
+		"negative": {"awful", "terrible", "broken", "rude", "dirty", "refund"},
+	}
+	var items []string
+	state := map[string]any{}
+	for i := 1; i <= n; i++ {
+		label := "positive"
+		if i%2 == 0 {
+			label = "negative"
+		}
+		w := words[label]
+		text := fmt.Sprintf("the stay was %s and %s, item %d %s", w[i%6], w[(i+2)%6], i, w[(i+4)%6])
+		b, _ := json.Marshal(map[string]string{"id": fmt.Sprintf("r%d", i), "text": text})
+		items = append(items, string(b))
+		if i <= labelled {
+			state[fmt.Sprintf("r%d", i)] = []any{[]any{map[string]string{"schema": "sentiment", "name": label}, "true"}}
+		}
+	}
+	os.MkdirAll(filepath.Join(dir, "data"), 0o755)
+	os.WriteFile(filepath.Join(dir, "data", "items.jsonl"), []byte(strings.Join(items, "\n")+"\n"), 0o644)
+	os.MkdirAll(filepath.Join(dir, "annotation_output", "ann"), 0o755)
+	b, _ := json.Marshal(map[string]any{"user_id": "ann", "instance_id_to_label_to_value": state})
+	os.WriteFile(filepath.Join(dir, "annotation_output", "ann", "user_state.json"), b, 0o644)
+	cfg = filepath.Join(dir, "config.yaml")
+	text := `annotation_task_name: "Test Project"
+task_dir: "."
+data_files: ["data/items.jsonl"]
+item_properties: {id_key: id, text_key: text}
+output_annotation_dir: annotation_output
+annotation_schemes:
+  - {annotation_type: radio, name: sentiment, labels: [positive, negative]}
+model_training:
+  enabled: true
+  grace_seconds: 1
+  writeback:
+    schemas: [sentiment]
+    include_unlabeled: true
+    min_confidence: 0.5
+` + extra
+	if err := os.WriteFile(cfg, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir, cfg
+}
+
+// trainer writes a fake training process: a shell script standing in for
+// a trainer so a test can make it misbehave on purpose.
+func trainer(t *testing.T, dir, body string) string {
+	t.Helper()
+	p := filepath.Join(dir, "trainer.sh")
+	script := "#!/bin/sh\n" + body + "\n"
+	if err := os.WriteFile(p, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return "exec:" + p
+}
+
+const resultLines = `mkdir -p artifacts; : > artifacts/predictions.jsonl
+echo '{"v":1,"event":"result","status":"success","predictions_file":"predictions.jsonl","n_predictions":0}'`
+
+func dispatchCmd(t *testing.T, args ...string) *exec.Cmd {
+	bin := testcli.Binaries(t)
+	cmd := exec.Command(filepath.Join(bin, "potato-dispatch"), args...)
+	cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"))
+	return cmd
+}
+
+type result struct {
+	code   int
+	stdout string
+	stderr string
+}
+
+func run(t *testing.T, args ...string) result {
+	t.Helper()
+	cmd := dispatchCmd(t, args...)
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return result{code, out.String(), errb.String()}
+}
+
+func root(dir string) *rundir.Root {
+	return &rundir.Root{Dir: filepath.Join(dir, "annotation_output", "training")}
+}
+
+func read(t *testing.T, dir, id string) rundir.Info {
+	t.Helper()
+	info, err := root(dir).Read(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info
+}
+
+// waitFor polls cond until it holds, failing after a generous bound: the
+// bound is a hang guard, not a speed target.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func runLog(t *testing.T, dir, id string) string {
+	b, _ := os.ReadFile(filepath.Join(root(dir).RunDir(id), "run.log"))
+	return string(b)
+}
+
+func TestEndToEndBuiltinTrainer(t *testing.T) {
+	dir, cfg := project(t, 300, 240, "")
+	r := run(t, "run", cfg, "--trainer", "tfidf-logreg", "--schemas", "sentiment")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	id := strings.TrimSpace(r.stdout)
+	if !rundir.ValidID(id) || strings.Contains(id, "\n") {
+		t.Fatalf("stdout should be the run id alone, got %q", r.stdout)
+	}
+	info := read(t, dir, id)
+	if info.State != rundir.StateSuccess || info.Heldout == nil || info.Heldout.N == 0 {
+		t.Fatalf("record: %+v", info.Record)
+	}
+	if info.Heldout.Accuracy < 0.8 {
+		t.Errorf("held-out accuracy %.3f on a separable task", info.Heldout.Accuracy)
+	}
+	if !strings.Contains(r.stderr, "held-out accuracy") || !strings.Contains(r.stderr, "prelabels written to") {
+		t.Errorf("summary on stderr: %q", r.stderr)
+	}
+	code, _ := os.ReadFile(filepath.Join(root(dir).RunDir(id), "exit_code"))
+	if string(code) != "0\n" {
+		t.Errorf("exit_code %q", code)
+	}
+	db, err := sql.Open("sqlite", filepath.Join(dir, "project.sqlite"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n, nTrain int
+	db.QueryRow(`SELECT count(*) FROM training_predictions WHERE project = 'Test Project' AND run_id = ?`, id).Scan(&n)
+	db.QueryRow(`SELECT count(*) FROM training_predictions p JOIN training_run_items i
+		ON p.project = i.project AND p.instance_id = i.instance_id AND i.run_id = ?
+		WHERE i.split = 'train'`, id).Scan(&nTrain)
+	if n == 0 || nTrain != 0 {
+		t.Errorf("prelabels: %d rows, %d of them in the train split", n, nTrain)
+	}
+	if info.Writeback["n_written"] != n {
+		t.Errorf("run.json writeback %v, store has %d", info.Writeback, n)
+	}
+	var status, backend string
+	db.QueryRow(`SELECT status, backend FROM training_runs WHERE run_id = ?`, id).Scan(&status, &backend)
+	if status != "success" || backend != "local" {
+		t.Errorf("training_runs row: %q %q", status, backend)
+	}
+}
+
+func TestQueueRunsOneAtATimeInOrder(t *testing.T) {
+	dir, cfg := project(t, 40, 30, "")
+	tr := trainer(t, dir, `echo "start $(basename "$PWD") $(date +%s%N)" >> `+dir+`/order
+sleep 0.5
+echo "end $(basename "$PWD") $(date +%s%N)" >> `+dir+`/order
+`+resultLines)
+	var ids []string
+	for i := 0; i < 3; i++ {
+		r := run(t, "run", cfg, "--trainer", tr, "--schemas", "sentiment", "--detach")
+		if r.code != 0 {
+			t.Fatalf("detach exit %d: %s", r.code, r.stderr)
+		}
+		ids = append(ids, strings.TrimSpace(r.stdout))
+	}
+	for _, id := range ids {
+		waitFor(t, "run "+id, func() bool { return read(t, dir, id).Finished })
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "order"))
+	lines := strings.Fields(string(b))
+	var got []string
+	for i := 0; i+2 < len(lines)+1 && i < len(lines); i += 3 {
+		got = append(got, lines[i]+" "+lines[i+1])
+	}
+	want := []string{"start " + ids[0], "end " + ids[0], "start " + ids[1], "end " + ids[1], "start " + ids[2], "end " + ids[2]}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("runs overlapped or went out of order:\n got %q\nwant %q", got, want)
+	}
+	for _, id := range ids {
+		if s := read(t, dir, id).State; s != rundir.StateSuccess {
+			t.Errorf("run %s: %s", id, s)
+		}
+	}
+	if !strings.Contains(runLog(t, dir, ids[2]), "waiting in the queue behind run "+ids[0]) {
+		t.Errorf("third run's log does not say it waited:\n%s", runLog(t, dir, ids[2]))
+	}
+}
+
+func startDetached(t *testing.T, cfg, tr string) string {
+	t.Helper()
+	r := run(t, "run", cfg, "--trainer", tr, "--schemas", "sentiment", "--detach")
+	if r.code != 0 {
+		t.Fatalf("detach exit %d: %s", r.code, r.stderr)
+	}
+	return strings.TrimSpace(r.stdout)
+}
+
+// The fault: a trainer that ignores SIGTERM. Expected: it is killed after
+// grace_seconds and the run ends cancelled (exit_code 3).
+func TestCancelKillsATrainerThatIgnoresTERM(t *testing.T) {
+	dir, cfg := project(t, 40, 30, "")
+	tr := trainer(t, dir, `trap '' TERM
+echo '{"v":1,"event":"status","state":"fitting","step":"ignoring TERM"}'
+while :; do sleep 0.1; done`)
+	id := startDetached(t, cfg, tr)
+	waitFor(t, "running", func() bool { return read(t, dir, id).Step == "ignoring TERM" })
+	if r := run(t, "cancel", cfg, id); r.code != 0 {
+		t.Fatalf("cancel exit %d: %s", r.code, r.stderr)
+	}
+	waitFor(t, "the end", func() bool { return read(t, dir, id).Finished })
+	info := read(t, dir, id)
+	log := runLog(t, dir, id)
+	if info.State != rundir.StateCancelled || *info.ExitCode != 3 {
+		t.Errorf("state %s exit %v", info.State, info.ExitCode)
+	}
+	if !strings.Contains(log, "cancel requested: SIGTERM, then SIGKILL after 1s") || !strings.Contains(log, "training process ended: killed by SIGKILL") {
+		t.Errorf("run log:\n%s", log)
+	}
+	if r := run(t, "cancel", cfg, id); r.code != 1 || !strings.Contains(r.stderr, "finished already") {
+		t.Errorf("cancelling a finished run: %d %q", r.code, r.stderr)
+	}
+}
+
+func TestCancelWhileQueued(t *testing.T) {
+	dir, cfg := project(t, 40, 30, "")
+	tr := trainer(t, dir, "sleep 30")
+	first := startDetached(t, cfg, tr)
+	second := startDetached(t, cfg, tr)
+	waitFor(t, "queued behind", func() bool { return strings.Contains(read(t, dir, second).Step, first) })
+	run(t, "cancel", cfg, second)
+	waitFor(t, "second ends", func() bool { return read(t, dir, second).Finished })
+	if info := read(t, dir, second); info.State != rundir.StateCancelled || info.StartedAt != nil {
+		t.Errorf("queued run: state %s started %v", info.State, info.StartedAt)
+	}
+	run(t, "cancel", cfg, first)
+	waitFor(t, "first ends", func() bool { return read(t, dir, first).Finished })
+}
+
+func TestWallLimit(t *testing.T) {
+	dir, cfg := project(t, 40, 30, "  max_wall_seconds: 1\n")
+	id := startDetached(t, cfg, trainer(t, dir, "sleep 30"))
+	waitFor(t, "the end", func() bool { return read(t, dir, id).Finished })
+	info := read(t, dir, id)
+	if info.State != rundir.StateError || info.Error != "the run did not finish within max_wall_seconds (1 s)" {
+		t.Errorf("state %s error %q", info.State, info.Error)
+	}
+}
+
+func TestExitZeroWithoutResultFails(t *testing.T) {
+	dir, cfg := project(t, 40, 30, "")
+	r := run(t, "run", cfg, "--trainer", trainer(t, dir, "exit 0"), "--schemas", "sentiment")
+	id := strings.TrimSpace(r.stdout)
+	info := read(t, dir, id)
+	if r.code != 1 || info.State != rundir.StateError || info.Error != "the training process ended (exit status 0) without a result" {
+		t.Errorf("exit %d state %s error %q", r.code, info.State, info.Error)
+	}
+}
+
+// The fault: the trainer is killed by SIGKILL with no cancel asked, as
+// the kernel's OOM killer does.
+func TestKilledTrainerSaysOutOfMemory(t *testing.T) {
+	dir, cfg := project(t, 40, 30, "")
+	r := run(t, "run", cfg, "--trainer", trainer(t, dir, "kill -9 $$"), "--schemas", "sentiment")
+	info := read(t, dir, strings.TrimSpace(r.stdout))
+	if r.code != 1 || !strings.Contains(info.Error, "killed (SIGKILL), which usually means the machine ran out of memory") {
+		t.Errorf("exit %d error %q", r.code, info.Error)
+	}
+}
+
+func TestMalformedEventLinesAreLog(t *testing.T) {
+	dir, cfg := project(t, 40, 30, "")
+	tr := trainer(t, dir, `echo '{"v":1,"event":"progress","phase":"fit","current":1,"total":2}'
+echo 'this is not an event'
+echo '{"v":1,"event":'
+echo '{"v":2,"event":"progress"}'
+echo '{"v":1,"event":"teleport"}'
+`+resultLines)
+	r := run(t, "run", cfg, "--trainer", tr, "--schemas", "sentiment")
+	id := strings.TrimSpace(r.stdout)
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	log := runLog(t, dir, id)
+	for _, want := range []string{"trainer: this is not an event", `trainer: {"v":1,"event":`, `trainer: {"v":2,"event":"progress"}`, `trainer: {"v":1,"event":"teleport"}`} {
+		if !strings.Contains(log, want) {
+			t.Errorf("run log lacks %q:\n%s", want, log)
+		}
+	}
+	ev, _ := os.ReadFile(filepath.Join(root(dir).RunDir(id), "events.jsonl"))
+	if n := strings.Count(string(ev), "\n"); n != 2 {
+		t.Errorf("events.jsonl should hold the progress and result events, has %d lines:\n%s", n, ev)
+	}
+}
+
+// The fault: kill -9 of a dispatch. Expected: status reports its run
+// failed, and the queue is free for the next run.
+func TestStatusAfterDispatchIsKilled(t *testing.T) {
+	dir, cfg := project(t, 40, 30, "")
+	id := startDetached(t, cfg, trainer(t, dir, "sleep 30"))
+	waitFor(t, "running", func() bool { return read(t, dir, id).State == rundir.StateRunning })
+	pid := read(t, dir, id).PID
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the dispatch to die", func() bool { return syscall.Kill(pid, 0) != nil })
+	waitFor(t, "the run to be reported gone", func() bool { return read(t, dir, id).Gone })
+	r := run(t, "status", cfg, id, "--json")
+	var rec rundir.Record
+	if err := json.Unmarshal([]byte(r.stdout), &rec); err != nil {
+		t.Fatalf("status --json: %v\n%s", err, r.stdout)
+	}
+	if rec.State != rundir.StateError || rec.Error != "the dispatch process for this run is gone" {
+		t.Errorf("status of a run whose dispatch died: %s %q", rec.State, rec.Error)
+	}
+	r = run(t, "status", cfg)
+	if !strings.Contains(r.stdout, id) || !strings.Contains(r.stdout, "error") {
+		t.Errorf("status table:\n%s", r.stdout)
+	}
+	next := run(t, "run", cfg, "--trainer", trainer(t, dir, resultLines), "--schemas", "sentiment")
+	if next.code != 0 {
+		t.Errorf("the next run did not get the queue: %d %s", next.code, next.stderr)
+	}
+	// The orphaned trainer is still sleeping in its own group; end it.
+	exec.Command("pkill", "-f", filepath.Join(dir, "trainer.sh")).Run()
+}
+
+func TestRefusals(t *testing.T) {
+	dir, cfg := project(t, 40, 30, `  backends:
+    gpu: {type: ssh, host: gpu.example.org}
+`)
+	_ = dir
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--trainer", "decision-calibrate", "--schemas", "sentiment", "--backend", "gpu"}, "trainer decision-calibrate runs only on the annotation server (local), not on gpu (ssh to gpu.example.org)"},
+		{[]string{"--trainer", "tfidf-logreg", "--schemas", "sentiment", "--backend", "nowhere"}, `no backend "nowhere"`},
+		{[]string{"--trainer", "tfidf-logreg", "--schemas", "topic"}, `schema "topic" is not in annotation_schemes`},
+		{[]string{"--trainer", "nosuch", "--schemas", "sentiment"}, `unknown trainer "nosuch"`},
+		{[]string{"--trainer", "tfidf-logreg", "--schemas", "sentiment", "--param", "epochs"}, `--param "epochs": use KEY=VALUE`},
+	}
+	for _, c := range cases {
+		r := run(t, append([]string{"run", cfg}, c.args...)...)
+		if r.code != 2 || !strings.Contains(r.stderr, c.want) || r.stdout != "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2 and %q", c.args, r.code, r.stdout, r.stderr, c.want)
+		}
+	}
+	if entries, _ := os.ReadDir(filepath.Join(dir, "annotation_output", "training", "runs")); len(entries) != 0 {
+		t.Errorf("a refused run left %d run directories", len(entries))
+	}
+}
+
+func TestTooFewLabelsIsValidationFailed(t *testing.T) {
+	dir, cfg := project(t, 40, 6, "")
+	r := run(t, "run", cfg, "--trainer", "tfidf-logreg", "--schemas", "sentiment")
+	info := read(t, dir, strings.TrimSpace(r.stdout))
+	if r.code != 1 || info.ErrorCode != "validation_failed" || !strings.Contains(info.Error, "needs at least 10 items") {
+		t.Errorf("exit %d code %q error %q", r.code, info.ErrorCode, info.Error)
+	}
+}
+
+// max_ram_mb becomes RLIMIT_AS and num_threads the thread variables; the
+// fake trainer prints what it was given.
+func TestLimitsReachTheTrainer(t *testing.T) {
+	dir, cfg := project(t, 40, 30, "  max_ram_mb: 300\n  num_threads: 3\n")
+	tr := trainer(t, dir, `echo "limit $(ulimit -v) threads $OMP_NUM_THREADS $MKL_NUM_THREADS $OPENBLAS_NUM_THREADS device $POTATO_TRAINING_DEVICE"
+`+resultLines)
+	r := run(t, "run", cfg, "--trainer", tr, "--schemas", "sentiment")
+	log := runLog(t, dir, strings.TrimSpace(r.stdout))
+	if r.code != 0 || !strings.Contains(log, "trainer: limit "+strconv.Itoa(300*1024)+" threads 3 3 3 device cpu") {
+		t.Errorf("exit %d, log:\n%s", r.code, log)
+	}
+}
+
+// The machine has no GPU: a fake nvidia-smi lists one, and cuda:1 falls
+// back to it with a warning (SPEC L1).
+func TestAbsentDeviceFallsBack(t *testing.T) {
+	dir, cfg := project(t, 40, 30, "  device: cuda:1\n")
+	fake := fakebin.NvidiaSMI(t, t.TempDir(), "0, GPU-0000, NVIDIA H200, 143771, 140000, 3, 9.0\n")
+	tr := trainer(t, dir, `echo "visible $CUDA_VISIBLE_DEVICES device $POTATO_TRAINING_DEVICE"
+`+resultLines)
+	cmd := dispatchCmd(t, "run", cfg, "--trainer", tr, "--schemas", "sentiment")
+	cmd.Env = append(cmd.Env, "PATH="+fake+":"+testcli.Binaries(t)+":"+os.Getenv("PATH"))
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := runLog(t, dir, strings.TrimSpace(string(out)))
+	for _, want := range []string{"warning: device cuda:1 is not on this machine; using cuda:0 (NVIDIA H200)", "trainer: visible 0 device cuda:0"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("run log lacks %q:\n%s", want, log)
+		}
+	}
+}

@@ -1,0 +1,198 @@
+package dispatch
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"potato-training/lib/rundir"
+)
+
+// ErrFinished is returned when cancelling a run that is over.
+var ErrFinished = errors.New("finished already")
+
+// Cancel asks run id to stop: its dispatch sees the cancel file, sends
+// SIGTERM to the training process and SIGKILL after grace_seconds.
+func Cancel(configPath, id string) error {
+	cfg, err := LoadConfig(configPath)
+	if err != nil {
+		return err
+	}
+	root, err := Root(cfg)
+	if err != nil {
+		return err
+	}
+	info, err := root.Read(id)
+	if err != nil {
+		return err
+	}
+	switch {
+	case info.Finished:
+		return fmt.Errorf("run %s is %w (%s)", id, ErrFinished, info.State)
+	case info.Gone:
+		return fmt.Errorf("run %s: %s", id, rundir.GoneError)
+	}
+	return root.RequestCancel(id)
+}
+
+// StatusOptions are potato-dispatch status's arguments.
+type StatusOptions struct {
+	ConfigPath string
+	RunID      string
+	JSON       bool
+	LogLines   int
+}
+
+// Detail is the JSON of one run in potato-dispatch status RUN_ID --json.
+type Detail struct {
+	rundir.Record
+	Log []string `json:"log"`
+}
+
+// Status prints every run, or one run in detail.
+func Status(w io.Writer, opt StatusOptions) error {
+	cfg, err := LoadConfig(opt.ConfigPath)
+	if err != nil {
+		return err
+	}
+	root, err := Root(cfg)
+	if err != nil {
+		return err
+	}
+	if opt.RunID != "" {
+		info, err := root.Read(opt.RunID)
+		if err != nil {
+			return err
+		}
+		n := opt.LogLines
+		if n == 0 {
+			n = 10
+		}
+		lines, _ := rundir.TailLines(filepath.Join(root.RunDir(opt.RunID), rundir.LogFile), n)
+		if lines == nil {
+			lines = []string{}
+		}
+		if opt.JSON {
+			return writeJSON(w, Detail{Record: info.Record, Log: lines})
+		}
+		return writeDetail(w, info, lines)
+	}
+	infos, err := root.List()
+	if err != nil {
+		return err
+	}
+	if opt.JSON {
+		recs := make([]rundir.Record, 0, len(infos))
+		for _, i := range infos {
+			recs = append(recs, i.Record)
+		}
+		return writeJSON(w, recs)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "RUN\tSTATE\tTRAINER\tSCHEMAS\tRAN ON\tCREATED\tHELD-OUT\tSTEP")
+	for _, i := range infos {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", i.RunID, i.State, i.Trainer, strings.Join(i.Schemas, ","),
+			i.Backend, i.CreatedAt.Local().Format("2006-01-02 15:04:05"), heldout(i.Record), oneLine(i.Step, 60))
+	}
+	return tw.Flush()
+}
+
+func heldout(r rundir.Record) string {
+	if r.Heldout == nil {
+		return "-"
+	}
+	return fmt.Sprintf("acc %.3f", r.Heldout.Accuracy)
+}
+
+func oneLine(s string, n int) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if len([]rune(s)) > n {
+		return string([]rune(s)[:n-3]) + "..."
+	}
+	return s
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func writeDetail(w io.Writer, info rundir.Info, log []string) error {
+	r := info.Record
+	var b strings.Builder
+	field := func(k, v string) {
+		if v != "" {
+			fmt.Fprintf(&b, "%-12s %s\n", k+":", v)
+		}
+	}
+	ts := func(t *time.Time) string {
+		if t == nil {
+			return ""
+		}
+		return t.Local().Format(time.RFC3339)
+	}
+	field("run", r.RunID)
+	field("state", r.State)
+	field("step", r.Step)
+	field("trainer", r.Trainer)
+	field("schemas", strings.Join(r.Schemas, ","))
+	field("ran on", r.RanOn)
+	field("device", r.Device)
+	field("started by", r.Trigger)
+	field("created", r.CreatedAt.Local().Format(time.RFC3339))
+	field("started", ts(r.StartedAt))
+	field("finished", ts(r.FinishedAt))
+	if r.Progress != nil && !rundir.Finished(r.State) {
+		field("progress", fmt.Sprintf("%s %g/%g", r.Progress.Phase, r.Progress.Current, r.Progress.Total))
+	}
+	if r.Heldout != nil {
+		field("held-out", fmt.Sprintf("%s: accuracy %.3f, macro-F1 %.3f on %d test items", r.Heldout.Schema, r.Heldout.Accuracy, r.Heldout.MacroF1, r.Heldout.N))
+	}
+	if r.Writeback != nil {
+		field("prelabels", fmt.Sprintf("%d written of %d predictions", r.Writeback["n_written"], r.Writeback["n_read"]))
+	}
+	field("artifacts", r.ArtifactURI)
+	field("error", r.Error)
+	if len(log) > 0 {
+		b.WriteString("\nlog:\n")
+		for _, l := range log {
+			b.WriteString("  " + l + "\n")
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// Summary is one line on how run id ended, for a person who waited for it.
+func Summary(configPath, id string) (string, error) {
+	cfg, err := LoadConfig(configPath)
+	if err != nil {
+		return "", err
+	}
+	root, err := Root(cfg)
+	if err != nil {
+		return "", err
+	}
+	info, err := root.Read(id)
+	if err != nil {
+		return "", err
+	}
+	r := info.Record
+	if r.State != rundir.StateSuccess {
+		return fmt.Sprintf("run %s: %s: %s", id, r.State, r.Error), nil
+	}
+	s := fmt.Sprintf("run %s: success", id)
+	if h := r.Heldout; h != nil {
+		s += fmt.Sprintf("; held-out accuracy %.3f, macro-F1 %.3f on %d test items of %s", h.Accuracy, h.MacroF1, h.N, h.Schema)
+	}
+	if wb := r.Writeback; wb != nil {
+		s += fmt.Sprintf("; %d prelabels written to %s", wb["n_written"], StorePath(cfg))
+	}
+	return s, nil
+}

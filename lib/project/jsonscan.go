@@ -1,0 +1,451 @@
+package project
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// Data files can hold millions of items, and encoding/json decodes every
+// field of every item (twice scanned, once allocated) when a trainer needs
+// two or three of them. This file reads them in one pass that allocates only
+// for the fields asked for: jsonStream cuts the input into top-level values
+// and counts lines on the way, and scanObject validates one value and picks
+// out the wanted fields' raw JSON.
+
+// jsonStream reads the top-level values of a JSON text from r.
+type jsonStream struct {
+	r        io.Reader
+	buf      []byte
+	pos, end int // the unread bytes are buf[pos:end]
+	mark     int // start of the value being cut, kept across refills; -1 if none
+	line     int // the line of buf[pos]
+	err      error
+	open     []byte // the brackets cut has open
+}
+
+func newJSONStream(r io.Reader) *jsonStream {
+	s := &jsonStream{r: r, buf: make([]byte, 256<<10), mark: -1, line: 1}
+	for s.end < 3 && s.fill() {
+	}
+	if s.end >= 3 && string(s.buf[:3]) == "\ufeff" {
+		s.pos = 3
+	}
+	return s
+}
+
+// fill reads more input, keeping buf[mark:] (or buf[pos:]) and growing buf
+// when it is all kept. It reports whether anything was read.
+func (s *jsonStream) fill() bool {
+	if s.err != nil {
+		return false
+	}
+	keep := s.pos
+	if s.mark >= 0 {
+		keep = s.mark
+	}
+	if keep > 0 {
+		n := copy(s.buf, s.buf[keep:s.end])
+		s.pos -= keep
+		if s.mark >= 0 {
+			s.mark -= keep
+		}
+		s.end = n
+	}
+	if s.end == len(s.buf) {
+		s.buf = append(s.buf, make([]byte, len(s.buf))...)
+	}
+	for {
+		n, err := s.r.Read(s.buf[s.end:])
+		s.end += n
+		if err != nil {
+			s.err = err
+		}
+		if n > 0 || err != nil {
+			return n > 0
+		}
+	}
+}
+
+// readErr is the error for input that ended in the middle of a value.
+func (s *jsonStream) readErr() error {
+	if s.err != nil && s.err != io.EOF {
+		return s.err
+	}
+	return io.ErrUnexpectedEOF
+}
+
+// peek skips white space and returns the next byte without consuming it;
+// ok is false at the end of the input.
+func (s *jsonStream) peek() (c byte, ok bool) {
+	for {
+		for s.pos < s.end {
+			switch c := s.buf[s.pos]; c {
+			case '\n':
+				s.line++
+			case ' ', '\t', '\r':
+			default:
+				return c, true
+			}
+			s.pos++
+		}
+		if !s.fill() {
+			return 0, false
+		}
+	}
+}
+
+// cut returns the bytes of the object or array starting at buf[pos], by
+// matching brackets outside strings; scanObject then checks the grammar.
+// It stops early at a bracket that does not match and at a raw newline in a
+// string, both invalid JSON, so that one bad line of a JSON Lines file is
+// not read on to the end of the file. Lines are counted outside strings.
+// The slice is valid until the next call.
+func (s *jsonStream) cut() ([]byte, error) {
+	s.mark = s.pos
+	defer func() { s.mark = -1 }()
+	s.open = s.open[:0]
+	inString := false
+	i := s.pos
+	for {
+		if i >= s.end {
+			s.pos = i
+			if !s.fill() {
+				return nil, s.readErr()
+			}
+			i = s.pos
+		}
+		if inString {
+			// Jump to the closing quote; an escape is stepped over whole.
+			rest := s.buf[i:s.end]
+			q := bytes.IndexByte(rest, '"')
+			if q < 0 {
+				q = len(rest)
+			}
+			nl := bytes.IndexByte(rest[:q], '\n')
+			if nl >= 0 {
+				q = nl
+			}
+			if e := bytes.IndexByte(rest[:q], '\\'); e >= 0 {
+				if i+e+1 >= s.end {
+					i += e
+					s.pos = i
+					if !s.fill() {
+						return nil, s.readErr()
+					}
+					i = s.pos
+					continue
+				}
+				i += e + 2
+				if s.buf[i-1] == '\n' {
+					s.pos = i
+					return s.buf[s.mark:i], nil
+				}
+				continue
+			}
+			if nl >= 0 {
+				s.pos = i + nl + 1
+				return s.buf[s.mark:s.pos], nil
+			}
+			i += q
+			if q < len(rest) {
+				i++
+				inString = false
+			}
+			continue
+		}
+		c := s.buf[i]
+		i++
+		switch c {
+		case '"':
+			inString = true
+		case '{', '[':
+			s.open = append(s.open, c)
+		case '}', ']':
+			top := s.open[len(s.open)-1]
+			s.open = s.open[:len(s.open)-1]
+			if len(s.open) == 0 || top != c-2 {
+				// c-2 turns '}' into '{' and ']' into '['.
+				s.pos = i
+				return s.buf[s.mark:i], nil
+			}
+		case '\n':
+			s.line++
+		}
+	}
+}
+
+// scanObject checks that b is exactly one JSON object and sets vals[k] to
+// the raw JSON of its member named keys[k] (the last one, if repeated), or
+// nil. An error's offset is a byte index into b.
+func scanObject(b []byte, keys []string, vals []json.RawMessage) error {
+	for k := range vals {
+		vals[k] = nil
+	}
+	p := jsonParser{b: b}
+	p.space()
+	if !p.eat('{') {
+		return p.syntax("expected '{'")
+	}
+	p.space()
+	if !p.eat('}') {
+		for {
+			p.space()
+			ks := p.i
+			if err := p.str(); err != nil {
+				return err
+			}
+			key := keyText(b, ks, p.i)
+			p.space()
+			if !p.eat(':') {
+				return p.syntax("expected ':' after an object key")
+			}
+			p.space()
+			vs := p.i
+			if err := p.value(1); err != nil {
+				return err
+			}
+			for k, want := range keys {
+				if string(key) == want {
+					vals[k] = b[vs:p.i]
+				}
+			}
+			p.space()
+			if p.eat(',') {
+				continue
+			}
+			if p.eat('}') {
+				break
+			}
+			return p.syntax("expected ',' or '}' after an object value")
+		}
+	}
+	p.space()
+	if p.i != len(b) {
+		return p.syntax("unexpected data after the object")
+	}
+	return nil
+}
+
+// keyText returns the text of the key b[start:end] (quotes included), with
+// escapes resolved; only a key with an escape is copied.
+func keyText(b []byte, start, end int) []byte {
+	key := b[start+1 : end-1]
+	if bytes.IndexByte(key, '\\') < 0 {
+		return key
+	}
+	var k string
+	if json.Unmarshal(b[start:end], &k) != nil {
+		return nil
+	}
+	return []byte(k)
+}
+
+// jsonSyntaxError is a grammar error at byte offset Offset of a value.
+type jsonSyntaxError struct {
+	msg    string
+	Offset int
+}
+
+func (e *jsonSyntaxError) Error() string { return e.msg }
+
+var errTooDeep = errors.New("value nested too deeply")
+
+// jsonParser checks JSON grammar over a complete value in b.
+type jsonParser struct {
+	b []byte
+	i int
+}
+
+func (p *jsonParser) syntax(msg string) error {
+	if p.i < len(p.b) {
+		msg = fmt.Sprintf("%s, found %q", msg, p.b[p.i])
+	} else {
+		msg += ", found the end of the value"
+	}
+	return &jsonSyntaxError{msg: msg, Offset: p.i}
+}
+
+func (p *jsonParser) space() {
+	for p.i < len(p.b) {
+		switch p.b[p.i] {
+		case ' ', '\t', '\r', '\n':
+			p.i++
+		default:
+			return
+		}
+	}
+}
+
+func (p *jsonParser) eat(c byte) bool {
+	if p.i < len(p.b) && p.b[p.i] == c {
+		p.i++
+		return true
+	}
+	return false
+}
+
+func (p *jsonParser) value(depth int) error {
+	if depth > 10000 {
+		return errTooDeep
+	}
+	if p.i >= len(p.b) {
+		return p.syntax("expected a value")
+	}
+	switch c := p.b[p.i]; {
+	case c == '"':
+		return p.str()
+	case c == '{':
+		p.i++
+		p.space()
+		if p.eat('}') {
+			return nil
+		}
+		for {
+			p.space()
+			if err := p.str(); err != nil {
+				return err
+			}
+			p.space()
+			if !p.eat(':') {
+				return p.syntax("expected ':' after an object key")
+			}
+			p.space()
+			if err := p.value(depth + 1); err != nil {
+				return err
+			}
+			p.space()
+			if p.eat(',') {
+				continue
+			}
+			if p.eat('}') {
+				return nil
+			}
+			return p.syntax("expected ',' or '}' after an object value")
+		}
+	case c == '[':
+		p.i++
+		p.space()
+		if p.eat(']') {
+			return nil
+		}
+		for {
+			p.space()
+			if err := p.value(depth + 1); err != nil {
+				return err
+			}
+			p.space()
+			if p.eat(',') {
+				continue
+			}
+			if p.eat(']') {
+				return nil
+			}
+			return p.syntax("expected ',' or ']' after an array element")
+		}
+	case c == '-' || c >= '0' && c <= '9':
+		return p.number()
+	case c == 't':
+		return p.literal("true")
+	case c == 'f':
+		return p.literal("false")
+	case c == 'n':
+		return p.literal("null")
+	}
+	return p.syntax("expected a value")
+}
+
+func (p *jsonParser) literal(word string) error {
+	if len(p.b)-p.i >= len(word) && string(p.b[p.i:p.i+len(word)]) == word {
+		p.i += len(word)
+		return nil
+	}
+	return p.syntax("invalid literal")
+}
+
+func (p *jsonParser) str() error {
+	if !p.eat('"') {
+		return p.syntax("expected a string")
+	}
+	for p.i < len(p.b) {
+		for p.i < len(p.b) && plainStringByte[p.b[p.i]] {
+			p.i++
+		}
+		if p.i == len(p.b) {
+			break
+		}
+		c := p.b[p.i]
+		switch {
+		case c == '"':
+			p.i++
+			return nil
+		case c < 0x20:
+			return p.syntax("control character in a string")
+		case c == '\\':
+			p.i++
+			if p.i >= len(p.b) {
+				return p.syntax("unfinished escape")
+			}
+			switch p.b[p.i] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				p.i++
+			case 'u':
+				p.i++
+				for range 4 {
+					if p.i >= len(p.b) || !isHex(p.b[p.i]) {
+						return p.syntax("invalid \\u escape")
+					}
+					p.i++
+				}
+			default:
+				return p.syntax("invalid escape")
+			}
+		default:
+			p.i++
+		}
+	}
+	return p.syntax("unterminated string")
+}
+
+// plainStringByte marks the bytes a string holds as they are: not a quote,
+// not a backslash, not a control character.
+var plainStringByte = func() (t [256]bool) {
+	for c := 0x20; c < 256; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+func isHex(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
+}
+
+func (p *jsonParser) number() error {
+	digits := func() bool {
+		start := p.i
+		for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
+			p.i++
+		}
+		return p.i > start
+	}
+	p.eat('-')
+	if p.eat('0') {
+		// no more integer digits after a leading zero
+	} else if !digits() {
+		return p.syntax("invalid number")
+	}
+	if p.eat('.') && !digits() {
+		return p.syntax("invalid number")
+	}
+	if p.eat('e') || p.eat('E') {
+		if !p.eat('+') {
+			p.eat('-')
+		}
+		if !digits() {
+			return p.syntax("invalid number")
+		}
+	}
+	return nil
+}

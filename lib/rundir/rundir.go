@@ -1,0 +1,392 @@
+// Package rundir implements the run directory described in
+// potato-rundir(5): one directory per run under training/runs/, its
+// record run.json, its log, the exit_code file written last, and the queue
+// that lets one run execute at a time.
+package rundir
+
+import (
+	"bufio"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// States of a run, in the order a run goes through them.
+const (
+	StateQueued      = "queued"
+	StateBuilding    = "building"
+	StateDispatching = "dispatching"
+	StateRunning     = "running"
+	StateFetching    = "fetching"
+	StateSuccess     = "success"
+	StateError       = "error"
+	StateCancelled   = "cancelled"
+)
+
+// Finished reports whether a state is final.
+func Finished(state string) bool {
+	return state == StateSuccess || state == StateError || state == StateCancelled
+}
+
+// Names of the files of a run directory.
+const (
+	RecordFile      = "run.json"
+	SpecFile        = "spec.json"
+	BundleDir       = "bundle"
+	BundleArchive   = "bundle.tar.gz"
+	EventsFile      = "events.jsonl"
+	LogFile         = "run.log"
+	AgentLogFile    = "agent.log"
+	StdoutFile      = "stdout.log"
+	StderrFile      = "stderr.log"
+	PredictionsFile = "predictions.jsonl"
+	ArtifactsDir    = "artifacts"
+	SocketFile      = "agent.sock"
+	CancelFile      = "cancel"
+	ExitCodeFile    = "exit_code"
+	dispatchLock    = "dispatch.lock"
+	queueLock       = "queue.lock"
+)
+
+// GoneError is the error of a run whose dispatch died before it finished.
+const GoneError = "the dispatch process for this run is gone"
+
+// Progress is the last progress event's content.
+type Progress struct {
+	Phase   string  `json:"phase"`
+	Current float64 `json:"current"`
+	Total   float64 `json:"total"`
+	EtaS    float64 `json:"eta_s,omitempty"`
+}
+
+// Heldout is the score of the test split's predictions (SPEC B8).
+type Heldout struct {
+	Schema   string  `json:"schema,omitempty"`
+	N        int     `json:"n"`
+	Accuracy float64 `json:"accuracy"`
+	MacroF1  float64 `json:"macro_f1"`
+}
+
+// Record is run.json. New fields may be added; readers ignore unknown ones.
+type Record struct {
+	RunID       string            `json:"run_id"`
+	Project     string            `json:"project,omitempty"`
+	Trainer     string            `json:"trainer"`
+	Schemas     []string          `json:"schemas"`
+	Params      map[string]string `json:"params"`
+	Backend     string            `json:"backend"`
+	BackendType string            `json:"backend_type"`
+	RanOn       string            `json:"ran_on"`
+	State       string            `json:"state"`
+	Step        string            `json:"step"`
+	Progress    *Progress         `json:"progress,omitempty"`
+	CreatedAt   time.Time         `json:"created_at"`
+	StartedAt   *time.Time        `json:"started_at,omitempty"`
+	FinishedAt  *time.Time        `json:"finished_at,omitempty"`
+	ExitCode    *int              `json:"exit_code,omitempty"`
+	Error       string            `json:"error,omitempty"`
+	ErrorCode   string            `json:"error_code,omitempty"`
+	Metrics     map[string]any    `json:"metrics,omitempty"`
+	Heldout     *Heldout          `json:"heldout,omitempty"`
+	ArtifactURI string            `json:"artifact_uri,omitempty"`
+	Writeback   map[string]int    `json:"writeback,omitempty"`
+	Trigger     string            `json:"trigger"`
+	Device      string            `json:"device,omitempty"`
+	PID         int               `json:"pid,omitempty"`
+	Host        string            `json:"host,omitempty"`
+	AgentSocket string            `json:"agent_socket,omitempty"`
+}
+
+// Root is a project's training/ directory.
+type Root struct {
+	Dir string
+}
+
+// Open makes sure dir/runs exists and returns the root.
+func Open(dir string) (*Root, error) {
+	if err := os.MkdirAll(filepath.Join(dir, "runs"), 0o755); err != nil {
+		return nil, err
+	}
+	return &Root{Dir: dir}, nil
+}
+
+// RunDir is the directory of run id.
+func (r *Root) RunDir(id string) string { return filepath.Join(r.Dir, "runs", id) }
+
+// NewID makes a run id that sorts by time: 20261202-135501-7f3a.
+func NewID(t time.Time) string {
+	var b [2]byte
+	_, _ = rand.Read(b[:])
+	return t.UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b[:])
+}
+
+// ValidID reports whether s has the shape of a run id, so that it can be
+// joined to a path safely.
+func ValidID(s string) bool {
+	if len(s) < 8 || len(s) > 64 || strings.HasPrefix(s, ".") {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// Run is one run directory, held by its dispatch.
+type Run struct {
+	ID   string
+	Dir  string
+	root *Root
+
+	mu     sync.Mutex
+	rec    Record
+	lock   *os.File // dispatch.lock, held while the dispatch lives
+	logF   *os.File
+	closed bool
+}
+
+// Create makes the run directory of rec (rec.RunID set, or a new id),
+// takes its dispatch lock and writes the record, state queued. The lock is
+// taken before run.json exists, so a reader that sees the record can tell
+// whether its dispatch is alive.
+func (r *Root) Create(rec Record) (*Run, error) {
+	if rec.RunID == "" {
+		rec.RunID = NewID(time.Now())
+	}
+	if !ValidID(rec.RunID) {
+		return nil, fmt.Errorf("run id %q: use letters, digits, - and _", rec.RunID)
+	}
+	dir := r.RunDir(rec.RunID)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return nil, fmt.Errorf("run %s exists already", rec.RunID)
+		}
+		return nil, err
+	}
+	lock, err := lockFile(filepath.Join(dir, dispatchLock), true)
+	if err != nil {
+		return nil, err
+	}
+	logF, err := os.OpenFile(filepath.Join(dir, LogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		lock.Close()
+		return nil, err
+	}
+	if rec.CreatedAt.IsZero() {
+		rec.CreatedAt = time.Now().UTC()
+	}
+	if rec.State == "" {
+		rec.State = StateQueued
+	}
+	if rec.Params == nil {
+		rec.Params = map[string]string{}
+	}
+	rec.PID = os.Getpid()
+	run := &Run{ID: rec.RunID, Dir: dir, root: r, rec: rec, lock: lock, logF: logF}
+	if err := run.write(); err != nil {
+		run.Close()
+		return nil, err
+	}
+	return run, nil
+}
+
+// Path is a file of the run directory.
+func (run *Run) Path(name string) string { return filepath.Join(run.Dir, name) }
+
+// Record returns a copy of the current record.
+func (run *Run) Record() Record {
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	return run.rec
+}
+
+// Update changes the record and writes it atomically.
+func (run *Run) Update(fn func(*Record)) error {
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	fn(&run.rec)
+	return run.write()
+}
+
+func (run *Run) write() error {
+	b, err := json.MarshalIndent(run.rec, "", "  ")
+	if err != nil {
+		return err
+	}
+	return WriteFileAtomic(run.Path(RecordFile), append(b, '\n'), 0o644)
+}
+
+// Logf appends a line "2026-12-02T13:55:01Z message" to run.log.
+func (run *Run) Logf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	msg = strings.ReplaceAll(strings.TrimRight(msg, "\n"), "\n", "\n    ")
+	line := time.Now().UTC().Format(time.RFC3339) + " " + msg + "\n"
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	if run.logF != nil {
+		_, _ = run.logF.WriteString(line)
+	}
+}
+
+// Finish writes exit_code, the last file of a run, once.
+func (run *Run) Finish(code int) error {
+	p := run.Path(ExitCodeFile)
+	if _, err := os.Stat(p); err == nil {
+		return fmt.Errorf("run %s is finished already", run.ID)
+	}
+	return WriteFileAtomic(p, []byte(strconv.Itoa(code)+"\n"), 0o644)
+}
+
+// Close releases the dispatch lock and the log.
+func (run *Run) Close() {
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	if run.closed {
+		return
+	}
+	run.closed = true
+	if run.logF != nil {
+		run.logF.Close()
+	}
+	if run.lock != nil {
+		run.lock.Close()
+	}
+}
+
+// WriteFileAtomic writes .name.tmp, syncs it and renames it to name.
+func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
+	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return err
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// Info is what a reader knows of a run: its record, as run.json has it,
+// corrected for a dispatch that is gone.
+type Info struct {
+	Record
+	// ExitCodeFile is the content of exit_code, when the run is over.
+	Finished bool `json:"-"`
+	Gone     bool `json:"-"`
+}
+
+// Read returns a run's record. A run with no exit_code whose dispatch lock
+// is free lost its dispatch: it is reported failed with GoneError.
+func (r *Root) Read(id string) (Info, error) {
+	if !ValidID(id) {
+		return Info{}, fmt.Errorf("no run %q", id)
+	}
+	dir := r.RunDir(id)
+	b, err := os.ReadFile(filepath.Join(dir, RecordFile))
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return Info{}, fmt.Errorf("no run %s", id)
+		}
+		return Info{}, err
+	}
+	var info Info
+	if err := json.Unmarshal(b, &info.Record); err != nil {
+		return Info{}, fmt.Errorf("run %s: run.json: %w", id, err)
+	}
+	if code, err := os.ReadFile(filepath.Join(dir, ExitCodeFile)); err == nil {
+		info.Finished = true
+		if n, err := strconv.Atoi(strings.TrimSpace(string(code))); err == nil && info.ExitCode == nil {
+			info.ExitCode = &n
+		}
+		return info, nil
+	}
+	if !lockHeld(filepath.Join(dir, dispatchLock)) {
+		info.Gone = true
+		info.State = StateError
+		info.Error = GoneError
+		info.ErrorCode = "dispatch_gone"
+	}
+	return info, nil
+}
+
+// List returns every run, oldest first.
+func (r *Root) List() ([]Info, error) {
+	entries, err := os.ReadDir(filepath.Join(r.Dir, "runs"))
+	if err != nil {
+		return nil, err
+	}
+	var out []Info
+	for _, e := range entries {
+		if !e.IsDir() || !ValidID(e.Name()) {
+			continue
+		}
+		info, err := r.Read(e.Name())
+		if err != nil {
+			continue // a run being created has no run.json yet
+		}
+		out = append(out, info)
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
+			return out[i].CreatedAt.Before(out[j].CreatedAt)
+		}
+		return out[i].RunID < out[j].RunID
+	})
+	return out, nil
+}
+
+// TailLines returns the last n lines of a file, for status and the page.
+func TailLines(path string, n int) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	const window = 64 << 10
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	off := max(st.Size()-window, 0)
+	if _, err := f.Seek(off, 0); err != nil {
+		return nil, err
+	}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64<<10), window+1)
+	var lines []string
+	first := off > 0
+	for sc.Scan() {
+		if first {
+			first = false
+			continue
+		}
+		lines = append(lines, sc.Text())
+		if len(lines) > n {
+			lines = lines[1:]
+		}
+	}
+	return lines, sc.Err()
+}

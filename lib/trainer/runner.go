@@ -1,0 +1,205 @@
+package trainer
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+
+	"potato-training/lib/events"
+)
+
+// Process is a training process started in its own process group, so that
+// a cancel reaches everything it started.
+type Process struct {
+	cmd     *exec.Cmd
+	stdout  io.ReadCloser
+	done    chan struct{}
+	waitErr error
+
+	mu       sync.Mutex
+	killTime *time.Timer
+	termSent bool
+}
+
+// Command describes how to start a training process.
+type Command struct {
+	Path string
+	Args []string // without the program name
+	Dir  string
+	Env  []string // the whole environment
+	// Stderr receives the process's standard error (stderr.log).
+	Stderr io.Writer
+	// RawStdout, when set, receives a copy of every byte of standard
+	// output (stdout.log).
+	RawStdout io.Writer
+}
+
+// Start starts c in a new process group.
+func Start(c Command) (*Process, error) {
+	cmd := exec.Command(c.Path, c.Args...)
+	cmd.Dir = c.Dir
+	cmd.Env = c.Env
+	cmd.Stderr = c.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &Process{cmd: cmd, stdout: out, done: make(chan struct{})}
+	if c.RawStdout != nil {
+		p.stdout = struct {
+			io.Reader
+			io.Closer
+		}{io.TeeReader(out, c.RawStdout), out}
+	}
+	return p, nil
+}
+
+// PID is the process's id, also its process group's.
+func (p *Process) PID() int { return p.cmd.Process.Pid }
+
+// Relay reads standard output until it closes, calling onEvent for each v1
+// event and onLine for any other line (kept as log, never fatal). Then it
+// waits for the process to exit.
+func (p *Process) Relay(onEvent func(events.Event), onLine func(string)) {
+	r := bufio.NewReaderSize(p.stdout, 64<<10)
+	var long bytes.Buffer
+	for {
+		chunk, err := r.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			if long.Len() < events.MaxLine {
+				long.Write(chunk)
+			}
+			continue
+		}
+		line := chunk
+		if long.Len() > 0 {
+			long.Write(chunk)
+			line = long.Bytes()
+		}
+		if len(bytes.TrimSpace(line)) > 0 {
+			if e, perr := events.Parse(line); perr == nil {
+				onEvent(e)
+			} else {
+				onLine(string(bytes.TrimRight(line, "\r\n")))
+			}
+		}
+		long.Reset()
+		if err != nil {
+			break
+		}
+	}
+	p.waitErr = p.cmd.Wait()
+	p.mu.Lock()
+	if p.killTime != nil {
+		p.killTime.Stop()
+	}
+	p.mu.Unlock()
+	close(p.done)
+}
+
+// Done is closed once the process has exited and its output is read.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Terminate sends SIGTERM to the process group and SIGKILL after grace,
+// unless the process has exited by then. A second call does nothing.
+func (p *Process) Terminate(grace time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.termSent {
+		return
+	}
+	p.termSent = true
+	_ = syscall.Kill(-p.PID(), syscall.SIGTERM)
+	p.killTime = time.AfterFunc(grace, p.Kill)
+}
+
+// Kill sends SIGKILL to the process group.
+func (p *Process) Kill() {
+	_ = syscall.Kill(-p.PID(), syscall.SIGKILL)
+}
+
+// Exit describes how the process ended, once Done is closed.
+type Exit struct {
+	Code   int            // exit status, -1 when killed by a signal
+	Signal syscall.Signal // the signal that killed it, 0 when it exited
+}
+
+func (e Exit) String() string {
+	if e.Signal != 0 {
+		return fmt.Sprintf("killed by %s", signalName(e.Signal))
+	}
+	return fmt.Sprintf("exit status %d", e.Code)
+}
+
+func signalName(s syscall.Signal) string {
+	switch s {
+	case syscall.SIGKILL:
+		return "SIGKILL"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	case syscall.SIGSEGV:
+		return "SIGSEGV"
+	case syscall.SIGABRT:
+		return "SIGABRT"
+	}
+	return s.String()
+}
+
+// Exit returns how the process ended; call it after Done.
+func (p *Process) Exit() Exit {
+	st := p.cmd.ProcessState
+	if st == nil {
+		return Exit{Code: -1}
+	}
+	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return Exit{Code: -1, Signal: ws.Signal()}
+	}
+	return Exit{Code: st.ExitCode()}
+}
+
+// Environ returns the environment of a training process: the dispatch's
+// own with the thread variables set (SPEC L3, S4) and extra appended.
+func Environ(numThreads int, extra ...string) []string {
+	env := os.Environ()
+	set := map[string]string{}
+	if numThreads > 0 {
+		n := fmt.Sprint(numThreads)
+		set["OMP_NUM_THREADS"], set["MKL_NUM_THREADS"], set["OPENBLAS_NUM_THREADS"] = n, n, n
+	}
+	for _, kv := range extra {
+		for i := 0; i < len(kv); i++ {
+			if kv[i] == '=' {
+				set[kv[:i]] = kv[i+1:]
+				break
+			}
+		}
+	}
+	out := env[:0:0]
+	for _, kv := range env {
+		name := kv
+		for i := 0; i < len(kv); i++ {
+			if kv[i] == '=' {
+				name = kv[:i]
+				break
+			}
+		}
+		if _, over := set[name]; !over {
+			out = append(out, kv)
+		}
+	}
+	for k, v := range set {
+		out = append(out, k+"="+v)
+	}
+	return out
+}

@@ -1,0 +1,95 @@
+// Package trainer knows the trainers, runs a training process and relays
+// its events, and holds the built-in trainers that potato-agent worker
+// runs. The protocol is in potato-events(5).
+package trainer
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"potato-training/lib/bundle"
+)
+
+// Limits is spec.json's limits.
+type Limits struct {
+	MaxWallS   int    `json:"max_wall_s"`
+	MaxRAMMB   int    `json:"max_ram_mb"`
+	Device     string `json:"device"`
+	NumThreads int    `json:"num_threads"`
+}
+
+// Spec is spec.json, TrainingSpec v1.
+type Spec struct {
+	V         int               `json:"v"`
+	RunID     string            `json:"run_id"`
+	Trainer   string            `json:"trainer"`
+	Schemas   []bundle.Schema   `json:"schemas"`
+	BundleDir string            `json:"bundle_dir"`
+	Workdir   string            `json:"workdir"`
+	Params    map[string]string `json:"params"`
+	Seed      int64             `json:"seed"`
+	Limits    Limits            `json:"limits"`
+}
+
+// ReadSpec reads and checks spec.json.
+func ReadSpec(path string) (Spec, error) {
+	var s Spec
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return s, err
+	}
+	if err := json.Unmarshal(b, &s); err != nil {
+		return s, fmt.Errorf("%s: %w", path, err)
+	}
+	switch {
+	case s.V != 1:
+		return s, fmt.Errorf("%s: version %d, want 1", path, s.V)
+	case s.Trainer == "":
+		return s, fmt.Errorf("%s: no trainer", path)
+	case len(s.Schemas) == 0:
+		return s, fmt.Errorf("%s: no schemas", path)
+	case s.BundleDir == "" || s.Workdir == "":
+		return s, fmt.Errorf("%s: bundle_dir and workdir are required", path)
+	}
+	return s, nil
+}
+
+// Write writes the spec atomically.
+func (s Spec) Write(path string) error {
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// Info describes a trainer.
+type Info struct {
+	Name string
+	// LocalOnly trainers run only on the annotation server (SPEC B4).
+	LocalOnly bool
+	// Builtin trainers are Go code run as "potato-agent worker".
+	Builtin bool
+	// Kinds are the schema kinds the trainer can learn.
+	Kinds []string
+	// Available is false for a trainer this version names but cannot run.
+	Available bool
+}
+
+// Trainers is the registry, by name.
+var Trainers = map[string]Info{
+	"tfidf-logreg":           {Name: "tfidf-logreg", Builtin: true, Kinds: []string{"nominal", "multilabel"}, Available: true},
+	"hf-text-classification": {Name: "hf-text-classification", Kinds: []string{"nominal", "multilabel"}},
+	"decision-calibrate":     {Name: "decision-calibrate", LocalOnly: true, Builtin: true, Kinds: []string{"nominal"}},
+}
+
+// Lookup finds a trainer by name.
+func Lookup(name string) (Info, bool) {
+	i, ok := Trainers[name]
+	return i, ok
+}

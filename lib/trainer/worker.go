@@ -1,0 +1,388 @@
+package trainer
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"potato-training/lib/bundle"
+	"potato-training/lib/config"
+	"potato-training/lib/events"
+	"potato-training/lib/trainer/tfidf"
+)
+
+// MinLabelled is the fewest labelled training items per schema that the
+// built-in trainer fits on.
+const MinLabelled = 10
+
+// Worker runs a built-in trainer for the spec at specPath, writing events
+// to stdout. It returns the training process's exit code
+// (potato-events(5)). ctx is cancelled on SIGTERM: the trainer stops at
+// its next checkpoint and the code is 4.
+func Worker(ctx context.Context, specPath string, stdout, stderr io.Writer) int {
+	ev := events.NewWriter(stdout)
+	fail := func(code int, kind, msg, hint string) int {
+		_ = ev.Emit(events.ErrorEvent(kind, msg, hint))
+		fmt.Fprintf(stderr, "potato-agent worker: %s\n", msg)
+		return code
+	}
+	spec, err := ReadSpec(specPath)
+	if err != nil {
+		return fail(events.ExitBadSpec, events.CodeBadSpec, err.Error(), "")
+	}
+	info, ok := Lookup(spec.Trainer)
+	if !ok || !info.Builtin {
+		return fail(events.ExitBadSpec, events.CodeUnknownTrainer, fmt.Sprintf("trainer %q is not built in", spec.Trainer), "")
+	}
+	if !info.Available {
+		return fail(events.ExitBadSpec, events.CodeUnknownTrainer, fmt.Sprintf("trainer %q is not available in this version", spec.Trainer), "")
+	}
+	if spec.Limits.NumThreads > 0 {
+		runtime.GOMAXPROCS(spec.Limits.NumThreads)
+	}
+	err = fitTfidf(ctx, spec, ev)
+	var fe *fitError
+	switch {
+	case err == nil:
+		return events.ExitFinished
+	case errors.Is(err, context.Canceled):
+		_ = ev.Emit(events.Status(events.CodeCancelled, "stopped on request"))
+		return events.ExitCancelled
+	case errors.As(err, &fe):
+		return fail(fe.exit, fe.code, fe.msg, "")
+	default:
+		return fail(events.ExitUnexpected, events.CodeFitFailed, err.Error(), "")
+	}
+}
+
+type fitError struct {
+	exit int
+	code string
+	msg  string
+}
+
+func (e *fitError) Error() string { return e.msg }
+
+// example is one bundle row as the trainer needs it.
+type example struct {
+	id      string
+	text    string
+	targets map[string]any
+}
+
+func readSplit(path string) ([]example, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	defer f.Close()
+	var out []example
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 1<<16), 64<<20)
+	n := 0
+	for sc.Scan() {
+		n++
+		var row struct {
+			InstanceID string         `json:"instance_id"`
+			Text       string         `json:"text"`
+			Targets    map[string]any `json:"targets"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &row); err != nil {
+			return nil, &fitError{events.ExitBadSpec, events.CodeBadBundle, fmt.Sprintf("%s:%d: %v", filepath.Base(path), n, err)}
+		}
+		out = append(out, example{row.InstanceID, row.Text, row.Targets})
+	}
+	return out, sc.Err()
+}
+
+// docsFor returns the documents of a schema: the items with a target.
+func docsFor(xs []example, s bundle.Schema) []tfidf.Doc {
+	var docs []tfidf.Doc
+	for _, x := range xs {
+		switch t := x.targets[s.Name].(type) {
+		case string:
+			if s.Kind == config.KindNominal && t != "" {
+				docs = append(docs, tfidf.Doc{Text: x.text, Labels: []string{t}})
+			}
+		case []any:
+			if s.Kind == config.KindMultilabel {
+				var ls []string
+				for _, l := range t {
+					if str, ok := l.(string); ok {
+						ls = append(ls, str)
+					}
+				}
+				docs = append(docs, tfidf.Doc{Text: x.text, Labels: ls})
+			}
+		}
+	}
+	return docs
+}
+
+func paramInt(p map[string]string, key string, def int) (int, error) {
+	v, ok := p[key]
+	if !ok {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return 0, &fitError{events.ExitBadSpec, events.CodeBadSpec, fmt.Sprintf("param %s=%q is not a whole number", key, v)}
+	}
+	return n, nil
+}
+
+func paramFloat(p map[string]string, key string, def float64) (float64, error) {
+	v, ok := p[key]
+	if !ok {
+		return def, nil
+	}
+	x, err := strconv.ParseFloat(v, 64)
+	if err != nil || math.IsNaN(x) {
+		return 0, &fitError{events.ExitBadSpec, events.CodeBadSpec, fmt.Sprintf("param %s=%q is not a number", key, v)}
+	}
+	return x, nil
+}
+
+// fitTfidf is the tfidf-logreg trainer: one model per schema, predictions
+// for every split but train.
+func fitTfidf(ctx context.Context, spec Spec, ev *events.Writer) error {
+	start := time.Now()
+	m, err := bundle.ReadManifest(spec.BundleDir)
+	if err != nil {
+		return &fitError{events.ExitBadSpec, events.CodeBadBundle, err.Error()}
+	}
+	_ = ev.Emit(events.Status("loading", "reading the bundle"))
+	splits := map[string][]example{}
+	var names []string
+	for name, sf := range m.Splits {
+		xs, err := readSplit(filepath.Join(spec.BundleDir, sf.Path))
+		if err != nil {
+			return err
+		}
+		splits[name] = xs
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	epochs, err := paramInt(spec.Params, "epochs", 30)
+	if err != nil {
+		return err
+	}
+	l2, err := paramFloat(spec.Params, "l2", 0)
+	if err != nil {
+		return err
+	}
+	lr, err := paramFloat(spec.Params, "learning_rate", 0)
+	if err != nil {
+		return err
+	}
+	patience, err := paramInt(spec.Params, "patience", 0)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(spec.Workdir, 0o755); err != nil {
+		return err
+	}
+	predPath := filepath.Join(spec.Workdir, "predictions.jsonl")
+	pf, err := os.Create(predPath)
+	if err != nil {
+		return err
+	}
+	defer pf.Close()
+	pw := bufio.NewWriter(pf)
+	enc := json.NewEncoder(pw)
+	res := events.Result{Status: "success", Metrics: map[string]float64{}, LabelOrder: map[string][]string{},
+		PredictionsFile: "predictions.jsonl", ModelVersion: "tfidf-logreg/1"}
+	for si, s := range spec.Schemas {
+		if s.Kind != config.KindNominal && s.Kind != config.KindMultilabel {
+			return &fitError{events.ExitBadSpec, events.CodeValidationFailed,
+				fmt.Sprintf("schema %s is %s (%s): tfidf-logreg learns radio, select and multiselect schemas", s.Name, s.Kind, s.AnnotationType)}
+		}
+		train, val := docsFor(splits["train"], s), docsFor(splits["val"], s)
+		labels := labelSet(s, train)
+		if len(train) < MinLabelled || (s.Kind == config.KindNominal && len(labels) < 2) {
+			return &fitError{events.ExitBadSpec, events.CodeValidationFailed,
+				fmt.Sprintf("schema %s has %d labelled training items with %d distinct labels: tfidf-logreg needs at least %d items and 2 labels", s.Name, len(train), len(labels), MinLabelled)}
+		}
+		_ = ev.Emit(events.Status("fitting", fmt.Sprintf("fitting %s on %d items", s.Name, len(train))))
+		opt := tfidf.Options{Multilabel: s.Kind == config.KindMultilabel, MaxEpochs: epochs, L2: l2,
+			LearningRate: lr, Patience: patience, Threads: spec.Limits.NumThreads, Seed: spec.Seed}
+		fitStart := time.Now()
+		model, err := tfidf.Fit(ctx, train, val, labels, opt, func(e tfidf.Epoch) {
+			done := float64(si*e.Of + e.N)
+			total := float64(len(spec.Schemas) * e.Of)
+			eta := time.Since(fitStart).Seconds() / float64(e.N) * float64(e.Of-e.N)
+			_ = ev.Emit(events.Progress("fit", done, total, eta))
+			_ = ev.Emit(events.Metric("train", s.Name+"/loss", e.TrainLoss, e.N))
+			if len(val) > 0 {
+				_ = ev.Emit(events.Metric("val", s.Name+"/loss", e.ValLoss, e.N))
+				_ = ev.Emit(events.Metric("val", s.Name+"/accuracy", e.ValAccuracy, e.N))
+			}
+		})
+		if err != nil {
+			if errors.Is(err, tfidf.ErrTooFewExamples) {
+				return &fitError{events.ExitBadSpec, events.CodeValidationFailed, fmt.Sprintf("schema %s: %v", s.Name, err)}
+			}
+			return err
+		}
+		if err := saveModel(filepath.Join(spec.Workdir, "model-"+safeName(s.Name)+".json"), model, ev); err != nil {
+			return err
+		}
+		res.LabelOrder[s.Name] = model.Labels()
+		for _, name := range names {
+			if name == "train" {
+				continue
+			}
+			correct, n := 0, 0
+			for _, x := range splits[name] {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				label, conf := predict(model, s, x.text)
+				if err := enc.Encode(prediction{x.id, s.Name, payload{label, conf}, conf}); err != nil {
+					return err
+				}
+				res.NPredictions++
+				if name == "val" {
+					if gold, ok := goldLabel(x.targets[s.Name]); ok {
+						n++
+						if gold == label {
+							correct++
+						}
+					}
+				}
+			}
+			if name == "val" && n > 0 {
+				res.Metrics[s.Name+"/val_accuracy"] = float64(correct) / float64(n)
+			}
+		}
+	}
+	if err := pw.Flush(); err != nil {
+		return err
+	}
+	if err := pf.Sync(); err != nil {
+		return err
+	}
+	res.Metrics["fit_seconds"] = time.Since(start).Seconds()
+	return ev.Emit(events.ResultEvent(res))
+}
+
+type payload struct {
+	Label      string  `json:"label"`
+	Confidence float64 `json:"confidence"`
+}
+
+type prediction struct {
+	InstanceID string  `json:"instance_id"`
+	SchemaName string  `json:"schema_name"`
+	Payload    payload `json:"payload"`
+	Confidence float64 `json:"confidence"`
+}
+
+// predict gives the label and its confidence; a multilabel label is the
+// sorted chosen names joined by "|" (FORMATS.md).
+func predict(m *tfidf.Model, s bundle.Schema, text string) (string, float64) {
+	if s.Kind == config.KindMultilabel {
+		chosen, conf := m.PredictMultilabel(text, 0.5)
+		sort.Strings(chosen)
+		return strings.Join(chosen, "|"), conf
+	}
+	return m.PredictNominal(text)
+}
+
+func goldLabel(t any) (string, bool) {
+	switch v := t.(type) {
+	case string:
+		return v, v != ""
+	case []any:
+		var ls []string
+		for _, l := range v {
+			if s, ok := l.(string); ok {
+				ls = append(ls, s)
+			}
+		}
+		sort.Strings(ls)
+		return strings.Join(ls, "|"), true
+	}
+	return "", false
+}
+
+// labelSet is the configured labels, then any other label seen in train.
+func labelSet(s bundle.Schema, train []tfidf.Doc) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, l := range s.Labels {
+		if !seen[l] {
+			seen[l] = true
+			out = append(out, l)
+		}
+	}
+	used := map[string]bool{}
+	var extra []string
+	for _, d := range train {
+		for _, l := range d.Labels {
+			used[l] = true
+			if !seen[l] {
+				seen[l] = true
+				extra = append(extra, l)
+			}
+		}
+	}
+	sort.Strings(extra)
+	out = append(out, extra...)
+	if s.Kind == config.KindNominal {
+		// Distinct labels actually present decide whether there is anything
+		// to learn.
+		var present []string
+		for _, l := range out {
+			if used[l] {
+				present = append(present, l)
+			}
+		}
+		if len(present) < 2 {
+			return present
+		}
+	}
+	return out
+}
+
+func safeName(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '/' || r == '\\' || r == 0 || r == '.' && len(s) <= 2 {
+			return '_'
+		}
+		return r
+	}, s)
+}
+
+func saveModel(path string, m *tfidf.Model, ev *events.Writer) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := m.Save(f); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	return ev.Emit(events.Artifact(filepath.Base(path), st.Size()))
+}

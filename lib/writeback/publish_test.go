@@ -1,0 +1,245 @@
+package writeback
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func publish(t *testing.T, s *Store, bdir string, opt Options, lines ...any) Report {
+	t.Helper()
+	preds := filepath.Join(t.TempDir(), "predictions.jsonl")
+	writeLines(t, preds, lines...)
+	rep, err := s.Publish(bdir, preds, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+func sentiment(run string, created float64) Options {
+	return Options{Project: "p", RunID: run, Schemas: []string{"sentiment"}, MinConfidence: 0.5, CreatedAt: created}
+}
+
+func TestPublishSkipsTrainSplit(t *testing.T) {
+	s, _ := openTestStore(t)
+	// Enabled schema and a confident prediction: only the split keeps it out.
+	rep := publish(t, s, testBundle(t), sentiment("r1", 1),
+		pred{"t1", "sentiment", label("pos", 0.99), conf(0.99)},
+		pred{"t2", "sentiment", label("pos", 1), nil})
+	want := Report{NRead: 2, NSkippedTrainSplit: 2}
+	if rep != want {
+		t.Errorf("report %+v, want %+v", rep, want)
+	}
+	if rows := predictionRows(t, s.db); len(rows) != 0 {
+		t.Errorf("train items were published: %q", rows)
+	}
+}
+
+func TestPublishSkipsSchemaNotEnabled(t *testing.T) {
+	s, _ := openTestStore(t)
+	rep := publish(t, s, testBundle(t), sentiment("r1", 1),
+		pred{"v1", "topic", label("sports", 0.99), conf(0.99)},
+		pred{"v2", "sentiment", label("pos", 0.99), conf(0.99)})
+	want := Report{NRead: 2, NWritten: 1, NSkippedSchemaNotEnabled: 1}
+	if rep != want {
+		t.Errorf("report %+v, want %+v", rep, want)
+	}
+	if got := runOf(t, s.db, "p", "v1", "topic"); got != "" {
+		t.Errorf("a schema not enabled was published by %q", got)
+	}
+	if got := runOf(t, s.db, "p", "v2", "sentiment"); got != "r1" {
+		t.Errorf("enabled schema: run %q, want r1", got)
+	}
+}
+
+func TestPublishMinConfidence(t *testing.T) {
+	s, _ := openTestStore(t)
+	rep := publish(t, s, testBundle(t), sentiment("r1", 7),
+		pred{"v1", "sentiment", label("pos", 0.49), conf(0.49)},
+		pred{"v2", "sentiment", label("pos", 0.5), conf(0.5)},
+		pred{"v3", "sentiment", map[string]any{"label": "neg"}, nil},
+		pred{"e1", "sentiment", label("neg", 0.4999999), conf(0.4999999)})
+	want := Report{NRead: 4, NWritten: 2, NSkippedLowConfidence: 2}
+	if rep != want {
+		t.Errorf("report %+v, want %+v", rep, want)
+	}
+	wantRows := []string{
+		`p v2 sentiment r1 {"confidence":0.5,"label":"pos"} 0.5 7`,
+		`p v3 sentiment r1 {"label":"neg"} NULL 7`,
+	}
+	if got := predictionRows(t, s.db); !reflect.DeepEqual(got, wantRows) {
+		t.Errorf("rows:\n got %q\nwant %q", got, wantRows)
+	}
+}
+
+// The gates apply in order, and a prediction is counted under the first it
+// fails.
+func TestPublishGateOrder(t *testing.T) {
+	s, _ := openTestStore(t)
+	rep := publish(t, s, testBundle(t), sentiment("r1", 1),
+		pred{"t1", "topic", label("x", 0.1), conf(0.1)},
+		pred{"v1", "topic", label("x", 0.1), conf(0.1)})
+	want := Report{NRead: 2, NSkippedTrainSplit: 1, NSkippedSchemaNotEnabled: 1}
+	if rep != want {
+		t.Errorf("report %+v, want %+v", rep, want)
+	}
+}
+
+func TestPublishNoSchemasPublishesNothing(t *testing.T) {
+	s, _ := openTestStore(t)
+	opt := sentiment("r1", 1)
+	opt.Schemas = nil
+	rep := publish(t, s, testBundle(t), opt, pred{"v1", "sentiment", label("pos", 1), conf(1)})
+	if rep.NWritten != 0 || rep.NSkippedSchemaNotEnabled != 1 {
+		t.Errorf("report %+v, want the prediction skipped as schema not enabled", rep)
+	}
+}
+
+func TestPublishNewerRunReplaces(t *testing.T) {
+	s, _ := openTestStore(t)
+	bdir := testBundle(t)
+	publish(t, s, bdir, sentiment("r1", 100),
+		pred{"v1", "sentiment", label("pos", 0.9), conf(0.9)},
+		pred{"v2", "sentiment", label("pos", 0.9), conf(0.9)})
+	rep := publish(t, s, bdir, sentiment("r2", 200),
+		pred{"v1", "sentiment", label("neg", 0.8), conf(0.8)})
+	if rep.NWritten != 1 {
+		t.Errorf("second run wrote %d rows, want 1", rep.NWritten)
+	}
+	want := []string{
+		`p v1 sentiment r2 {"confidence":0.8,"label":"neg"} 0.8 200`,
+		`p v2 sentiment r1 {"confidence":0.9,"label":"pos"} 0.9 100`,
+	}
+	if got := predictionRows(t, s.db); !reflect.DeepEqual(got, want) {
+		t.Errorf("rows:\n got %q\nwant %q", got, want)
+	}
+}
+
+func TestPublishOlderRunDoesNotOverwrite(t *testing.T) {
+	s, _ := openTestStore(t)
+	bdir := testBundle(t)
+	publish(t, s, bdir, sentiment("r2", 200),
+		pred{"v1", "sentiment", label("neg", 0.8), conf(0.8)})
+	rep := publish(t, s, bdir, sentiment("r1", 100),
+		pred{"v1", "sentiment", label("pos", 0.9), conf(0.9)},
+		pred{"v2", "sentiment", label("pos", 0.9), conf(0.9)})
+	want := Report{NRead: 2, NWritten: 1, NSkippedNewerRun: 1}
+	if rep != want {
+		t.Errorf("report %+v, want %+v", rep, want)
+	}
+	if got := runOf(t, s.db, "p", "v1", "sentiment"); got != "r2" {
+		t.Errorf("v1 belongs to %q after an older run published, want r2", got)
+	}
+	if got := runOf(t, s.db, "p", "v2", "sentiment"); got != "r1" {
+		t.Errorf("v2 belongs to %q, want r1", got)
+	}
+}
+
+func TestPublishSameRunAgainIsIdempotent(t *testing.T) {
+	s, _ := openTestStore(t)
+	bdir := testBundle(t)
+	line := pred{"v1", "sentiment", label("pos", 0.9), conf(0.9)}
+	publish(t, s, bdir, sentiment("r1", 100), line)
+	before := predictionRows(t, s.db)
+	rep := publish(t, s, bdir, sentiment("r1", 100), line)
+	if rep.NWritten != 1 {
+		t.Errorf("republish wrote %d, want 1", rep.NWritten)
+	}
+	if after := predictionRows(t, s.db); !reflect.DeepEqual(before, after) {
+		t.Errorf("rows changed: %q -> %q", before, after)
+	}
+}
+
+// Fault: a malformed line in the middle of predictions.jsonl. Expected: an
+// error naming the line. What must survive: every row of the store exactly
+// as it was, even when statements ran before the bad line was read.
+func TestPublishMalformedLineLosesNothing(t *testing.T) {
+	good := func(id string) pred {
+		return pred{id, "sentiment", label("neg", 0.7), conf(0.7)}
+	}
+	var many []any
+	for i := range 3 * batchSize {
+		many = append(many, good(fmt.Sprintf("n%05d", i)))
+	}
+	cases := []struct {
+		name  string
+		lines []any
+		line  int
+	}{
+		{"bad json", []any{good("v1"), good("v2"), `{"instance_id": "v3", "schema_name": `, good("e1")}, 3},
+		{"not an object", []any{good("v1"), `[1, 2]`}, 2},
+		{"no instance_id", []any{good("v2"), `{"schema_name": "sentiment", "payload": {}, "confidence": 0.9}`, good("v3")}, 2},
+		{"no schema_name", []any{good("v2"), good("v3"), good("e1"), `{"instance_id": "v1", "payload": {}, "confidence": 0.9}`}, 4},
+		{"confidence not a number", []any{`{"instance_id": "v1", "schema_name": "sentiment", "confidence": "high"}`}, 1},
+		{"after many batches", append(append([]any{}, many...), `{"instance_id": "v1"`, good("v2")), len(many) + 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s, _ := openTestStore(t)
+			bdir := testBundle(t)
+			publish(t, s, bdir, sentiment("r1", 100),
+				pred{"v1", "sentiment", label("pos", 0.9), conf(0.9)},
+				pred{"v2", "sentiment", label("pos", 0.9), conf(0.9)})
+			if err := s.RecordRun(RunRow{Project: "p", RunID: "r1", Status: "success"}); err != nil {
+				t.Fatal(err)
+			}
+			before := predictionRows(t, s.db)
+
+			preds := filepath.Join(t.TempDir(), "predictions.jsonl")
+			writeLines(t, preds, c.lines...)
+			rep, err := s.Publish(bdir, preds, sentiment("r2", 200))
+			if err == nil {
+				t.Fatalf("Publish succeeded with report %+v, want an error", rep)
+			}
+			if want := fmt.Sprintf("line %d:", c.line); !strings.Contains(err.Error(), want) {
+				t.Errorf("error %q does not name %q", err, want)
+			}
+			if after := predictionRows(t, s.db); !reflect.DeepEqual(before, after) {
+				t.Errorf("rows changed by a failed publish:\nbefore %q\n after %q", before, after)
+			}
+			// The store is still usable.
+			publish(t, s, bdir, sentiment("r2", 200), good("v3"))
+		})
+	}
+}
+
+// Without a manifest or train.jsonl the train split is unknown, and
+// publishing could leak train items; it is refused.
+func TestPublishWithoutTrainSplitFails(t *testing.T) {
+	s, _ := openTestStore(t)
+	bdir := testBundle(t)
+	if err := os.Remove(filepath.Join(bdir, "train.jsonl")); err != nil {
+		t.Fatal(err)
+	}
+	preds := filepath.Join(t.TempDir(), "predictions.jsonl")
+	writeLines(t, preds, pred{"v1", "sentiment", label("pos", 0.9), conf(0.9)})
+	if _, err := s.Publish(bdir, preds, sentiment("r1", 1)); err == nil {
+		t.Fatal("Publish succeeded without a train split")
+	}
+	if rows := predictionRows(t, s.db); len(rows) != 0 {
+		t.Errorf("rows written: %q", rows)
+	}
+}
+
+func TestPublishStoresPayloadAsCompactJSON(t *testing.T) {
+	s, _ := openTestStore(t)
+	rep := publish(t, s, testBundle(t), sentiment("r1", 1),
+		`{"instance_id": "v1", "schema_name": "sentiment", "payload": {"label" : "a|b",  "confidence": 0.75}, "confidence": 0.75, "extra": true}`,
+		`{"instance_id": "v2", "schema_name": "sentiment", "confidence": null}`,
+		"",
+		`  `)
+	if rep.NRead != 2 || rep.NWritten != 2 {
+		t.Errorf("report %+v, want 2 read and written (blank lines are not predictions)", rep)
+	}
+	want := []string{
+		`p v1 sentiment r1 {"label":"a|b","confidence":0.75} 0.75 1`,
+		`p v2 sentiment r1 null NULL 1`,
+	}
+	if got := predictionRows(t, s.db); !reflect.DeepEqual(got, want) {
+		t.Errorf("rows:\n got %q\nwant %q", got, want)
+	}
+}

@@ -1,0 +1,325 @@
+package writeback
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"potato-training/lib/bundle"
+	"potato-training/lib/config"
+)
+
+// SchemaScore is the held-out score of one classification schema: the
+// run's predictions on the test split against the human labels.
+//
+// N is the test items with a label for the schema. A test item the run made
+// no prediction for counts as wrong and is also counted in NMissing: it is
+// a miss for its gold label(s) and a prediction of no label.
+//
+// Nominal schemas have Accuracy, MacroF1 (the mean per-label F1 over the
+// labels present in the gold labels or the predictions) and CohenKappa.
+// Multilabel schemas have Accuracy (subset accuracy: the predicted set is
+// the gold set), MicroF1 (F1 over all item-label decisions) and MacroF1 (per
+// label, over the labels present in the gold sets or the predicted sets).
+// A ratio whose denominator is zero is 0, and so is CohenKappa when chance
+// agreement is 1, where it is undefined.
+type SchemaScore struct {
+	Kind       config.Kind `json:"kind"`
+	N          int         `json:"n"`
+	NMissing   int         `json:"n_missing"`
+	Accuracy   float64     `json:"accuracy"`
+	MacroF1    float64     `json:"macro_f1"`
+	CohenKappa *float64    `json:"cohen_kappa,omitempty"`
+	MicroF1    *float64    `json:"micro_f1,omitempty"`
+}
+
+// Heldout is the summary run.json keeps as its heldout field.
+type Heldout struct {
+	N        int     `json:"n"`
+	Accuracy float64 `json:"accuracy"`
+	MacroF1  float64 `json:"macro_f1"`
+}
+
+// HeldoutOf summarises the score of the first schema, in schemas order,
+// that scores has. It reports false when there is none.
+func HeldoutOf(schemas []bundle.Schema, scores map[string]SchemaScore) (Heldout, bool) {
+	for _, s := range schemas {
+		if sc, ok := scores[s.Name]; ok {
+			return Heldout{N: sc.N, Accuracy: sc.Accuracy, MacroF1: sc.MacroF1}, true
+		}
+	}
+	return Heldout{}, false
+}
+
+// Score scores the predictions in predictionsPath on the test split of the
+// bundle in bundleDir, for each nominal or multilabel schema of schemas;
+// other kinds are left out of the result. A prediction's label is
+// payload.label (a multilabel label is the names joined by "|", "" for
+// none); when an item has several predictions for a schema the last counts.
+// A bundle whose manifest lists no test split scores nothing.
+//
+// The test split's labels are held in memory; the predictions are streamed.
+func Score(bundleDir, predictionsPath string, schemas []bundle.Schema) (map[string]SchemaScore, error) {
+	var scored []bundle.Schema
+	for _, s := range schemas {
+		if s.Kind == config.KindNominal || s.Kind == config.KindMultilabel {
+			scored = append(scored, s)
+		}
+	}
+	out := map[string]SchemaScore{}
+	if len(scored) == 0 {
+		return out, nil
+	}
+	path, err := splitPath(bundleDir, "test")
+	if err != nil {
+		return nil, fmt.Errorf("writeback: score: %w", err)
+	}
+	if path == "" {
+		return out, nil
+	}
+	gold, err := readGold(path, scored)
+	if err != nil {
+		return nil, fmt.Errorf("writeback: score: test split: %w", err)
+	}
+
+	// pred[schema][item] is the predicted label; an item absent was not
+	// predicted.
+	pred := make(map[string]map[string]string, len(scored))
+	for _, s := range scored {
+		pred[s.Name] = make(map[string]string, len(gold[s.Name]))
+	}
+	err = scanLines(predictionsPath, func(line []byte, _ int) error {
+		var p predLine
+		if err := json.Unmarshal(line, &p); err != nil {
+			return err
+		}
+		if err := p.check(); err != nil {
+			return err
+		}
+		g, ok := gold[p.SchemaName]
+		if !ok {
+			return nil
+		}
+		if _, ok := g[p.InstanceID]; !ok {
+			return nil
+		}
+		pred[p.SchemaName][p.InstanceID] = labelOf(p.Payload)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("writeback: score: %w", err)
+	}
+
+	for _, s := range scored {
+		if s.Kind == config.KindNominal {
+			out[s.Name] = scoreNominal(gold[s.Name], pred[s.Name])
+		} else {
+			out[s.Name] = scoreMultilabel(gold[s.Name], pred[s.Name])
+		}
+	}
+	return out, nil
+}
+
+// readGold reads the targets of the scored schemas from a split file. A
+// nominal target is kept as its label and a multilabel one as its names
+// joined by "|", the form predictions use.
+func readGold(path string, schemas []bundle.Schema) (map[string]map[string]string, error) {
+	kinds := make(map[string]config.Kind, len(schemas))
+	gold := make(map[string]map[string]string, len(schemas))
+	for _, s := range schemas {
+		kinds[s.Name] = s.Kind
+		gold[s.Name] = map[string]string{}
+	}
+	err := scanLines(path, func(line []byte, _ int) error {
+		var r struct {
+			InstanceID string                     `json:"instance_id"`
+			Targets    map[string]json.RawMessage `json:"targets"`
+		}
+		if err := json.Unmarshal(line, &r); err != nil {
+			return err
+		}
+		if r.InstanceID == "" {
+			return errors.New("row has no instance_id")
+		}
+		for name, raw := range r.Targets {
+			kind, ok := kinds[name]
+			if !ok || string(raw) == "null" {
+				continue
+			}
+			if kind == config.KindNominal {
+				var label string
+				if err := json.Unmarshal(raw, &label); err != nil {
+					return fmt.Errorf("schema %q: nominal target: %w", name, err)
+				}
+				gold[name][r.InstanceID] = label
+				continue
+			}
+			var names []string
+			if err := json.Unmarshal(raw, &names); err != nil {
+				return fmt.Errorf("schema %q: multilabel target: %w", name, err)
+			}
+			gold[name][r.InstanceID] = strings.Join(names, "|")
+		}
+		return nil
+	})
+	return gold, err
+}
+
+// labelOf is a prediction payload's label: payload.label, or the payload
+// itself when it is a bare string. A label given as a list of names is
+// taken as those names joined by "|". Anything else predicts no label.
+func labelOf(payload json.RawMessage) string {
+	var obj struct {
+		Label json.RawMessage `json:"label"`
+	}
+	raw := payload
+	if json.Unmarshal(payload, &obj) == nil {
+		raw = obj.Label
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var names []string
+	if json.Unmarshal(raw, &names) == nil {
+		return strings.Join(names, "|")
+	}
+	return ""
+}
+
+// counts are one label's decisions.
+type counts struct{ tp, fp, fn int }
+
+func (c counts) f1() float64 {
+	return ratio(2*c.tp, 2*c.tp+c.fp+c.fn)
+}
+
+func ratio(a, b int) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
+
+// macroF1 sums in label order, so that the same input gives the same bits.
+func macroF1(per map[string]*counts) float64 {
+	if len(per) == 0 {
+		return 0
+	}
+	var sum float64
+	for _, label := range slices.Sorted(maps.Keys(per)) {
+		sum += per[label].f1()
+	}
+	return sum / float64(len(per))
+}
+
+func tally(per map[string]*counts, label string) *counts {
+	c := per[label]
+	if c == nil {
+		c = &counts{}
+		per[label] = c
+	}
+	return c
+}
+
+// scoreNominal scores single labels. A missing prediction, and a predicted
+// "", are no label: they take part in no label's counts except as a miss of
+// the gold label, and they never agree.
+func scoreNominal(gold, pred map[string]string) SchemaScore {
+	sc := SchemaScore{Kind: config.KindNominal, N: len(gold)}
+	per := map[string]*counts{}
+	goldN := map[string]int{}
+	predN := map[string]int{}
+	correct := 0
+	for id, g := range gold {
+		goldN[g]++
+		p, ok := pred[id]
+		if !ok {
+			sc.NMissing++
+		}
+		if p != "" {
+			predN[p]++
+		}
+		if ok && p == g {
+			correct++
+			tally(per, g).tp++
+			continue
+		}
+		tally(per, g).fn++
+		if p != "" {
+			tally(per, p).fp++
+		}
+	}
+	sc.Accuracy = ratio(correct, sc.N)
+	sc.MacroF1 = macroF1(per)
+	kappa := 0.0
+	if sc.N > 0 {
+		n := float64(sc.N)
+		var pe float64
+		for _, label := range slices.Sorted(maps.Keys(goldN)) {
+			pe += float64(goldN[label]) / n * float64(predN[label]) / n
+		}
+		if pe < 1 {
+			kappa = (sc.Accuracy - pe) / (1 - pe)
+		}
+	}
+	sc.CohenKappa = &kappa
+	return sc
+}
+
+// scoreMultilabel scores label sets. A missing prediction is the empty set
+// and is wrong for subset accuracy even when the gold set is empty.
+func scoreMultilabel(gold, pred map[string]string) SchemaScore {
+	sc := SchemaScore{Kind: config.KindMultilabel, N: len(gold)}
+	per := map[string]*counts{}
+	var total counts
+	exact := 0
+	for id, g := range gold {
+		gs := labelSet(g)
+		p, ok := pred[id]
+		if !ok {
+			sc.NMissing++
+		}
+		ps := labelSet(p)
+		same := ok && len(gs) == len(ps)
+		for l := range gs {
+			if ps[l] {
+				tally(per, l).tp++
+				total.tp++
+			} else {
+				tally(per, l).fn++
+				total.fn++
+				same = false
+			}
+		}
+		for l := range ps {
+			if !gs[l] {
+				tally(per, l).fp++
+				total.fp++
+				same = false
+			}
+		}
+		if same {
+			exact++
+		}
+	}
+	sc.Accuracy = ratio(exact, sc.N)
+	sc.MacroF1 = macroF1(per)
+	micro := total.f1()
+	sc.MicroF1 = &micro
+	return sc
+}
+
+// labelSet splits a multilabel label into its names, ignoring empty ones.
+func labelSet(label string) map[string]bool {
+	set := map[string]bool{}
+	for name := range strings.SplitSeq(label, "|") {
+		if name != "" {
+			set[name] = true
+		}
+	}
+	return set
+}
