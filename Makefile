@@ -30,8 +30,15 @@ lint:
 man:
 	$(GO) test ./lib/config -run TestManPageKeys -update
 
+# The main job end to end on the example project: validate, check the
+# local device, train the built-in trainer locally (the example's default
+# backend is remote), write prelabels to examples/reviews/project.sqlite.
+DEMO = examples/reviews/config.yaml
 demo: build
-	bin/potato validate examples/reviews/config.yaml --strict
+	bin/potato validate $(DEMO) --strict
+	bin/potato training check local $(DEMO)
+	@id=$$(bin/potato training run $(DEMO) --trainer tfidf-logreg --schemas sentiment --backend local) && \
+		bin/potato training status $(DEMO) $$id
 
 install: build
 	mkdir -p $(BINDIR) $(MANDIR)/man1 $(MANDIR)/man5

@@ -51,6 +51,7 @@ func Worker(ctx context.Context, specPath string, stdout, stderr io.Writer) int 
 	if spec.Limits.NumThreads > 0 {
 		runtime.GOMAXPROCS(spec.Limits.NumThreads)
 	}
+	_ = ev.Emit(events.Log("info", fmt.Sprintf("%s: %d threads, device %s", spec.Trainer, runtime.GOMAXPROCS(0), orCPU(spec.Limits.Device))))
 	err = fitTfidf(ctx, spec, ev)
 	var fe *fitError
 	switch {
@@ -64,6 +65,13 @@ func Worker(ctx context.Context, specPath string, stdout, stderr io.Writer) int 
 	default:
 		return fail(events.ExitUnexpected, events.CodeFitFailed, err.Error(), "")
 	}
+}
+
+func orCPU(d string) string {
+	if d == "" || d == "auto" {
+		return "cpu"
+	}
+	return d
 }
 
 type fitError struct {

@@ -65,9 +65,9 @@ type prelabel struct {
 	confidence          any // float64, or nil for null
 }
 
-// predsPerInsert is how many prelabels one INSERT statement carries; with
-// four parameters a row and three shared ones it stays below SQLite's limit
-// of 32766 parameters.
+// predsPerInsert is how many prelabels one INSERT statement carries; at
+// seven parameters a row it stays below SQLite's limit of 32766 (see
+// itemsPerInsert).
 const predsPerInsert = 256
 
 // Publish writes the predictions in predictionsPath to training_predictions
@@ -212,8 +212,7 @@ func predsSQL(n int) string {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		k := 4 + 4*i
-		fmt.Fprintf(&b, "(?1,?%d,?%d,?2,?%d,?%d,?3)", k, k+1, k+2, k+3)
+		b.WriteString("(?,?,?,?,?,?,?)")
 	}
 	b.WriteString(` ON CONFLICT (project, instance_id, schema_name) DO UPDATE SET
 	run_id = excluded.run_id, payload = excluded.payload,
@@ -247,9 +246,9 @@ func (w *predInserter) flush() error {
 	if len(rows) == 0 {
 		return nil
 	}
-	w.args = append(w.args[:0], w.project, w.runID, w.createdAt)
+	w.args = w.args[:0]
 	for _, r := range rows {
-		w.args = append(w.args, r.id, r.schema, r.payload, r.confidence)
+		w.args = append(w.args, w.project, r.id, r.schema, w.runID, r.payload, r.confidence, w.createdAt)
 	}
 	clear(w.pending)
 	w.pending = w.pending[:0]

@@ -216,8 +216,10 @@ func (s *Store) RecordRun(r RunRow) error {
 }
 
 // itemsPerInsert is how many items one INSERT statement carries. Batching
-// rows in one statement spends the per-statement cost once per batch; with
-// three shared parameters it stays far below SQLite's limit of 32766.
+// rows in one statement spends the per-statement cost once per batch; at
+// four parameters a row it stays far below SQLite's limit of 32766.
+// Parameters are plain "?": the driver looks every parameter's name up, and
+// numbered ones ("?7") make that lookup linear in their count.
 const itemsPerInsert = 512
 
 // RecordItems replaces the rows of training_run_items for (project, runID)
@@ -303,8 +305,7 @@ type item struct {
 	id, split string
 }
 
-// itemInserter writes items in statements of itemsPerInsert rows, all of one
-// split, binding project, run id and split once per statement.
+// itemInserter writes items in statements of itemsPerInsert rows.
 type itemInserter struct {
 	tx             *sql.Tx
 	project, runID string
@@ -324,7 +325,7 @@ func itemsSQL(n int) string {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		fmt.Fprintf(&b, "(?1,?2,?%d,?3)", i+4)
+		b.WriteString("(?,?,?,?)")
 	}
 	b.WriteString(` ON CONFLICT (project, run_id, instance_id) DO UPDATE SET split = excluded.split`)
 	return b.String()
@@ -332,11 +333,6 @@ func itemsSQL(n int) string {
 
 func (w *itemInserter) insert(batch []item) error {
 	for _, it := range batch {
-		if len(w.pending) > 0 && w.pending[0].split != it.split {
-			if err := w.flush(); err != nil {
-				return err
-			}
-		}
 		w.pending = append(w.pending, it)
 		if len(w.pending) == itemsPerInsert {
 			if err := w.flush(); err != nil {
@@ -360,9 +356,9 @@ func (w *itemInserter) flush() error {
 	if n == 0 {
 		return nil
 	}
-	w.args = append(w.args[:0], w.project, w.runID, w.pending[0].split)
+	w.args = w.args[:0]
 	for _, it := range w.pending {
-		w.args = append(w.args, it.id)
+		w.args = append(w.args, w.project, w.runID, it.id, it.split)
 	}
 	clear(w.pending)
 	w.pending = w.pending[:0]

@@ -98,8 +98,8 @@ func buildVocabulary(ctx context.Context, texts []string, minDF, maxFeatures int
 		for j := 1; j < len(doc); j++ {
 			pairs = append(pairs, pairKey(doc[j-1], doc[j]))
 		}
-		// Each document's distinct pairs once; sorting them all and counting
-		// runs then gives their document frequencies.
+		// Keep each document's distinct pairs only: sorting all of them and
+		// counting runs then gives document frequencies.
 		mine := pairs[mark:]
 		slices.Sort(mine)
 		pairs = pairs[:mark+len(slices.Compact(mine))]
