@@ -3,6 +3,8 @@ PREFIX ?= /usr/local
 DESTDIR ?=
 BINDIR = $(DESTDIR)$(PREFIX)/bin
 MANDIR = $(DESTDIR)$(PREFIX)/share/man
+# The agents copied to remote hosts, one per architecture.
+LIBDIR = $(DESTDIR)$(PREFIX)/lib/potato-training
 GO ?= go
 GOTEST_FLAGS ?= -count=1 -timeout 30m
 
@@ -14,8 +16,12 @@ MAN5 = $(wildcard man/*.5)
 
 all: build
 
+# potato-agent is also built for the Linux hosts an ssh or SLURM backend
+# may be: the dispatch copies the one matching the host's uname -m.
+AGENT_ARCHES = amd64 arm64
 build:
 	$(GO) build -o bin/ ./cmd/...
+	for a in $(AGENT_ARCHES); do CGO_ENABLED=0 GOOS=linux GOARCH=$$a $(GO) build -o bin/linux-$$a/potato-agent ./cmd/potato-agent || exit 1; done
 
 # The README's test command runs this: lint, then every test.
 test: lint
@@ -43,11 +49,13 @@ demo: build
 install: build
 	mkdir -p $(BINDIR) $(MANDIR)/man1 $(MANDIR)/man5
 	for c in $(CMDS); do install -m 0755 bin/$$c $(BINDIR)/$$c; done
+	for a in $(AGENT_ARCHES); do mkdir -p $(LIBDIR)/linux-$$a && install -m 0755 bin/linux-$$a/potato-agent $(LIBDIR)/linux-$$a/potato-agent; done
 	install -m 0644 $(MAN1) $(MANDIR)/man1/
 	install -m 0644 $(MAN5) $(MANDIR)/man5/
 
 uninstall:
 	for c in $(CMDS); do rm -f $(BINDIR)/$$c; done
+	rm -rf $(LIBDIR)
 	for m in $(notdir $(MAN1)); do rm -f $(MANDIR)/man1/$$m; done
 	for m in $(notdir $(MAN5)); do rm -f $(MANDIR)/man5/$$m; done
 

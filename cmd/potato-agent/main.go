@@ -1,18 +1,25 @@
-// Command potato-agent is the far side of a run. This version has its
-// worker part: potato-agent worker runs a built-in trainer; see
+// Command potato-agent is the far side of a run: the agent that claims
+// jobs, and potato-agent worker, which runs a built-in trainer; see
 // potato-agent(1).
 package main
 
 import (
+	"bufio"
 	"context"
+	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/alecthomas/kong"
 
 	"potato-training/internal/cli"
+	"potato-training/lib/agent"
+	"potato-training/lib/agentproto"
 	"potato-training/lib/trainer"
 )
 
@@ -53,7 +60,91 @@ func (c *execCmd) Run(ctx *cli.Context) error {
 	return cli.Failf(126, "exec: %s: %v", path, err)
 }
 
+// agentCmd is the agent itself. Started over ssh by a dispatch it gets
+// --socket (the remote end of the ssh reverse forward) and reads the run's
+// token from the first line of standard input; standard input reaching
+// EOF means the ssh session is gone.
+type agentCmd struct {
+	Server    string `help:"The server: http://HOST:PORT, or unix:PATH." env:"POTATO_TRAINING_SERVER"`
+	Socket    string `help:"The unix socket of a dispatch (ssh and slurm backends); the token is read from standard input."`
+	Backend   string `help:"The backend this agent serves." env:"POTATO_TRAINING_BACKEND"`
+	TokenFile string `name:"token-file" help:"File holding the token (else $POTATO_TRAINING_TOKEN)." type:"path"`
+	Python    string `help:"Interpreter for Python trainers." default:"python3" env:"POTATO_TRAINING_PYTHON"`
+	Once      bool   `help:"Exit after one job."`
+	Workdir   string `help:"Where jobs are unpacked and run." default:"~/.cache/potato-training" env:"POTATO_TRAINING_WORKDIR"`
+	Keep      bool   `help:"Keep each job's bundle."`
+}
+
+func (c *agentCmd) Run(ctx *cli.Context) error {
+	server, token, lost, err := c.credentials(ctx)
+	if err != nil {
+		return err
+	}
+	client, err := agentproto.NewClient(server, token)
+	if err != nil {
+		return cli.Failf(cli.ExitUsage, "%v", err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	workdir := expandHome(c.Workdir)
+	sctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer stop()
+	err = agent.Run(sctx, agent.Options{Client: client, Backend: c.Backend, Workdir: workdir, Python: c.Python,
+		Once: c.Once, Keep: c.Keep, Worker: self, Lost: lost, Log: ctx.Stderr})
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return cli.Failf(cli.ExitNo, "%v", err)
+	}
+	return nil
+}
+
+func (c *agentCmd) credentials(ctx *cli.Context) (server, token string, lost chan struct{}, err error) {
+	lost = make(chan struct{})
+	switch {
+	case c.Socket != "":
+		server = "unix:" + c.Socket
+		r := bufio.NewReader(ctx.Stdin)
+		line, rerr := r.ReadString('\n')
+		token = strings.TrimSpace(line)
+		if token == "" {
+			return "", "", nil, cli.Failf(cli.ExitUsage, "--socket: no token on standard input (%v)", rerr)
+		}
+		go func() {
+			_, _ = io.Copy(io.Discard, r)
+			close(lost)
+		}()
+		return server, token, lost, nil
+	case c.Server == "":
+		return "", "", nil, cli.Failf(cli.ExitUsage, "give --server URL (or --socket PATH)")
+	}
+	server = c.Server
+	if c.TokenFile != "" {
+		b, rerr := os.ReadFile(c.TokenFile)
+		if rerr != nil {
+			return "", "", nil, cli.Failf(cli.ExitUsage, "--token-file: %v", rerr)
+		}
+		token = strings.TrimSpace(string(b))
+	} else {
+		token = os.Getenv("POTATO_TRAINING_TOKEN")
+	}
+	if token == "" {
+		return "", "", nil, cli.Failf(cli.ExitUsage, "no token: set POTATO_TRAINING_TOKEN or give --token-file")
+	}
+	return server, token, lost, nil
+}
+
+func expandHome(p string) string {
+	if rest, ok := strings.CutPrefix(p, "~/"); ok {
+		if home, err := os.UserHomeDir(); err == nil {
+			return filepath.Join(home, rest)
+		}
+	}
+	return p
+}
+
 type command struct {
+	Agent   agentCmd         `cmd:"" default:"withargs" help:"Claim jobs from the server and run them (the default)."`
 	Worker  workerCmd        `cmd:"" help:"Run a built-in trainer for a spec.json, writing v1 events on standard output."`
 	Exec    execCmd          `cmd:"" hidden:"" help:"Run a program under an address-space limit."`
 	Version kong.VersionFlag `help:"Print the version and exit."`

@@ -22,7 +22,7 @@ type runCmd struct {
 	Trainer  string   `required:"" help:"Trainer: tfidf-logreg, or exec:PROGRAM (local only)." env:"POTATO_TRAINER"`
 	Schemas  []string `required:"" sep:"," help:"Schemas to train on, comma-separated." env:"POTATO_SCHEMAS"`
 	Backend  string   `help:"Backend to run on; model_training.backend when left out." env:"POTATO_BACKEND"`
-	Param    []string `help:"Trainer parameter KEY=VALUE; may be repeated." placeholder:"KEY=VALUE"`
+	Param    []string `help:"Trainer parameter KEY=VALUE; may be repeated." placeholder:"KEY=VALUE" sep:"none"`
 	RunID    string   `name:"run-id" help:"Use this run id instead of a new one."`
 	Trigger  string   `default:"manual" enum:"manual,api,auto,cron" help:"Who started the run: manual, api, auto or cron." env:"POTATO_TRIGGER"`
 	Detach   bool     `help:"Print the run id and return; the run goes on in the background."`

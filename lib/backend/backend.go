@@ -30,6 +30,9 @@ type Job struct {
 	Step func(step string)
 	// Result is the process's result event, once it has sent one.
 	Result *events.Result
+	// ArtifactURI, when a backend sets it, says where the model files are
+	// when they are not (all) in the run's artifacts/.
+	ArtifactURI string
 }
 
 // Outcome is how the training process ended, as the backend saw it.
@@ -55,4 +58,10 @@ type Backend interface {
 	Cancel(grace time.Duration)
 	// Collect brings predictions and model files into the run directory.
 	Collect(ctx context.Context, job *Job) error
+}
+
+// Closer is implemented by backends that hold a connection; the dispatch
+// closes it once the run is over, whatever happened.
+type Closer interface {
+	Close()
 }

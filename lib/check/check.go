@@ -7,10 +7,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 
 	"potato-training/lib/config"
 	"potato-training/lib/gpu"
+	"potato-training/lib/probe"
 )
 
 // Report is what potato-check prints; --json prints it as it is. New
@@ -22,11 +24,23 @@ type Report struct {
 	OK bool `json:"ok"`
 	// Summary is the first line of the report, e.g.
 	// "local: this machine, CPU (2 cores)".
-	Summary  string      `json:"summary"`
-	Device   *DeviceInfo `json:"device,omitempty"`
-	GPUs     []gpu.GPU   `json:"gpus"`
-	Warnings []string    `json:"warnings"`
-	Problems []string    `json:"problems"`
+	Summary string      `json:"summary"`
+	Device  *DeviceInfo `json:"device,omitempty"`
+	GPUs    []GPUInfo   `json:"gpus"`
+	// Python is the host's interpreter and its version (ssh, slurm).
+	Python        string `json:"python,omitempty"`
+	PythonVersion string `json:"python_version,omitempty"`
+	// Missing lists, per Python trainer, the packages the host lacks.
+	Missing  map[string][]string `json:"missing_packages,omitempty"`
+	Warnings []string            `json:"warnings"`
+	Problems []string            `json:"problems"`
+}
+
+// GPUInfo is one GPU as nvidia-smi lists it.
+type GPUInfo struct {
+	gpu.GPU
+	// NoTorchKernels marks a GPU the host's torch has no kernels for.
+	NoTorchKernels bool `json:"no_torch_kernels,omitempty"`
 }
 
 // DeviceInfo is the device a run would get.
@@ -40,12 +54,14 @@ type DeviceInfo struct {
 
 // Local checks the local backend (SPEC L2): the device a local run would
 // use, given model_training.device.
-func Local(ctx context.Context, cfg *config.Config, probe gpu.Probe) Report {
-	r := Report{Backend: "local", Type: config.TypeLocal, GPUs: []gpu.GPU{}, Warnings: []string{}, Problems: []string{}}
-	if gpus, err := gpu.Query(ctx, probe.NvidiaSMI); err == nil {
-		r.GPUs = gpus
+func Local(ctx context.Context, cfg *config.Config, gp gpu.Probe) Report {
+	r := Report{Backend: "local", Type: config.TypeLocal, GPUs: []GPUInfo{}, Warnings: []string{}, Problems: []string{}}
+	if gpus, err := gpu.Query(ctx, gp.NvidiaSMI); err == nil {
+		for _, g := range gpus {
+			r.GPUs = append(r.GPUs, GPUInfo{GPU: g})
+		}
 	}
-	dev, warnings, err := gpu.LocalDevice(ctx, cfg.Training.Device, probe)
+	dev, warnings, err := gpu.LocalDevice(ctx, cfg.Training.Device, gp)
 	r.Warnings = append(r.Warnings, warnings...)
 	if err != nil {
 		r.Problems = append(r.Problems, err.Error())
@@ -59,25 +75,43 @@ func Local(ctx context.Context, cfg *config.Config, probe gpu.Probe) Report {
 }
 
 // Backend checks a configured backend.
-func Backend(ctx context.Context, cfg *config.Config, b *config.Backend, probe gpu.Probe) Report {
-	if b.Type == config.TypeLocal {
-		return Local(ctx, cfg, probe)
+func Backend(ctx context.Context, cfg *config.Config, b *config.Backend, gp gpu.Probe) Report {
+	switch b.Type {
+	case config.TypeLocal:
+		return Local(ctx, cfg, gp)
 	}
 	msg := fmt.Sprintf("checking %s backends is not available in this version", b.Type)
 	return Report{Backend: b.Name, Type: b.Type, Summary: b.Label() + ": " + msg,
-		GPUs: []gpu.GPU{}, Warnings: []string{}, Problems: []string{msg}}
+		GPUs: []GPUInfo{}, Warnings: []string{}, Problems: []string{msg}}
 }
 
 // WriteText prints the report for a person.
 func WriteText(w io.Writer, r Report) error {
 	var b strings.Builder
 	b.WriteString(r.Summary + "\n")
+	if r.Python != "" {
+		fmt.Fprintf(&b, "  python: %s %s\n", r.Python, r.PythonVersion)
+	}
 	for _, g := range r.GPUs {
 		util := "utilisation unknown"
 		if g.UtilizationPct >= 0 {
 			util = fmt.Sprintf("%d%% used", g.UtilizationPct)
 		}
-		fmt.Fprintf(&b, "  GPU %d: %s, %d of %d MB free, %s\n", g.Index, g.Name, g.MemoryFreeMB, g.MemoryTotalMB, util)
+		mem := fmt.Sprintf("%d of %d MB free", g.MemoryFreeMB, g.MemoryTotalMB)
+		if g.MemoryFreeMB < 0 {
+			mem = "free memory unknown"
+		}
+		mark := ""
+		if g.NoTorchKernels {
+			mark = " " + probe.NoKernelsMark
+		}
+		fmt.Fprintf(&b, "  GPU %d: %s, %s, %s%s\n", g.Index, g.Name, mem, util, mark)
+	}
+	if r.Device != nil && r.Type != config.TypeLocal {
+		fmt.Fprintf(&b, "  a run would get: %s\n", r.Device.Describe)
+	}
+	for _, t := range sortedKeys(r.Missing) {
+		fmt.Fprintf(&b, "  %s lacks: %s\n", t, strings.Join(r.Missing[t], " "))
 	}
 	for _, wn := range r.Warnings {
 		b.WriteString("  warning: " + wn + "\n")
@@ -96,4 +130,13 @@ func WriteJSON(w io.Writer, r Report) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(r)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }

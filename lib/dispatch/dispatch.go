@@ -105,12 +105,17 @@ func check(cfg *config.Config, opt *Options) (*config.Backend, error) {
 	if !ok {
 		return nil, usagef("no backend %q in %s: the backends are %s", name, cfg.Path, backendNames(cfg))
 	}
+	if !cfg.Training.Enabled {
+		return nil, usagef("model_training.enabled is not true in %s: set it to train this project", cfg.Path)
+	}
 	if opt.Trainer == "" {
 		return nil, usagef("no trainer given: use --trainer tfidf-logreg")
 	}
 	if strings.HasPrefix(opt.Trainer, local.ExecPrefix) {
-		if b.Type != config.TypeLocal {
-			return nil, usagef("trainer %s is a program on this machine: it runs only on the local backend, not on %s", opt.Trainer, b.Name)
+		// A program on the machine that runs the training process: the
+		// server has no say over what an agent's owner runs.
+		if b.Type == config.TypeAgent {
+			return nil, usagef("trainer %s names a program: it runs on the local, ssh and slurm backends, not on agent backend %s", opt.Trainer, b.Name)
 		}
 	} else {
 		info, ok := trainer.Lookup(opt.Trainer)
@@ -134,6 +139,11 @@ func check(cfg *config.Config, opt *Options) (*config.Backend, error) {
 		if !sc.Classification() && !strings.HasPrefix(opt.Trainer, local.ExecPrefix) {
 			return nil, usagef("schema %s is a %s schema: the trainers learn radio, select and multiselect schemas", s, sc.AnnotationType)
 		}
+	}
+	switch b.Type {
+	case config.TypeLocal:
+	default:
+		return nil, usagef("backend %s is of type %s, which this version of potato-dispatch cannot run yet", b.Name, b.Type)
 	}
 	return b, nil
 }
@@ -172,6 +182,9 @@ func Run(ctx context.Context, opt Options) (int, error) {
 		Trigger: opt.Trigger, Step: "waiting in the queue", Host: host,
 	})
 	if err != nil {
+		if opt.RunID != "" {
+			return ExitUsage, &UsageError{Err: err}
+		}
 		return ExitFailed, err
 	}
 	defer run.Close()
@@ -234,6 +247,9 @@ func (d *dispatcher) finish(state, msg, code string) int {
 		switch state {
 		case rundir.StateSuccess:
 			r.Step = "finished"
+			if r.Progress != nil {
+				r.Progress.Current = r.Progress.Total
+			}
 		case rundir.StateCancelled:
 			r.Step = "cancelled"
 		default:
@@ -312,6 +328,9 @@ func (d *dispatcher) execute(ctx context.Context) int {
 	if err != nil {
 		return d.finish(rundir.StateError, err.Error(), "")
 	}
+	if c, ok := be.(backend.Closer); ok {
+		defer c.Close()
+	}
 	ev, err := os.OpenFile(d.run.Path(rundir.EventsFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		return d.finish(rundir.StateError, err.Error(), "")
@@ -337,11 +356,10 @@ func (d *dispatcher) execute(ctx context.Context) int {
 
 	grace := time.Duration(d.cfg.Training.GraceSeconds) * time.Second
 	outcomeCh := make(chan backend.Outcome, 1)
+	var waitErr error
 	go func() {
 		out, err := be.Wait(ctx)
-		if err != nil {
-			d.logf("%v", err)
-		}
+		waitErr = err
 		outcomeCh <- out
 	}()
 	tick := time.NewTicker(time.Second)
@@ -382,6 +400,8 @@ wait:
 		return d.finish(rundir.StateCancelled, msgCancel, events.CodeCancelled)
 	case d.timedOut:
 		return d.finish(rundir.StateError, fmt.Sprintf(msgWall, d.cfg.Training.MaxWallSeconds), "timeout")
+	case waitErr != nil:
+		return d.finish(rundir.StateError, waitErr.Error(), "backend")
 	case res == nil && outcome.Killed:
 		return d.finish(rundir.StateError, msgKilled, events.CodeOutOfMemory)
 	case res == nil && fail != nil:
@@ -395,7 +415,11 @@ wait:
 	if err := be.Collect(ctx, job); err != nil {
 		return d.finish(rundir.StateError, "collecting the results: "+err.Error(), "")
 	}
-	d.set(func(r *rundir.Record) { r.ArtifactURI = "file://" + spec.Workdir })
+	uri := job.ArtifactURI
+	if uri == "" {
+		uri = "file://" + spec.Workdir
+	}
+	d.set(func(r *rundir.Record) { r.ArtifactURI = uri })
 	if err := d.writeBack(m); err != nil {
 		return d.finish(rundir.StateError, "write-back: "+err.Error(), "writeback")
 	}

@@ -1,9 +1,9 @@
 package dispatch_test
 
 import (
+	"bufio"
 	"database/sql"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,75 +17,18 @@ import (
 
 	"potato-training/internal/fakebin"
 	"potato-training/internal/testcli"
+	"potato-training/internal/testproject"
 	"potato-training/lib/rundir"
 )
 
-// project writes a small Potato project: n items, two labels, one
-// annotator labelling the first labelled items. extra is appended under
-// model_training.
 func project(t *testing.T, n, labelled int, extra string) (dir, cfg string) {
-	t.Helper()
 	dir = t.TempDir()
-	words := map[string][]string{
-		"positive": {"great", "lovely", "excellent", "wonderful", "superb", "delight"},
-		"negative": {"awful", "terrible", "broken", "rude", "dirty", "refund"},
-	}
-	var items []string
-	state := map[string]any{}
-	for i := 1; i <= n; i++ {
-		label := "positive"
-		if i%2 == 0 {
-			label = "negative"
-		}
-		w := words[label]
-		text := fmt.Sprintf("the stay was %s and %s, item %d %s", w[i%6], w[(i+2)%6], i, w[(i+4)%6])
-		b, _ := json.Marshal(map[string]string{"id": fmt.Sprintf("r%d", i), "text": text})
-		items = append(items, string(b))
-		if i <= labelled {
-			state[fmt.Sprintf("r%d", i)] = []any{[]any{map[string]string{"schema": "sentiment", "name": label}, "true"}}
-		}
-	}
-	os.MkdirAll(filepath.Join(dir, "data"), 0o755)
-	os.WriteFile(filepath.Join(dir, "data", "items.jsonl"), []byte(strings.Join(items, "\n")+"\n"), 0o644)
-	os.MkdirAll(filepath.Join(dir, "annotation_output", "ann"), 0o755)
-	b, _ := json.Marshal(map[string]any{"user_id": "ann", "instance_id_to_label_to_value": state})
-	os.WriteFile(filepath.Join(dir, "annotation_output", "ann", "user_state.json"), b, 0o644)
-	cfg = filepath.Join(dir, "config.yaml")
-	text := `annotation_task_name: "Test Project"
-task_dir: "."
-data_files: ["data/items.jsonl"]
-item_properties: {id_key: id, text_key: text}
-output_annotation_dir: annotation_output
-annotation_schemes:
-  - {annotation_type: radio, name: sentiment, labels: [positive, negative]}
-model_training:
-  enabled: true
-  grace_seconds: 1
-  writeback:
-    schemas: [sentiment]
-    include_unlabeled: true
-    min_confidence: 0.5
-` + extra
-	if err := os.WriteFile(cfg, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return dir, cfg
+	return dir, testproject.Write(t, dir, n, labelled, extra)
 }
 
-// trainer writes a fake training process: a shell script standing in for
-// a trainer so a test can make it misbehave on purpose.
-func trainer(t *testing.T, dir, body string) string {
-	t.Helper()
-	p := filepath.Join(dir, "trainer.sh")
-	script := "#!/bin/sh\n" + body + "\n"
-	if err := os.WriteFile(p, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return "exec:" + p
-}
+func trainer(t *testing.T, dir, body string) string { return testproject.Trainer(t, dir, body) }
 
-const resultLines = `mkdir -p artifacts; : > artifacts/predictions.jsonl
-echo '{"v":1,"event":"result","status":"success","predictions_file":"predictions.jsonl","n_predictions":0}'`
+const resultLines = testproject.ResultLines
 
 func dispatchCmd(t *testing.T, args ...string) *exec.Cmd {
 	bin := testcli.Binaries(t)
@@ -186,10 +129,10 @@ func TestEndToEndBuiltinTrainer(t *testing.T) {
 	if info.Writeback["n_written"] != n {
 		t.Errorf("run.json writeback %v, store has %d", info.Writeback, n)
 	}
-	var status, backend string
-	db.QueryRow(`SELECT status, backend FROM training_runs WHERE run_id = ?`, id).Scan(&status, &backend)
-	if status != "success" || backend != "local" {
-		t.Errorf("training_runs row: %q %q", status, backend)
+	var status, backend, metrics string
+	db.QueryRow(`SELECT status, backend, metrics FROM training_runs WHERE run_id = ?`, id).Scan(&status, &backend, &metrics)
+	if status != "success" || backend != "local" || !strings.Contains(metrics, `"heldout"`) || !strings.Contains(metrics, `"accuracy"`) {
+		t.Errorf("training_runs row: %q %q %q", status, backend, metrics)
 	}
 }
 
@@ -434,5 +377,29 @@ func TestAbsentDeviceFallsBack(t *testing.T) {
 		if !strings.Contains(log, want) {
 			t.Errorf("run log lacks %q:\n%s", want, log)
 		}
+	}
+}
+
+// Ctrl-C (SIGINT) to a dispatch waiting in the foreground cancels its run
+// gracefully: the run ends cancelled and the dispatch exits 3.
+func TestInterruptCancelsTheRun(t *testing.T) {
+	dir, cfg := project(t, 40, 30, "")
+	tr := trainer(t, dir, `echo '{"v":1,"event":"status","state":"fitting","step":"sleeping"}'
+sleep 30`)
+	cmd := dispatchCmd(t, "run", cfg, "--trainer", tr, "--schemas", "sentiment")
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, _ := bufio.NewReader(stdout).ReadString('\n')
+	id := strings.TrimSpace(line)
+	waitFor(t, "running", func() bool { return read(t, dir, id).Step == "sleeping" })
+	cmd.Process.Signal(syscall.SIGINT)
+	err := cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 3 {
+		t.Fatalf("dispatch after SIGINT: %v", err)
+	}
+	if info := read(t, dir, id); info.State != rundir.StateCancelled {
+		t.Errorf("state %s", info.State)
 	}
 }

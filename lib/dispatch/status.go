@@ -97,7 +97,7 @@ func Status(w io.Writer, opt StatusOptions) error {
 	fmt.Fprintln(tw, "RUN\tSTATE\tTRAINER\tSCHEMAS\tRAN ON\tCREATED\tHELD-OUT\tSTEP")
 	for _, i := range infos {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", i.RunID, i.State, i.Trainer, strings.Join(i.Schemas, ","),
-			i.Backend, i.CreatedAt.Local().Format("2006-01-02 15:04:05"), heldout(i.Record), oneLine(i.Step, 60))
+			i.RanOn, i.CreatedAt.Local().Format("2006-01-02 15:04:05"), heldout(i.Record), oneLine(i.Step, 60))
 	}
 	return tw.Flush()
 }

@@ -47,7 +47,10 @@ func Start(c Command) (*Process, error) {
 	cmd.Dir = c.Dir
 	cmd.Env = c.Env
 	cmd.Stderr = c.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Its own group, so a cancel reaches what it starts; and killed with
+	// its parent, so a dispatch killed outright leaves no training
+	// process holding the machine after the queue is free.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err

@@ -9,6 +9,7 @@ import (
 	"os"
 
 	"potato-training/lib/bundle"
+	"potato-training/lib/rundir"
 )
 
 // Limits is spec.json's limits.
@@ -61,11 +62,7 @@ func (s Spec) Write(path string) error {
 	if err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return rundir.WriteFileAtomic(path, append(b, '\n'), 0o644)
 }
 
 // Info describes a trainer.

@@ -34,7 +34,7 @@ func Worker(ctx context.Context, specPath string, stdout, stderr io.Writer) int 
 	ev := events.NewWriter(stdout)
 	fail := func(code int, kind, msg, hint string) int {
 		_ = ev.Emit(events.ErrorEvent(kind, msg, hint))
-		fmt.Fprintf(stderr, "potato-agent worker: %s\n", msg)
+		fmt.Fprintf(stderr, "potato-agent: error: %s\n", msg)
 		return code
 	}
 	spec, err := ReadSpec(specPath)

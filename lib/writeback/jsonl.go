@@ -41,62 +41,36 @@ func scanLines(path string, fn func(line []byte, n int) error) error {
 	return nil
 }
 
-// batchSize is how many values travel from the reader to the writer at once.
-const batchSize = 2048
-
 // errStopped tells a producer that its consumer has failed and wants no more.
 var errStopped = errors.New("stopped")
 
-// pipeline runs produce on its own goroutine and hands what it emits to
-// consume in batches, so that decoding JSON and writing SQLite use two cores.
-// Three batches circulate, which keeps memory flat whatever the input size.
-// A consume error stops the producer; produce's error is returned otherwise.
-func pipeline[T any](produce func(emit func(T) error) error, consume func([]T) error) error {
-	const nbuf = 3
-	full := make(chan []T, nbuf)
-	free := make(chan []T, nbuf)
-	for range nbuf {
-		free <- make([]T, 0, batchSize)
-	}
+// pipeline runs produce on its own goroutine and hands what it sends to
+// consume, so that reading JSON and writing SQLite use two cores. At most
+// a few values wait between them, which keeps memory flat whatever the
+// input size. A consume error stops the producer and is returned; otherwise
+// produce's error is.
+func pipeline[T any](produce func(send func(T) error) error, consume func(T) error) error {
+	ch := make(chan T, 4)
 	done := make(chan struct{})
 	var perr error
 	go func() {
-		defer close(full)
-		cur := <-free
-		emit := func(v T) error {
-			cur = append(cur, v)
-			if len(cur) < batchSize {
+		defer close(ch)
+		perr = produce(func(v T) error {
+			select {
+			case ch <- v:
 				return nil
-			}
-			select {
-			case full <- cur:
 			case <-done:
 				return errStopped
 			}
-			select {
-			case cur = <-free:
-			case <-done:
-				return errStopped
-			}
-			return nil
-		}
-		perr = produce(emit)
-		if perr == nil && len(cur) > 0 {
-			select {
-			case full <- cur:
-			case <-done:
-			}
-		}
+		})
 	}()
 	var cerr error
-	for b := range full {
+	for v := range ch {
 		if cerr == nil {
-			if cerr = consume(b); cerr != nil {
+			if cerr = consume(v); cerr != nil {
 				close(done)
 			}
 		}
-		clear(b)
-		free <- b[:0]
 	}
 	if cerr != nil {
 		return cerr

@@ -162,7 +162,7 @@ func TestPublishMalformedLineLosesNothing(t *testing.T) {
 		return pred{id, "sentiment", label("neg", 0.7), conf(0.7)}
 	}
 	var many []any
-	for i := range 3 * batchSize {
+	for i := range 3 * predsPerInsert {
 		many = append(many, good(fmt.Sprintf("n%05d", i)))
 	}
 	cases := []struct {
@@ -241,5 +241,40 @@ func TestPublishStoresPayloadAsCompactJSON(t *testing.T) {
 	}
 	if got := predictionRows(t, s.db); !reflect.DeepEqual(got, want) {
 		t.Errorf("rows:\n got %q\nwant %q", got, want)
+	}
+}
+
+// Rows go to SQLite in statements of predsPerInsert; each row must keep its
+// own values across full statements and the remainder.
+func TestPublishManyRows(t *testing.T) {
+	s, _ := openTestStore(t)
+	n := 2*predsPerInsert + 7
+	var lines []any
+	for i := range n {
+		lines = append(lines, pred{fmt.Sprintf("u%04d", i), "sentiment", label(fmt.Sprint(i), float64(i)/float64(n)), conf(float64(i) / float64(n))})
+	}
+	opt := sentiment("r1", 5)
+	opt.MinConfidence = 0
+	if rep := publish(t, s, testBundle(t), opt, lines...); rep.NWritten != n {
+		t.Fatalf("report %+v, want %d written", rep, n)
+	}
+	rs, err := s.db.Query(`SELECT instance_id, payload->>'label', confidence FROM training_predictions ORDER BY instance_id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	i := 0
+	for ; rs.Next(); i++ {
+		var id, lab string
+		var c float64
+		if err := rs.Scan(&id, &lab, &c); err != nil {
+			t.Fatal(err)
+		}
+		if id != fmt.Sprintf("u%04d", i) || lab != fmt.Sprint(i) || c != float64(i)/float64(n) {
+			t.Fatalf("row %d: %s %s %v", i, id, lab, c)
+		}
+	}
+	if i != n {
+		t.Errorf("%d rows, want %d", i, n)
 	}
 }

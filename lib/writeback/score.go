@@ -73,7 +73,7 @@ func Score(bundleDir, predictionsPath string, schemas []bundle.Schema) (map[stri
 	if len(scored) == 0 {
 		return out, nil
 	}
-	path, err := splitPath(bundleDir, "test")
+	path, _, err := splitPath(bundleDir, "test")
 	if err != nil {
 		return nil, fmt.Errorf("writeback: score: %w", err)
 	}
@@ -91,22 +91,19 @@ func Score(bundleDir, predictionsPath string, schemas []bundle.Schema) (map[stri
 	for _, s := range scored {
 		pred[s.Name] = make(map[string]string, len(gold[s.Name]))
 	}
+	var p predLine
 	err = scanLines(predictionsPath, func(line []byte, _ int) error {
-		var p predLine
-		if err := json.Unmarshal(line, &p); err != nil {
+		if err := p.parse(line); err != nil {
 			return err
 		}
-		if err := p.check(); err != nil {
-			return err
-		}
-		g, ok := gold[p.SchemaName]
+		g, ok := gold[p.schema]
 		if !ok {
 			return nil
 		}
-		if _, ok := g[p.InstanceID]; !ok {
+		if _, ok := g[p.id]; !ok {
 			return nil
 		}
-		pred[p.SchemaName][p.InstanceID] = labelOf(p.Payload)
+		pred[p.schema][p.id] = labelOf(p.raw[2])
 		return nil
 	})
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"potato-training/lib/config"
 )
@@ -338,5 +339,38 @@ func TestRetractDeletesOnlyThatRun(t *testing.T) {
 	}
 	if n, err := s.Retract("p", "r1"); err != nil || n != 0 {
 		t.Errorf("second Retract = %d, %v; want 0, nil", n, err)
+	}
+}
+
+// Potato's server writes the same file. A write that finds the store locked
+// waits for the lock (busy_timeout) instead of failing.
+func TestWriteWaitsForAnotherWriter(t *testing.T) {
+	s, path := openTestStore(t)
+	other, err := OpenStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	tx, err := other.db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(`INSERT INTO training_runs (project, run_id, status) VALUES ('p', 'held', 'running')`); err != nil {
+		t.Fatal(err)
+	}
+	released := make(chan error, 1)
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		released <- tx.Commit()
+	}()
+	start := time.Now()
+	if err := s.RecordRun(RunRow{Project: "p", RunID: "r1", Status: "queued"}); err != nil {
+		t.Fatalf("RecordRun while another writer held the lock: %v", err)
+	}
+	if err := <-released; err != nil {
+		t.Fatal(err)
+	}
+	if waited := time.Since(start); waited < 200*time.Millisecond {
+		t.Errorf("RecordRun returned after %v, before the other writer committed", waited)
 	}
 }

@@ -1,0 +1,84 @@
+// Package testproject writes small Potato projects and fake trainers for
+// the tests of the dispatch and the backends.
+package testproject
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Write makes a project in dir: n items with two labels, one annotator
+// labelling the first labelled of them, and config.yaml, whose
+// model_training block ends with extra. It returns the config's path.
+func Write(t testing.TB, dir string, n, labelled int, extra string) string {
+	t.Helper()
+	words := map[string][]string{
+		"positive": {"great", "lovely", "excellent", "wonderful", "superb", "delight"},
+		"negative": {"awful", "terrible", "broken", "rude", "dirty", "refund"},
+	}
+	var items []string
+	state := map[string]any{}
+	for i := 1; i <= n; i++ {
+		label := "positive"
+		if i%2 == 0 {
+			label = "negative"
+		}
+		w := words[label]
+		text := fmt.Sprintf("the stay was %s and %s, item %d %s", w[i%6], w[(i+2)%6], i, w[(i+4)%6])
+		b, _ := json.Marshal(map[string]string{"id": fmt.Sprintf("r%d", i), "text": text})
+		items = append(items, string(b))
+		if i <= labelled {
+			state[fmt.Sprintf("r%d", i)] = []any{[]any{map[string]string{"schema": "sentiment", "name": label}, "true"}}
+		}
+	}
+	must(t, os.MkdirAll(filepath.Join(dir, "data"), 0o755))
+	must(t, os.WriteFile(filepath.Join(dir, "data", "items.jsonl"), []byte(strings.Join(items, "\n")+"\n"), 0o644))
+	must(t, os.MkdirAll(filepath.Join(dir, "annotation_output", "ann"), 0o755))
+	b, _ := json.Marshal(map[string]any{"user_id": "ann", "instance_id_to_label_to_value": state})
+	must(t, os.WriteFile(filepath.Join(dir, "annotation_output", "ann", "user_state.json"), b, 0o644))
+	cfg := filepath.Join(dir, "config.yaml")
+	text := `annotation_task_name: "Test Project"
+task_dir: "."
+data_files: ["data/items.jsonl"]
+item_properties: {id_key: id, text_key: text}
+output_annotation_dir: annotation_output
+annotation_schemes:
+  - {annotation_type: radio, name: sentiment, labels: [positive, negative]}
+model_training:
+  enabled: true
+  grace_seconds: 1
+  writeback:
+    schemas: [sentiment]
+    include_unlabeled: true
+    min_confidence: 0.5
+` + extra
+	must(t, os.WriteFile(cfg, []byte(text), 0o644))
+	return cfg
+}
+
+// Trainer writes a shell script standing in for a training process, so a
+// test can make one misbehave on purpose, and returns its trainer name
+// (exec:PATH). The script is readable and runnable by every user.
+func Trainer(t testing.TB, dir, body string) string {
+	t.Helper()
+	p := filepath.Join(dir, "trainer.sh")
+	must(t, os.WriteFile(p, []byte("#!/bin/sh\n"+body+"\n"), 0o755))
+	must(t, os.Chmod(p, 0o755))
+	return "exec:" + p
+}
+
+// ResultLines is the end of a fake trainer that succeeds: an empty
+// predictions file and a result event.
+const ResultLines = `mkdir -p artifacts; : > artifacts/predictions.jsonl
+echo '{"v":1,"event":"result","status":"success","predictions_file":"predictions.jsonl","n_predictions":0}'`
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,331 @@
+// Package agent is the far side of a remote run, as potato-agent(1)
+// describes it: it claims a job over agent protocol v1, downloads and
+// unpacks the bundle, runs the training process with the same runner as
+// the local backend, relays its events, uploads the predictions and
+// reports the result.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"potato-training/lib/agentproto"
+	"potato-training/lib/bundle"
+	"potato-training/lib/events"
+	"potato-training/lib/trainer"
+)
+
+// Options configure an agent.
+type Options struct {
+	Client  *agentproto.Client
+	Backend string
+	Workdir string // jobs go to Workdir/jobs/<run>
+	Python  string
+	Once    bool
+	Keep    bool // keep each job's bundle
+	// Worker is the potato-agent executable that runs built-in trainers.
+	Worker string
+	// Heartbeat is the longest time between two posts (at most 10 s).
+	Heartbeat time.Duration
+	// Lost is closed when the connection to the server is known to be gone
+	// (the ssh session's standard input reached EOF): the job is stopped.
+	Lost <-chan struct{}
+	Log  io.Writer
+	// MaxBundleBytes bounds an unpacked bundle.
+	MaxBundleBytes int64
+}
+
+// ExecPrefix marks a trainer that is a program on the training machine.
+const ExecPrefix = "exec:"
+
+// DefaultGrace is the SIGTERM-to-SIGKILL time of a job that carries none.
+const DefaultGrace = 20 * time.Second
+
+func (o *Options) logf(format string, args ...any) {
+	if o.Log != nil {
+		fmt.Fprintf(o.Log, "potato-agent: "+format+"\n", args...)
+	}
+}
+
+// Run claims and runs jobs until ctx ends (or after one with Once).
+func Run(ctx context.Context, o Options) error {
+	if o.Heartbeat <= 0 || o.Heartbeat > 10*time.Second {
+		o.Heartbeat = 10 * time.Second
+	}
+	if o.MaxBundleBytes <= 0 {
+		o.MaxBundleBytes = 64 << 30
+	}
+	host, _ := os.Hostname()
+	for {
+		claim, err := o.Client.Claim(ctx, agentproto.ClaimRequest{Backend: o.Backend, Host: host, Workdir: o.Workdir, Version: "1"})
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("claim: %w", err)
+		}
+		if claim == nil {
+			if o.Once && ctx.Err() != nil {
+				return nil
+			}
+			continue
+		}
+		if err := runJob(ctx, o, claim, host); err != nil {
+			o.logf("run %s: %v", claim.RunID, err)
+			if o.Once {
+				return err
+			}
+		}
+		if o.Once {
+			return nil
+		}
+	}
+}
+
+// job is one claimed run on this machine.
+type job struct {
+	o      Options
+	claim  *agentproto.Claim
+	dir    string
+	mu     sync.Mutex
+	queue  []events.Event
+	raw    [][]byte
+	cancel bool
+	grace  time.Duration
+	proc   *trainer.Process
+}
+
+func runJob(ctx context.Context, o Options, claim *agentproto.Claim, host string) error {
+	dir := filepath.Join(o.Workdir, "jobs", claim.RunID)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return report(ctx, o, claim, -1, "", err)
+	}
+	j := &job{o: o, claim: claim, dir: dir, grace: time.Duration(claim.GraceSeconds) * time.Second}
+	if j.grace <= 0 {
+		j.grace = DefaultGrace
+	}
+	j.emit(events.Status("downloading", "downloading the bundle"))
+	archive := filepath.Join(dir, "bundle.tar.gz")
+	bdir := filepath.Join(dir, "bundle")
+	stop := j.startPosting(ctx)
+	err := o.Client.DownloadBundle(ctx, claim.RunID, archive, claim.Bundle, nil)
+	if err == nil {
+		os.RemoveAll(bdir)
+		err = bundle.UnpackFile(archive, bdir, o.MaxBundleBytes, claim.Bundle.SHA256)
+	}
+	if err != nil {
+		stop()
+		return report(ctx, o, claim, events.ExitBadSpec, "", fmt.Errorf("the bundle: %w", err))
+	}
+	os.Remove(archive)
+	spec := claim.Spec
+	spec.BundleDir = bdir
+	spec.Workdir = filepath.Join(dir, "artifacts")
+	if err := os.MkdirAll(spec.Workdir, 0o755); err != nil {
+		stop()
+		return report(ctx, o, claim, -1, "", err)
+	}
+	env := deviceEnv(&spec)
+	specPath := filepath.Join(dir, "spec.json")
+	if err := spec.Write(specPath); err != nil {
+		stop()
+		return report(ctx, o, claim, -1, "", err)
+	}
+	code, errText := j.train(ctx, spec, specPath, env)
+	stop()
+	pred := filepath.Join(spec.Workdir, "predictions.jsonl")
+	if _, err := os.Stat(pred); err == nil {
+		if err := o.Client.UploadPredictions(ctx, claim.RunID, pred); err != nil {
+			return report(ctx, o, claim, code, artifactURI(host, spec.Workdir), fmt.Errorf("uploading the predictions: %w", err))
+		}
+	}
+	if !o.Keep {
+		os.RemoveAll(bdir)
+	}
+	var rerr error
+	if errText != "" {
+		rerr = errors.New(errText)
+	}
+	return report(ctx, o, claim, code, artifactURI(host, spec.Workdir), rerr)
+}
+
+func artifactURI(host, dir string) string {
+	return "ssh://" + host + dir
+}
+
+func report(ctx context.Context, o Options, claim *agentproto.Claim, code int, uri string, err error) error {
+	res := agentproto.Result{ExitCode: code, ArtifactURI: uri}
+	if err != nil {
+		res.Error = err.Error()
+	}
+	if perr := o.Client.PostResult(ctx, claim.RunID, res); perr != nil {
+		return errors.Join(err, fmt.Errorf("reporting the result: %w", perr))
+	}
+	return err
+}
+
+func (j *job) emit(e events.Event) {
+	j.mu.Lock()
+	j.queue = append(j.queue, e)
+	j.mu.Unlock()
+}
+
+// startPosting sends queued events at least every heartbeat period and
+// soon after each event, and applies a cancel from a reply. The returned
+// function flushes what is left and stops.
+func (j *job) startPosting(ctx context.Context) func() {
+	done := make(chan struct{})
+	flushed := make(chan struct{})
+	go func() {
+		defer close(flushed)
+		tick := time.NewTicker(250 * time.Millisecond)
+		defer tick.Stop()
+		last := time.Time{}
+		for {
+			select {
+			case <-done:
+				j.post(ctx)
+				return
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				j.mu.Lock()
+				pending := len(j.queue) + len(j.raw)
+				j.mu.Unlock()
+				if pending > 0 || time.Since(last) >= j.o.Heartbeat {
+					j.post(ctx)
+					last = time.Now()
+				}
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-flushed
+	}
+}
+
+func (j *job) post(ctx context.Context) {
+	j.mu.Lock()
+	evs, raw := j.queue, j.raw
+	j.queue, j.raw = nil, nil
+	j.mu.Unlock()
+	reply, err := j.o.Client.PostEvents(ctx, j.claim.RunID, evs, raw)
+	if err != nil {
+		// Put them back; the next post retries.
+		j.mu.Lock()
+		j.queue = append(evs, j.queue...)
+		j.raw = append(raw, j.raw...)
+		j.mu.Unlock()
+		j.o.logf("posting events: %v", err)
+		return
+	}
+	if reply.Cancel {
+		g := j.grace
+		if reply.GraceSeconds > 0 {
+			g = time.Duration(reply.GraceSeconds) * time.Second
+		}
+		j.stop("cancel requested by the server", g)
+	}
+}
+
+// stop sends SIGTERM to the training process's group, SIGKILL after grace.
+func (j *job) stop(why string, grace time.Duration) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.cancel {
+		return
+	}
+	j.cancel = true
+	j.o.logf("%s: stopping the training process (SIGKILL after %s)", why, grace)
+	if j.proc != nil {
+		j.proc.Terminate(grace)
+	}
+}
+
+// train runs the training process and relays its events; it returns the
+// exit code and, when it did not finish normally, why.
+func (j *job) train(ctx context.Context, spec trainer.Spec, specPath string, env []string) (int, string) {
+	path, args := j.o.Worker, []string{"worker", "--spec", specPath}
+	if p, ok := strings.CutPrefix(spec.Trainer, ExecPrefix); ok {
+		// A program on this machine (an ssh or SLURM host's own trainer).
+		path, args = p, []string{"--spec", specPath}
+	}
+	stderr, err := os.Create(filepath.Join(j.dir, "stderr.log"))
+	if err != nil {
+		return -1, err.Error()
+	}
+	defer stderr.Close()
+	p, err := trainer.Start(trainer.Command{Path: path, Args: args, Dir: j.dir, Env: env, Stderr: stderr})
+	if err != nil {
+		return -1, fmt.Sprintf("cannot start the training process: %v", err)
+	}
+	j.mu.Lock()
+	j.proc = p
+	cancelled := j.cancel
+	j.mu.Unlock()
+	if cancelled {
+		p.Terminate(j.grace)
+	}
+	j.emit(events.Log("info", fmt.Sprintf("potato-agent: training process %d started in %s", p.PID(), j.dir)))
+	go p.Relay(j.emit, func(line string) {
+		j.mu.Lock()
+		j.raw = append(j.raw, []byte(line))
+		j.mu.Unlock()
+	})
+	select {
+	case <-p.Done():
+	case <-j.o.Lost:
+		j.stop("the connection to the server is gone", j.grace)
+		<-p.Done()
+	case <-ctx.Done():
+		j.stop("the agent is stopping", j.grace)
+		<-p.Done()
+	}
+	ex := p.Exit()
+	if ex.Signal != 0 {
+		return -1, ex.String()
+	}
+	return ex.Code, ""
+}
+
+// deviceEnv turns the device the dispatch chose ("cuda:1", "cuda:0,1",
+// "cpu") into the training process's environment, and the spec's device
+// into the one the process sees ("cuda:0" once only GPU 1 is visible).
+func deviceEnv(spec *trainer.Spec) []string {
+	var extra []string
+	dev := spec.Limits.Device
+	switch {
+	case strings.HasPrefix(dev, "cuda:"):
+		ids := strings.TrimPrefix(dev, "cuda:")
+		extra = append(extra, "CUDA_VISIBLE_DEVICES="+ids, "CUDA_DEVICE_ORDER=PCI_BUS_ID")
+		spec.Limits.Device = "cuda:0"
+		if strings.Contains(ids, ",") {
+			spec.Limits.Device = "cuda"
+		}
+	case dev == "cpu" || dev == "":
+		extra = append(extra, "CUDA_VISIBLE_DEVICES=")
+		spec.Limits.Device = "cpu"
+	}
+	extra = append(extra, "POTATO_TRAINING_DEVICE="+spec.Limits.Device)
+	return withoutToken(trainer.Environ(spec.Limits.NumThreads, extra...))
+}
+
+// withoutToken drops the token variable: the training process never sees
+// the run's credentials.
+func withoutToken(env []string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "POTATO_TRAINING_TOKEN=") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
