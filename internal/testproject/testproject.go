@@ -8,13 +8,19 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"testing"
 )
+
+// T is the part of testing.TB these helpers use, so a benchmark program
+// can use them too.
+type T interface {
+	Helper()
+	Fatal(args ...any)
+}
 
 // Write makes a project in dir: n items with two labels, one annotator
 // labelling the first labelled of them, and config.yaml, whose
 // model_training block ends with extra. It returns the config's path.
-func Write(t testing.TB, dir string, n, labelled int, extra string) string {
+func Write(t T, dir string, n, labelled int, extra string) string {
 	t.Helper()
 	words := map[string][]string{
 		"positive": {"great", "lovely", "excellent", "wonderful", "superb", "delight"},
@@ -63,7 +69,7 @@ model_training:
 // Trainer writes a shell script standing in for a training process, so a
 // test can make one misbehave on purpose, and returns its trainer name
 // (exec:PATH). The script is readable and runnable by every user.
-func Trainer(t testing.TB, dir, body string) string {
+func Trainer(t T, dir, body string) string {
 	t.Helper()
 	p := filepath.Join(dir, "trainer.sh")
 	must(t, os.WriteFile(p, []byte("#!/bin/sh\n"+body+"\n"), 0o755))
@@ -76,7 +82,7 @@ func Trainer(t testing.TB, dir, body string) string {
 const ResultLines = `mkdir -p artifacts; : > artifacts/predictions.jsonl
 echo '{"v":1,"event":"result","status":"success","predictions_file":"predictions.jsonl","n_predictions":0}'`
 
-func must(t testing.TB, err error) {
+func must(t T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)

@@ -42,6 +42,10 @@ type Options struct {
 	MaxBundleBytes int64
 }
 
+// LostSession is how the agent's result says it stopped its job because
+// its ssh session (standard input) ended.
+const LostSession = "the agent's ssh session ended"
+
 // ExecPrefix marks a trainer that is a program on the training machine.
 const ExecPrefix = "exec:"
 
@@ -280,17 +284,23 @@ func (j *job) train(ctx context.Context, spec trainer.Spec, specPath string, env
 		j.raw = append(j.raw, []byte(line))
 		j.mu.Unlock()
 	})
+	why := ""
 	select {
 	case <-p.Done():
 	case <-j.o.Lost:
-		j.stop("the connection to the server is gone", j.grace)
+		why = LostSession
+		j.stop(why, j.grace)
 		<-p.Done()
 	case <-ctx.Done():
-		j.stop("the agent is stopping", j.grace)
+		why = "the agent was stopped"
+		j.stop(why, j.grace)
 		<-p.Done()
 	}
 	ex := p.Exit()
-	if ex.Signal != 0 {
+	switch {
+	case why != "":
+		return -1, fmt.Sprintf("%s: it stopped the training process (%s)", why, ex)
+	case ex.Signal != 0:
 		return -1, ex.String()
 	}
 	return ex.Code, ""

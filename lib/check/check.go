@@ -79,6 +79,8 @@ func Backend(ctx context.Context, cfg *config.Config, b *config.Backend, gp gpu.
 	switch b.Type {
 	case config.TypeLocal:
 		return Local(ctx, cfg, gp)
+	case config.TypeSSH:
+		return SSH(ctx, b)
 	}
 	msg := fmt.Sprintf("checking %s backends is not available in this version", b.Type)
 	return Report{Backend: b.Name, Type: b.Type, Summary: b.Label() + ": " + msg,

@@ -15,6 +15,7 @@ import (
 
 	"potato-training/lib/backend"
 	"potato-training/lib/backend/local"
+	sshbackend "potato-training/lib/backend/ssh"
 	"potato-training/lib/bundle"
 	"potato-training/lib/config"
 	"potato-training/lib/events"
@@ -91,6 +92,8 @@ func defaultBackend(b *config.Backend) (backend.Backend, error) {
 	switch b.Type {
 	case config.TypeLocal:
 		return local.New(), nil
+	case config.TypeSSH:
+		return sshbackend.New(b), nil
 	}
 	return nil, fmt.Errorf("backend %s is of type %s, which this version of potato-dispatch cannot run yet", b.Name, b.Type)
 }
@@ -141,7 +144,7 @@ func check(cfg *config.Config, opt *Options) (*config.Backend, error) {
 		}
 	}
 	switch b.Type {
-	case config.TypeLocal:
+	case config.TypeLocal, config.TypeSSH:
 	default:
 		return nil, usagef("backend %s is of type %s, which this version of potato-dispatch cannot run yet", b.Name, b.Type)
 	}

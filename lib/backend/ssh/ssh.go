@@ -1,0 +1,686 @@
+// Package ssh is the backend of a GPU server reached with an ssh key (SPEC
+// section 5): one ControlMaster connection per run carries the probe, the
+// copy of the toolkit's agent, the agent's session with its reverse
+// forward of the run's socket, and the copy of the model back.
+package ssh
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"potato-training/internal/cli"
+	"potato-training/lib/agent"
+	"potato-training/lib/agentproto"
+	"potato-training/lib/backend"
+	"potato-training/lib/bundle"
+	"potato-training/lib/config"
+	"potato-training/lib/events"
+	"potato-training/lib/gpu"
+	"potato-training/lib/probe"
+	"potato-training/lib/rundir"
+	"potato-training/lib/sshx"
+	"potato-training/lib/trainer"
+)
+
+// Step lines and messages of an ssh run (SPEC A4, S7, S8, F6, F7).
+const (
+	stepConnect  = "connecting to %s"
+	stepCopyCode = "copying Potato's code to %s"
+	stepWait     = "waiting for the agent on %s"
+	stepFetch    = "copying the model from %s"
+	msgNoWord    = "No word from the agent on %s for %d seconds"
+	msgSession   = "the ssh session to %s ended before the agent reported a result (%s); agent.log holds the agent's last output"
+)
+
+// StallTimeout is how long the copy of the model may send nothing; the
+// environment variable POTATO_TRAINING_STALL_TIMEOUT_S overrides it (tests).
+var StallTimeout = 180 * time.Second
+
+// Backend runs one run on an ssh host.
+type Backend struct {
+	b    *config.Backend
+	conn *sshx.Conn
+	job  *backend.Job
+
+	facts   probe.Facts
+	codeDir string // remote, a shell word
+	jobDir  string // remote, a shell word
+	jobPath string // remote, as the agent reports it
+
+	token    string
+	tokenSum [32]byte
+	listener net.Listener
+	server   *http.Server
+	session  *exec.Cmd
+	stdin    io.WriteCloser
+	sessDone chan error
+	agentLog *os.File
+	bundle   agentproto.BundleInfo
+
+	mu        sync.Mutex
+	claimed   bool
+	lastHeard time.Time
+	result    *agentproto.Result
+	resultCh  chan struct{}
+	cancelAt  time.Time
+	grace     time.Duration
+}
+
+// New returns the backend of b.
+func New(b *config.Backend) *Backend {
+	return &Backend{b: b, resultCh: make(chan struct{}), sessDone: make(chan error, 1)}
+}
+
+// remoteWord turns a remote path into a shell word: a leading ~/ becomes
+// "$HOME"/ so the remote shell expands it.
+func remoteWord(p string) string {
+	if rest, ok := strings.CutPrefix(p, "~/"); ok {
+		return `"$HOME"/` + sshx.ShellQuote(rest)
+	}
+	if p == "~" {
+		return `"$HOME"`
+	}
+	return sshx.ShellQuote(p)
+}
+
+// envPrefix exports the backend's env before a remote command.
+func (s *Backend) envPrefix() string { return envPrefix(s.b) }
+
+func envPrefix(b *config.Backend) string {
+	var sb strings.Builder
+	for _, k := range sortedKeys(b.Env) {
+		fmt.Fprintf(&sb, "export %s=%s; ", k, sshx.ShellQuote(b.Env[k]))
+	}
+	return sb.String()
+}
+
+// Prepare connects, reads the host's facts, chooses the GPU (SPEC S4),
+// packs the bundle and copies the agent when the host lacks this version.
+func (s *Backend) Prepare(ctx context.Context, job *backend.Job) error {
+	s.job = job
+	host := s.b.Host
+	job.Step(fmt.Sprintf(stepConnect, host))
+	dir, err := os.MkdirTemp(runtimeDir(), "ssh-")
+	if err != nil {
+		return err
+	}
+	conn, err := sshx.Dial(ctx, sshx.TargetOf(s.b), dir)
+	if err != nil {
+		os.RemoveAll(dir)
+		return err
+	}
+	s.conn = conn
+	facts, err := s.probe(ctx, job)
+	if err != nil {
+		return err
+	}
+	s.facts = facts
+	if err := s.chooseDevice(job); err != nil {
+		return err
+	}
+	if s.b.NumThreads > 0 {
+		job.Spec.Limits.NumThreads = s.b.NumThreads
+	}
+	sum, n, err := bundle.PackFile(job.Run.Path(rundir.BundleDir), job.Run.Path(rundir.BundleArchive))
+	if err != nil {
+		return fmt.Errorf("packing the bundle: %w", err)
+	}
+	s.bundle = agentproto.BundleInfo{Bytes: n, SHA256: sum}
+	return s.copyCode(ctx, job)
+}
+
+func runtimeDir() string {
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
+		if st, err := os.Stat(d); err == nil && st.IsDir() {
+			return d
+		}
+	}
+	return os.TempDir()
+}
+
+// Probe runs the probe script on the host with the backend's env.
+func Probe(ctx context.Context, conn *sshx.Conn, b *config.Backend, packages []string) (probe.Facts, error) {
+	script := envPrefix(b) + probe.Script(b.Python, packages)
+	out, _, err := conn.Run(ctx, "sh -s", strings.NewReader(script))
+	if err != nil {
+		return probe.Facts{}, err
+	}
+	f, err := probe.Parse(out)
+	if err != nil {
+		return f, fmt.Errorf("%s: %w", b.Host, err)
+	}
+	return f, nil
+}
+
+func (s *Backend) probe(ctx context.Context, job *backend.Job) (probe.Facts, error) {
+	info, _ := trainer.Lookup(job.Spec.Trainer)
+	var pkgs []string
+	if !info.Builtin {
+		pkgs = TrainerPackages(job.Spec.Trainer)
+	}
+	f, err := Probe(ctx, s.conn, s.b, pkgs)
+	if err != nil {
+		return f, err
+	}
+	switch {
+	case f.PythonMissing && !info.Builtin:
+		return f, f.PythonError(s.b.Host)
+	case f.PythonMissing:
+		job.Logf("%s: %s, no %s (the built-in trainer needs none)", s.b.Host, f.OS+" "+f.Arch, s.b.Python)
+	default:
+		job.Logf("%s: %s %s, Python %s (%s)", s.b.Host, f.OS, f.Arch, f.PythonVersion, f.Python)
+	}
+	if len(f.Missing) > 0 && !info.Builtin {
+		msg, hint := probe.ImportError(job.Spec.Trainer, f.Missing)
+		return f, &cli.ExitError{Code: 1, Err: errors.New(msg), Hints: []string{hint}}
+	}
+	return f, nil
+}
+
+// TrainerPackages are the import names a Python trainer needs.
+func TrainerPackages(name string) []string {
+	switch name {
+	case "hf-text-classification":
+		return []string{"torch", "transformers", "peft"}
+	}
+	return nil
+}
+
+// chooseDevice applies gpus: auto, a pin, or none (SPEC S4) and logs the
+// GPU obtained (S7).
+func (s *Backend) chooseDevice(job *backend.Job) error {
+	dev, notes, err := ChooseDevice(s.b, s.facts)
+	for _, n := range notes {
+		job.Logf("%s", n)
+	}
+	if err != nil {
+		return err
+	}
+	job.Spec.Limits.Device = dev
+	return nil
+}
+
+// ChooseDevice is the device a run on b gets, given the host's facts:
+// "cuda:N", "cuda:N,M" or "cpu", with lines for the run log.
+func ChooseDevice(b *config.Backend, f probe.Facts) (string, []string, error) {
+	var notes []string
+	gpus := f.GPUs
+	usable := func(x gpu.GPU) bool { return f.UsableGPU(x) }
+	for _, x := range gpus {
+		if !usable(x) {
+			notes = append(notes, fmt.Sprintf("GPU %d (%s): %s", x.Index, x.Name, probe.NoKernelsMark))
+		}
+	}
+	switch g := b.GPUs; {
+	case g.None:
+		return "cpu", append(notes, "gpus: none: training on the CPU of "+b.Host), nil
+	case len(g.Indices) > 0:
+		var ids []string
+		for _, i := range g.Indices {
+			found := false
+			for _, x := range gpus {
+				if x.Index == i {
+					found = true
+					notes = append(notes, fmt.Sprintf("GPU obtained: %d (%s, %d MB free)", x.Index, x.Name, x.MemoryFreeMB))
+				}
+			}
+			if !found {
+				return "", notes, fmt.Errorf("gpus pins GPU %d, which %s does not have", i, b.Host)
+			}
+			ids = append(ids, strconv.Itoa(i))
+		}
+		return "cuda:" + strings.Join(ids, ","), notes, nil
+	case len(gpus) == 0:
+		return "cpu", append(notes, b.Host+" has no GPU: training on its CPU"), nil
+	}
+	x, err := gpu.Choose(gpus, b.MinFreeGPUMB, usable)
+	if err != nil {
+		return "", notes, err
+	}
+	return "cuda:" + strconv.Itoa(x.Index), append(notes, fmt.Sprintf("GPU obtained: %d (%s, %d MB free)", x.Index, x.Name, x.MemoryFreeMB)), nil
+}
+
+// agentBinary is the potato-agent built for the host's architecture: the
+// cross-built copy of the build tree (bin/linux-ARCH/potato-agent) or of an
+// installation (PREFIX/lib/potato-training/linux-ARCH/potato-agent), or
+// this machine's own when the architectures match.
+func agentBinary(goarch string) (string, error) {
+	if self, err := os.Executable(); err == nil {
+		if self, err = filepath.EvalSymlinks(self); err == nil {
+			dir := filepath.Dir(self)
+			for _, p := range []string{
+				filepath.Join(dir, "linux-"+goarch, "potato-agent"),
+				filepath.Join(dir, "..", "lib", "potato-training", "linux-"+goarch, "potato-agent"),
+			} {
+				if _, err := os.Stat(p); err == nil {
+					return p, nil
+				}
+			}
+		}
+	}
+	if runtime.GOOS == "linux" && runtime.GOARCH == goarch {
+		return cli.FindSibling("potato-agent")
+	}
+	return "", fmt.Errorf("no potato-agent built for linux/%s: run make build", goarch)
+}
+
+func goarchOf(unameM string) (string, error) {
+	switch unameM {
+	case "x86_64", "amd64":
+		return "amd64", nil
+	case "aarch64", "arm64":
+		return "arm64", nil
+	}
+	return "", fmt.Errorf("no potato-agent for a %s host", unameM)
+}
+
+func fileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// copyCode puts the agent in remote_dir/code/<sha256>/ when the host does
+// not have that version yet (SPEC S1): uploaded under a temporary name,
+// then renamed into place.
+func (s *Backend) copyCode(ctx context.Context, job *backend.Job) error {
+	goarch, err := goarchOf(s.facts.Arch)
+	if err != nil {
+		return err
+	}
+	local, err := agentBinary(goarch)
+	if err != nil {
+		return err
+	}
+	sum, err := fileSHA256(local)
+	if err != nil {
+		return err
+	}
+	root := remoteWord(s.b.RemoteDir)
+	s.codeDir = root + "/code/" + sum
+	s.jobDir = root + "/jobs/" + job.Run.ID
+	if _, _, err := s.conn.Run(ctx, "test -x "+s.codeDir+"/potato-agent", nil); err == nil {
+		job.Logf("code %s is on %s already", sum[:12], s.b.Host)
+		return nil
+	}
+	job.Step(fmt.Sprintf(stepCopyCode, s.b.Host))
+	tmp := root + "/code/.tmp-" + sum[:12] + "-" + randHex(4)
+	if _, _, err := s.conn.Run(ctx, "mkdir -p "+tmp, nil); err != nil {
+		return err
+	}
+	if err := s.conn.Upload(ctx, local, tmp+"/potato-agent", 0o755); err != nil {
+		return fmt.Errorf("copying the agent to %s: %w", s.b.Host, err)
+	}
+	// Another run may have put the same version in place meanwhile.
+	mv := "mv " + tmp + " " + s.codeDir + " 2>/dev/null || { test -x " + s.codeDir + "/potato-agent && rm -rf " + tmp + "; }"
+	if _, _, err := s.conn.Run(ctx, mv, nil); err != nil {
+		return err
+	}
+	job.Logf("copied Potato's code (%s) to %s", sum[:12], s.b.Host)
+	return nil
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Start serves the run on its socket, forwards a socket in the remote /tmp
+// to it, and starts the agent there with the token on standard input only
+// (SPEC S6, S9).
+func (s *Backend) Start(ctx context.Context, job *backend.Job) error {
+	s.token = randHex(32)
+	if t := os.Getenv("POTATO_TRAINING_TEST_TOKEN"); t != "" {
+		// A seam for the test that checks the token never shows.
+		s.token = t
+	}
+	s.tokenSum = sha256.Sum256([]byte(s.token))
+	l, path, err := agentproto.ListenUnix(job.Run.Path(rundir.SocketFile))
+	if err != nil {
+		return err
+	}
+	s.listener = l
+	if path != job.Run.Path(rundir.SocketFile) {
+		_ = job.Run.Update(func(r *rundir.Record) { r.AgentSocket = path })
+	}
+	h := agentproto.NewHandler(s, agentproto.HandlerOptions{TokenSHA256: s.tokenSum, MaxPredictionsMB: job.Config.Training.MaxPredictionsMB})
+	s.server = agentproto.Serve(l, h)
+
+	log, err := os.OpenFile(job.Run.Path(rundir.AgentLogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	s.agentLog = log
+	remoteSock := fmt.Sprintf("/tmp/potato-%s-%s.sock", job.Run.ID, randHex(4))
+	cmd := s.envPrefix() + "mkdir -p " + s.jobDir + " && cd " + s.jobDir + " && exec " + s.codeDir + "/potato-agent" +
+		" --socket " + sshx.ShellQuote(remoteSock) + " --once --backend " + sshx.ShellQuote(s.b.Name) +
+		" --workdir " + remoteWord(s.b.RemoteDir) + " --python " + sshx.ShellQuote(s.b.Python)
+	sess := s.conn.Command(ctx, cmd, "-R", remoteSock+":"+path, "-o", "StreamLocalBindUnlink=yes")
+	sess.Stdout, sess.Stderr = log, log
+	stdin, err := sess.StdinPipe()
+	if err != nil {
+		return err
+	}
+	if err := sess.Start(); err != nil {
+		return fmt.Errorf("starting the agent on %s: %w", s.b.Host, err)
+	}
+	s.session, s.stdin = sess, stdin
+	s.mu.Lock()
+	s.lastHeard = time.Now()
+	s.mu.Unlock()
+	go func() { s.sessDone <- sess.Wait() }()
+	if _, err := io.WriteString(stdin, s.token+"\n"); err != nil {
+		return fmt.Errorf("handing the token to the agent on %s: %w", s.b.Host, err)
+	}
+	job.Step(fmt.Sprintf(stepWait, s.b.Host))
+	job.Logf("started the agent on %s", s.b.Host)
+	return nil
+}
+
+// Wait follows the run until the agent reports its result, the session
+// ends, the agent falls silent (SPEC S11), or a cancel's grace has passed
+// (S10).
+func (s *Backend) Wait(ctx context.Context) (backend.Outcome, error) {
+	timeout := time.Duration(s.b.HeartbeatTimeoutS) * time.Second
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.resultCh:
+			return s.outcome()
+		case err := <-s.sessDone:
+			s.sessDone <- err
+			// A result may be on its way through the socket still.
+			select {
+			case <-s.resultCh:
+				return s.outcome()
+			case <-time.After(2 * time.Second):
+			}
+			if s.cancelling() {
+				return backend.Outcome{ExitCode: -1, Signal: "cancelled"}, nil
+			}
+			why := "exit status 0"
+			if err != nil {
+				why = err.Error()
+			}
+			return backend.Outcome{ExitCode: -1}, fmt.Errorf(msgSession, s.b.Host, why)
+		case <-tick.C:
+			s.mu.Lock()
+			silent := time.Since(s.lastHeard)
+			cancelAt := s.cancelAt
+			s.mu.Unlock()
+			if !cancelAt.IsZero() && time.Now().After(cancelAt) {
+				s.closeSession()
+				return backend.Outcome{ExitCode: -1, Signal: "cancelled"}, nil
+			}
+			if timeout > 0 && silent > timeout {
+				s.closeSession()
+				return backend.Outcome{ExitCode: -1}, fmt.Errorf(msgNoWord, s.b.Name, s.b.HeartbeatTimeoutS)
+			}
+		case <-ctx.Done():
+			s.closeSession()
+			return backend.Outcome{ExitCode: -1}, ctx.Err()
+		}
+	}
+}
+
+func (s *Backend) cancelling() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !s.cancelAt.IsZero()
+}
+
+// outcome is the run's end as the agent's result tells it; an agent that
+// stopped because its session ended makes the run fail with that reason.
+func (s *Backend) outcome() (backend.Outcome, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if strings.HasPrefix(s.result.Error, agent.LostSession) {
+		return backend.Outcome{ExitCode: -1}, fmt.Errorf(msgSession, s.b.Host, s.result.Error)
+	}
+	out := backend.Outcome{ExitCode: s.result.ExitCode}
+	if strings.Contains(s.result.Error, "SIGKILL") {
+		out.Killed, out.Signal = true, "killed by SIGKILL"
+	} else if strings.HasPrefix(s.result.Error, "killed by") {
+		out.Signal = s.result.Error
+	}
+	return out, nil
+}
+
+// Cancel is answered in the reply to the agent's next post; the run ends
+// cancelled once grace has passed, whatever the agent does.
+func (s *Backend) Cancel(grace time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cancelAt.IsZero() {
+		s.grace = grace
+		s.cancelAt = time.Now().Add(grace)
+	}
+}
+
+// Collect copies the model back (SPEC S8) and removes the remote job
+// directory after a complete copy. A stalled copy keeps the predictions,
+// which the agent uploaded already, and leaves the model on the host (F7).
+func (s *Backend) Collect(ctx context.Context, job *backend.Job) error {
+	defer s.closeSession()
+	s.mu.Lock()
+	res := s.result
+	s.mu.Unlock()
+	remoteArtifacts := s.jobDir + "/artifacts"
+	uri := ""
+	if res != nil && res.ArtifactURI != "" {
+		uri = res.ArtifactURI
+	}
+	keep := s.b.KeepRemote
+	if !s.b.FetchArtifacts {
+		job.Logf("fetch_artifacts is false: the model stays on %s (%s)", s.b.Host, uri)
+		job.ArtifactURI = uri
+		return nil
+	}
+	large, err := s.conn.ListLarge(ctx, remoteArtifacts, s.b.MaxArtifactMB)
+	if err != nil {
+		job.Logf("warning: listing the model files on %s: %v", s.b.Host, err)
+	}
+	for _, f := range large {
+		job.Logf("%s is over max_artifact_mb (%d MB): it stays on %s in %s", f, s.b.MaxArtifactMB, s.b.Host, uri)
+	}
+	if len(large) > 0 {
+		keep = true
+		job.ArtifactURI = uri
+	}
+	step := fmt.Sprintf(stepFetch, s.b.Host)
+	job.Step(step)
+	stall := StallTimeout
+	if v, err := strconv.Atoi(os.Getenv("POTATO_TRAINING_STALL_TIMEOUT_S")); err == nil && v > 0 {
+		stall = time.Duration(v) * time.Second
+	}
+	last := time.Time{}
+	err = s.conn.RsyncFrom(ctx, remoteArtifacts, job.Run.Path(rundir.ArtifactsDir), sshx.RsyncOptions{
+		// The backend's env (PATH above all) applies to the remote rsync too.
+		RsyncPath:    s.envPrefix() + "rsync",
+		MaxSizeMB:    s.b.MaxArtifactMB,
+		StallTimeout: stall,
+		Progress: func(done, total int64) {
+			if time.Since(last) < 250*time.Millisecond && done < total {
+				return
+			}
+			last = time.Now()
+			job.Step(fmt.Sprintf("%s: %s of %s", step, mb(done), mb(total)))
+			_ = job.Run.Update(func(r *rundir.Record) {
+				r.Progress = &rundir.Progress{Phase: "fetch", Current: float64(done), Total: float64(total)}
+			})
+		},
+	})
+	var stallErr *sshx.StallError
+	switch {
+	case errors.As(err, &stallErr):
+		job.Logf("%v: the run's predictions are already kept; only the model files are missing from artifacts/ (they stay on %s)", err, s.b.Host)
+		job.ArtifactURI = uri
+		keep = true
+	case err != nil:
+		return fmt.Errorf("copying the model from %s: %w", s.b.Host, err)
+	}
+	if keep {
+		job.Logf("the job directory stays on %s: %s", s.b.Host, uri)
+		return nil
+	}
+	if _, _, err := s.conn.Run(ctx, "rm -rf "+s.jobDir, nil); err != nil {
+		job.Logf("warning: removing the job directory on %s: %v", s.b.Host, err)
+	}
+	return nil
+}
+
+func mb(n int64) string {
+	return fmt.Sprintf("%d MB", (n+(1<<19))>>20)
+}
+
+func (s *Backend) closeSession() {
+	if s.stdin != nil {
+		s.stdin.Close()
+	}
+	if s.session != nil && s.session.Process != nil {
+		select {
+		case err := <-s.sessDone:
+			s.sessDone <- err
+		case <-time.After(3 * time.Second):
+			_ = s.session.Process.Kill()
+		}
+	}
+}
+
+// Close releases the connection, the socket and the log.
+func (s *Backend) Close() {
+	s.closeSession()
+	if s.server != nil {
+		_ = s.server.Close()
+	}
+	if s.listener != nil {
+		s.listener.Close()
+	}
+	if s.conn != nil {
+		_ = s.conn.Close()
+	}
+	if s.agentLog != nil {
+		s.agentLog.Close()
+	}
+}
+
+// The agentproto.Run half: this dispatch serves its one run.
+
+// Claim hands the run to the agent once.
+func (s *Backend) Claim(ctx context.Context, req agentproto.ClaimRequest) (*agentproto.Claim, error) {
+	s.mu.Lock()
+	if s.claimed {
+		s.mu.Unlock()
+		<-ctx.Done()
+		return nil, nil
+	}
+	s.claimed = true
+	s.lastHeard = time.Now()
+	s.mu.Unlock()
+	cfg := s.job.Config.Training
+	s.job.Logf("the agent on %s (%s) claimed the run", s.b.Host, req.Host)
+	return &agentproto.Claim{RunID: s.job.Run.ID, RunToken: s.token, Spec: s.job.Spec, GraceSeconds: cfg.GraceSeconds,
+		HeartbeatTimeoutS: s.b.HeartbeatTimeoutS, MaxPredictionsMB: cfg.MaxPredictionsMB, Bundle: s.bundle}, nil
+}
+
+func (s *Backend) checkID(id string) error {
+	if id != s.job.Run.ID {
+		return &agentproto.StatusError{Code: http.StatusNotFound, Msg: "no such run"}
+	}
+	return nil
+}
+
+// BundlePath is the packed bundle.
+func (s *Backend) BundlePath(id string) (string, error) {
+	if err := s.checkID(id); err != nil {
+		return "", err
+	}
+	return s.job.Run.Path(rundir.BundleArchive), nil
+}
+
+// Events relays the agent's events and answers with the cancel flag.
+func (s *Backend) Events(id string, evs []events.Event, bad []string) (agentproto.Reply, error) {
+	if err := s.checkID(id); err != nil {
+		return agentproto.Reply{}, err
+	}
+	s.mu.Lock()
+	s.lastHeard = time.Now()
+	cancel, grace := !s.cancelAt.IsZero(), s.grace
+	s.mu.Unlock()
+	for _, e := range evs {
+		s.job.Event(e)
+	}
+	for _, l := range bad {
+		if len(l) > 4096 {
+			l = l[:4096] + "..."
+		}
+		s.job.Logf("trainer: %s", l)
+	}
+	if cancel {
+		return agentproto.Reply{Cancel: true, GraceSeconds: int(grace / time.Second)}, nil
+	}
+	return agentproto.Reply{}, nil
+}
+
+// Predictions stores the uploaded predictions.jsonl, by rename once whole.
+func (s *Backend) Predictions(id string, r io.Reader) error {
+	if err := s.checkID(id); err != nil {
+		return err
+	}
+	if err := agentproto.StoreFile(s.job.Run.Path(rundir.PredictionsFile), r); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.lastHeard = time.Now()
+	s.mu.Unlock()
+	return nil
+}
+
+// Result records the agent's report: the run's end on the far side.
+func (s *Backend) Result(id string, res agentproto.Result) error {
+	if err := s.checkID(id); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.result != nil {
+		return &agentproto.StatusError{Code: http.StatusConflict, Msg: "the result is in already"}
+	}
+	s.result = &res
+	s.lastHeard = time.Now()
+	if res.Error != "" {
+		s.job.Logf("the agent on %s reports: exit %d: %s", s.b.Host, res.ExitCode, res.Error)
+	}
+	close(s.resultCh)
+	return nil
+}
+
+func sortedKeys(m map[string]string) []string {
+	return slices.Sorted(maps.Keys(m))
+}

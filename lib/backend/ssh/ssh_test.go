@@ -1,0 +1,472 @@
+package ssh_test
+
+// These tests run whole runs through the system's ssh against the real
+// sshd that scripts/test-sshd starts on loopback. The GPUs are a fake
+// nvidia-smi put first on the remote PATH through the backend's env,
+// because this machine has none; torch, where a test needs it, is a fake
+// module on the remote PYTHONPATH, for the same reason.
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"potato-training/internal/fakebin"
+	"potato-training/internal/testcli"
+	"potato-training/internal/testproject"
+	"potato-training/lib/rundir"
+)
+
+// sshdDir is the state directory of the test sshd.
+func sshdDir(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("POTATO_TEST_SSHD_DIR")
+	if dir == "" {
+		dir = "/tmp/potato-test-sshd"
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ssh_config")); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("the test sshd is not running (%v): .ci/run starts it with scripts/test-sshd", err)
+		}
+		t.Skip("the test sshd is not running: start it with scripts/test-sshd")
+	}
+	return dir
+}
+
+// shared makes a directory every user can read, for what the remote user
+// must reach: fake programs, trainers, the remote_dir.
+func shared(t *testing.T, mode os.FileMode) string {
+	t.Helper()
+	d, err := os.MkdirTemp("/tmp", "potato-ssh-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(d, mode)
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
+
+type env struct {
+	t         *testing.T
+	dir       string // the project, on the dispatch's side
+	cfg       string
+	fakes     string // the remote PATH's first directory
+	remoteDir string
+}
+
+// setup writes a project whose default backend "gpu" is the test sshd.
+// gpus is the fake nvidia-smi's listing ("" = no nvidia-smi at all);
+// backend holds extra keys of the backend; extra of model_training.
+func setup(t *testing.T, gpus, backend, extra string) *env {
+	sd := sshdDir(t)
+	e := &env{t: t, dir: t.TempDir(), fakes: shared(t, 0o755), remoteDir: shared(t, 0o777)}
+	if gpus != "" {
+		fakebin.NvidiaSMI(t, e.fakes, gpus)
+	}
+	block := fmt.Sprintf(`  backend: gpu
+  backends:
+    gpu:
+      type: ssh
+      host: potato-test
+      ssh_config: %s/ssh_config
+      remote_dir: %s
+      heartbeat_timeout_s: 4
+      env: {PATH: "%s:/usr/local/bin:/usr/bin:/bin"}
+`, sd, e.remoteDir, e.fakes) + backend + extra
+	e.cfg = testproject.Write(t, e.dir, 120, 100, block)
+	return e
+}
+
+type result struct {
+	code   int
+	id     string
+	stderr string
+}
+
+func (e *env) dispatch(args ...string) *exec.Cmd {
+	bin := testcli.Binaries(e.t)
+	cmd := exec.Command(filepath.Join(bin, "potato-dispatch"), args...)
+	cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "POTATO_TRAINING_STALL_TIMEOUT_S=2")
+	return cmd
+}
+
+func (e *env) run(args ...string) result {
+	e.t.Helper()
+	cmd := e.dispatch(append([]string{"run", e.cfg}, args...)...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		e.t.Fatal(err)
+	}
+	return result{code, strings.TrimSpace(out.String()), errb.String()}
+}
+
+func (e *env) detach(args ...string) string {
+	e.t.Helper()
+	r := e.run(append(args, "--detach")...)
+	if r.code != 0 {
+		e.t.Fatalf("detach: exit %d: %s", r.code, r.stderr)
+	}
+	return r.id
+}
+
+func (e *env) root() *rundir.Root {
+	return &rundir.Root{Dir: filepath.Join(e.dir, "annotation_output", "training")}
+}
+
+func (e *env) info(id string) rundir.Info {
+	e.t.Helper()
+	i, err := e.root().Read(id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return i
+}
+
+func (e *env) file(id, name string) string {
+	b, _ := os.ReadFile(filepath.Join(e.root().RunDir(id), name))
+	return string(b)
+}
+
+// waitFor polls cond; the bound is a hang guard, not a speed target.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+const twoGPUs = "0, GPU-aaaa, NVIDIA H200, 143771, 9000, 80, 9.0\n1, GPU-bbbb, NVIDIA H200, 143771, 120000, 5, 9.0\n"
+
+func TestRunEndToEndAndCodeReuse(t *testing.T) {
+	e := setup(t, twoGPUs, "", "")
+	r := e.run("--trainer", "tfidf-logreg", "--schemas", "sentiment")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s\n%s", r.code, r.stderr, e.file(r.id, "run.log"))
+	}
+	info := e.info(r.id)
+	log := e.file(r.id, "run.log")
+	if info.State != rundir.StateSuccess || info.Heldout == nil || info.RanOn != "gpu (ssh to potato-test)" || info.BackendType != "ssh" {
+		t.Errorf("record: %+v", info.Record)
+	}
+	for _, want := range []string{"copied Potato's code", "GPU obtained: 1 (NVIDIA H200, 120000 MB free)", "potato-test: Linux"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("run log lacks %q:\n%s", want, log)
+		}
+	}
+	if info.Device != "cuda:1" {
+		t.Errorf("device %q", info.Device)
+	}
+	models, _ := filepath.Glob(filepath.Join(e.root().RunDir(r.id), "artifacts", "model-*.json"))
+	if len(models) != 1 {
+		t.Errorf("the model did not come back: %v", models)
+	}
+	if _, err := os.Stat(filepath.Join(e.remoteDir, "jobs", r.id)); !os.IsNotExist(err) {
+		t.Errorf("the remote job directory is still there: %v", err)
+	}
+	second := e.run("--trainer", "tfidf-logreg", "--schemas", "sentiment")
+	log2 := e.file(second.id, "run.log")
+	if second.code != 0 || strings.Contains(log2, "copied Potato's code") || !strings.Contains(log2, "is on potato-test already") {
+		t.Errorf("second run: exit %d, log:\n%s", second.code, log2)
+	}
+	codes, _ := os.ReadDir(filepath.Join(e.remoteDir, "code"))
+	if len(codes) != 1 {
+		t.Errorf("remote code directories: %v", codes)
+	}
+}
+
+// The token reaches the agent on standard input only: no process of the
+// remote user has it in its argv or environment, and no log holds it.
+func TestTokenNeverOnACommandLineOrInALog(t *testing.T) {
+	e := setup(t, "", "", "")
+	tr := testproject.Trainer(t, shared(t, 0o755), `echo '{"v":1,"event":"status","state":"fitting","step":"holding"}'
+sleep 3
+`+testproject.ResultLines)
+	// The dispatch takes the run's token from this variable, a seam for
+	// tests only, so the test knows what to look for.
+	token := "5e1ec7ab1e" + strings.Repeat("0123456789abcdef", 3) + "feedface0d"
+	cmd := e.dispatch("run", e.cfg, "--trainer", tr, "--schemas", "sentiment", "--detach")
+	cmd.Env = append(cmd.Env, "POTATO_TRAINING_TEST_TOKEN="+token)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := strings.TrimSpace(string(out))
+	waitFor(t, "the trainer", func() bool { return e.info(id).Step == "holding" })
+	procs, _ := filepath.Glob("/proc/[0-9]*")
+	seen := 0
+	uid := remoteUID(t)
+	for _, p := range procs {
+		if st, err := os.Stat(p); err != nil || st.Sys().(*syscall.Stat_t).Uid != uid {
+			continue
+		}
+		for _, f := range []string{"cmdline", "environ"} {
+			b, err := os.ReadFile(filepath.Join(p, f))
+			if err != nil {
+				continue
+			}
+			seen++
+			if bytes.Contains(b, []byte(token)) {
+				cmd, _ := os.ReadFile(filepath.Join(p, "cmdline"))
+				t.Errorf("%s/%s holds the token (%q)", p, f, bytes.ReplaceAll(cmd, []byte{0}, []byte{' '}))
+			}
+		}
+	}
+	if seen < 4 {
+		t.Fatalf("read only %d /proc files of the remote user's processes", seen)
+	}
+	socks, _ := filepath.Glob("/tmp/potato-" + id + "-*.sock")
+	if len(socks) != 1 {
+		t.Fatalf("remote sockets: %v", socks)
+	}
+	st, err := os.Stat(socks[0])
+	if err != nil || st.Mode().Perm() != 0o600 || st.Mode()&os.ModeSocket == 0 {
+		t.Errorf("remote socket %s: %v %v", socks[0], st.Mode(), err)
+	}
+	sock := filepath.Join(e.root().RunDir(id), "agent.sock")
+	if p := e.info(id).AgentSocket; p != "" {
+		sock = p // a run directory too deep for a socket path
+	}
+	local, err := os.Stat(sock)
+	if err != nil || local.Mode().Perm() != 0o600 {
+		t.Errorf("local socket %s: %v", sock, err)
+	}
+	waitFor(t, "the end", func() bool { return e.info(id).Finished })
+	for _, name := range []string{"run.log", "agent.log", "run.json", "events.jsonl", "spec.json"} {
+		if strings.Contains(e.file(id, name), token) {
+			t.Errorf("%s holds the token", name)
+		}
+	}
+	if s := e.info(id).State; s != rundir.StateSuccess {
+		t.Errorf("state %s:\n%s", s, e.file(id, "run.log"))
+	}
+}
+
+func TestKeyRefusedFailsAtOnce(t *testing.T) {
+	e := setup(t, "", "", "")
+	cfg, _ := os.ReadFile(e.cfg)
+	os.WriteFile(e.cfg, bytes.Replace(cfg, []byte("host: potato-test\n"), []byte("host: potato-test-pw\n"), 1), 0o644)
+	r := e.run("--trainer", "tfidf-logreg", "--schemas", "sentiment")
+	info := e.info(r.id)
+	if r.code != 1 || info.Error != "ssh to potato-test-pw failed: Permission denied" {
+		t.Errorf("exit %d error %q", r.code, info.Error)
+	}
+}
+
+func TestGPUChoice(t *testing.T) {
+	cases := []struct {
+		name, gpus, backend string
+		device, err         string
+	}{
+		{"below the threshold", twoGPUs, "      min_free_gpu_mb: 130000\n", "", "No GPU has 130000 MB free"},
+		{"pinned", twoGPUs, "      gpus: \"0\"\n", "cuda:0", ""},
+		{"pinned two", twoGPUs, "      gpus: [0, 1]\n", "cuda:0,1", ""},
+		{"pinned absent", twoGPUs, "      gpus: \"3\"\n", "", "gpus pins GPU 3, which potato-test does not have"},
+		{"none", twoGPUs, "      gpus: none\n", "cpu", ""},
+		{"no GPU on the host", "", "", "cpu", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := setup(t, c.gpus, c.backend, "")
+			r := e.run("--trainer", "tfidf-logreg", "--schemas", "sentiment")
+			info := e.info(r.id)
+			if c.err != "" {
+				if r.code != 1 || info.Error != c.err {
+					t.Errorf("exit %d error %q, want %q", r.code, info.Error, c.err)
+				}
+				return
+			}
+			if r.code != 0 || info.Device != c.device {
+				t.Errorf("exit %d device %q, want %q\n%s", r.code, info.Device, c.device, e.file(r.id, "run.log"))
+			}
+		})
+	}
+}
+
+// A fake torch (this machine has none) built for sm_80 only cannot use
+// the H200s (9.0): auto skips them; with no usable GPU the run is refused
+// with F5.
+func TestGPUWithoutTorchKernels(t *testing.T) {
+	py := shared(t, 0o755)
+	os.MkdirAll(filepath.Join(py, "torch", "cuda"), 0o755)
+	os.WriteFile(filepath.Join(py, "torch", "__init__.py"), []byte("__version__ = '2.4.0'\nfrom . import cuda, version\n"), 0o644)
+	os.WriteFile(filepath.Join(py, "torch", "version.py"), []byte("cuda = '12.4'\n"), 0o644)
+	os.WriteFile(filepath.Join(py, "torch", "cuda", "__init__.py"), []byte("def get_arch_list():\n    return ['sm_80', 'sm_86']\ndef is_available():\n    return True\n"), 0o644)
+	gpus := "0, GPU-aaaa, NVIDIA A100, 81920, 70000, 0, 8.0\n1, GPU-bbbb, NVIDIA H200, 143771, 140000, 0, 9.0\n"
+	e := setup(t, gpus, "", "")
+	cfg, _ := os.ReadFile(e.cfg)
+	os.WriteFile(e.cfg, bytes.Replace(cfg, []byte("env: {PATH:"), []byte("env: {PYTHONPATH: \""+py+"\", PATH:"), 1), 0o644)
+	r := e.run("--trainer", "tfidf-logreg", "--schemas", "sentiment")
+	info := e.info(r.id)
+	log := e.file(r.id, "run.log")
+	if r.code != 0 || info.Device != "cuda:0" || !strings.Contains(log, "GPU 1 (NVIDIA H200): (torch there has no kernels for it)") {
+		t.Errorf("exit %d device %q\n%s", r.code, info.Device, log)
+	}
+	e2 := setup(t, "0, GPU-bbbb, NVIDIA H200, 143771, 140000, 0, 9.0\n", "", "")
+	cfg, _ = os.ReadFile(e2.cfg)
+	os.WriteFile(e2.cfg, bytes.Replace(cfg, []byte("env: {PATH:"), []byte("env: {PYTHONPATH: \""+py+"\", PATH:"), 1), 0o644)
+	r = e2.run("--trainer", "tfidf-logreg", "--schemas", "sentiment")
+	if info := e2.info(r.id); r.code != 1 || info.Error != "This host's torch has no kernels for any of its GPUs" {
+		t.Errorf("exit %d error %q", r.code, info.Error)
+	}
+}
+
+// The fault: a trainer on the host that ignores SIGTERM. Expected: cancel
+// reaches the agent in its next reply, the run ends cancelled after
+// grace_seconds, and the trainer is killed.
+func TestCancelATrainerThatIgnoresTERM(t *testing.T) {
+	e := setup(t, "", "", "")
+	marker := shared(t, 0o777)
+	tr := testproject.Trainer(t, shared(t, 0o755), `trap '' TERM
+echo $$ > `+marker+`/pid
+echo '{"v":1,"event":"status","state":"fitting","step":"ignoring TERM"}'
+while :; do sleep 0.2; done`)
+	id := e.detach("--trainer", tr, "--schemas", "sentiment")
+	waitFor(t, "the trainer", func() bool { return e.info(id).Step == "ignoring TERM" })
+	c := e.dispatch("cancel", e.cfg, id)
+	if out, err := c.CombinedOutput(); err != nil {
+		t.Fatalf("cancel: %v %s", err, out)
+	}
+	waitFor(t, "the end", func() bool { return e.info(id).Finished })
+	if info := e.info(id); info.State != rundir.StateCancelled {
+		t.Errorf("state %s: %s", info.State, info.Error)
+	}
+	pidb, _ := os.ReadFile(filepath.Join(marker, "pid"))
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(pidb)))
+	waitFor(t, "the trainer to be killed", func() bool { return pid > 0 && syscall.Kill(pid, 0) != nil })
+}
+
+// The fault: the agent stops answering (SIGSTOP: a hung agent). Expected:
+// F6 after heartbeat_timeout_s, and agent.log kept.
+func TestSilentAgentFailsTheRun(t *testing.T) {
+	e := setup(t, "", "", "")
+	tr := testproject.Trainer(t, shared(t, 0o755), `echo '{"v":1,"event":"status","state":"fitting","step":"working"}'
+sleep 60`)
+	id := e.detach("--trainer", tr, "--schemas", "sentiment")
+	waitFor(t, "the trainer", func() bool { return e.info(id).Step == "working" })
+	out, _ := exec.Command("pgrep", "-u", "potatotest", "-f", "potato-agent --socket /tmp/potato-"+id).Output()
+	pids := strings.Fields(string(out))
+	if len(pids) == 0 {
+		t.Fatal("no remote agent process found")
+	}
+	for _, p := range pids {
+		pid, _ := strconv.Atoi(p)
+		syscall.Kill(pid, syscall.SIGSTOP)
+		defer syscall.Kill(pid, syscall.SIGKILL)
+	}
+	waitFor(t, "the end", func() bool { return e.info(id).Finished })
+	info := e.info(id)
+	if info.State != rundir.StateError || info.Error != "No word from the agent on gpu for 4 seconds" {
+		t.Errorf("state %s error %q", info.State, info.Error)
+	}
+	if _, err := os.Stat(filepath.Join(e.root().RunDir(id), "agent.log")); err != nil {
+		t.Errorf("agent.log: %v", err)
+	}
+	exec.Command("pkill", "-u", "potatotest", "-f", tr[len("exec:"):]).Run()
+}
+
+// The fault: the ssh session is killed mid-run. Expected: the run fails
+// naming the session, and the agent stops its trainer (stdin EOF).
+func TestSSHSessionKilled(t *testing.T) {
+	e := setup(t, "", "", "")
+	marker := shared(t, 0o777)
+	tr := testproject.Trainer(t, shared(t, 0o755), `echo $$ > `+marker+`/pid
+echo '{"v":1,"event":"status","state":"fitting","step":"working"}'
+sleep 60`)
+	id := e.detach("--trainer", tr, "--schemas", "sentiment")
+	waitFor(t, "the trainer", func() bool { return e.info(id).Step == "working" })
+	// The session is the ssh client whose command starts the agent.
+	out, _ := exec.Command("pgrep", "-u", "root", "-f", "ssh .*--socket /tmp/potato-"+id).Output()
+	if len(strings.Fields(string(out))) == 0 {
+		t.Fatal("no ssh session process found")
+	}
+	for _, p := range strings.Fields(string(out)) {
+		pid, _ := strconv.Atoi(p)
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	waitFor(t, "the end", func() bool { return e.info(id).Finished })
+	info := e.info(id)
+	if info.State != rundir.StateError || !strings.Contains(info.Error, "the ssh session to potato-test ended before the agent reported a result") {
+		t.Errorf("state %s error %q\n%s\n%s", info.State, info.Error, e.file(id, "run.log"), e.file(id, "agent.log"))
+	}
+	pidb, _ := os.ReadFile(filepath.Join(marker, "pid"))
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(pidb)))
+	waitFor(t, "the orphaned trainer to be stopped", func() bool { return pid > 0 && syscall.Kill(pid, 0) != nil })
+}
+
+// A model file over max_artifact_mb stays on the host and is named in the
+// run log; the small one comes back; the job directory is kept.
+func TestArtifactOverTheLimit(t *testing.T) {
+	e := setup(t, "", "      max_artifact_mb: 1\n", "")
+	tr := testproject.Trainer(t, shared(t, 0o755), `mkdir -p artifacts
+head -c 2500000 /dev/zero > artifacts/big.bin
+echo small > artifacts/small.txt
+`+testproject.ResultLines)
+	r := e.run("--trainer", tr, "--schemas", "sentiment")
+	log := e.file(r.id, "run.log")
+	if r.code != 0 || !strings.Contains(log, "big.bin is over max_artifact_mb (1 MB): it stays on potato-test") {
+		t.Errorf("exit %d:\n%s", r.code, log)
+	}
+	art := filepath.Join(e.root().RunDir(r.id), "artifacts")
+	if _, err := os.Stat(filepath.Join(art, "small.txt")); err != nil {
+		t.Errorf("small.txt did not come back: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(art, "big.bin")); err == nil {
+		t.Errorf("big.bin came back")
+	}
+	if info := e.info(r.id); !strings.HasPrefix(info.ArtifactURI, "ssh://") {
+		t.Errorf("artifact_uri %q", info.ArtifactURI)
+	}
+	if _, err := os.Stat(filepath.Join(e.remoteDir, "jobs", r.id, "artifacts", "big.bin")); err != nil {
+		t.Errorf("big.bin is not on the host: %v", err)
+	}
+}
+
+// A stalled copy (F7): the remote rsync is a wrapper that sends nothing
+// for 30 s before it starts the real one, a fault hard to cause for real
+// on loopback. The stall timeout is 2 s here. The predictions are kept and
+// published; the model stays on the host.
+func TestStalledCopy(t *testing.T) {
+	e := setup(t, "", "", "")
+	os.WriteFile(filepath.Join(e.fakes, "rsync"), []byte("#!/bin/sh\nsleep 30\nexec /usr/bin/rsync \"$@\"\n"), 0o755)
+	tr := testproject.Trainer(t, shared(t, 0o755), `mkdir -p artifacts
+echo model > artifacts/a.txt
+`+testproject.ResultLines)
+	r := e.run("--trainer", tr, "--schemas", "sentiment")
+	info := e.info(r.id)
+	log := e.file(r.id, "run.log")
+	if r.code != 0 || info.State != rundir.StateSuccess || !strings.Contains(log, "The copy from potato-test sent nothing for 2 s: the run's predictions are already kept; only the model files are missing from artifacts/") {
+		t.Errorf("exit %d state %s:\n%s", r.code, info.State, log)
+	}
+	if _, err := os.Stat(filepath.Join(e.root().RunDir(r.id), "predictions.jsonl")); err != nil {
+		t.Errorf("predictions: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(e.remoteDir, "jobs", r.id, "artifacts", "a.txt")); err != nil {
+		t.Errorf("the model is not kept on the host: %v", err)
+	}
+	exec.Command("pkill", "-u", "potatotest", "-f", "sleep 30").Run()
+}
+
+func remoteUID(t *testing.T) uint32 {
+	out, err := exec.Command("id", "-u", "potatotest").Output()
+	if err != nil {
+		t.Fatalf("id -u potatotest: %v", err)
+	}
+	n, _ := strconv.Atoi(strings.TrimSpace(string(out)))
+	return uint32(n)
+}

@@ -1,0 +1,113 @@
+package check
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+
+	sshbackend "potato-training/lib/backend/ssh"
+	"potato-training/lib/config"
+	"potato-training/lib/gpu"
+	"potato-training/lib/probe"
+	"potato-training/lib/sshx"
+)
+
+// pythonTrainers are the trainers whose packages the check looks for.
+var pythonTrainers = []string{"hf-text-classification"}
+
+// SSH connects to an ssh backend's host (SPEC S5): its Python, each GPU
+// with its free memory and utilisation, the GPU a run would get, and the
+// packages the Python trainers lack there.
+func SSH(ctx context.Context, b *config.Backend) Report {
+	r := Report{Backend: b.Name, Type: b.Type, GPUs: []GPUInfo{}, Warnings: []string{}, Problems: []string{}}
+	dir, err := os.MkdirTemp("", "potato-check-")
+	if err != nil {
+		r.Summary = b.Label() + ": " + err.Error()
+		r.Problems = append(r.Problems, err.Error())
+		return r
+	}
+	defer os.RemoveAll(dir)
+	conn, err := sshx.Dial(ctx, sshx.TargetOf(b), dir)
+	if err != nil {
+		r.Summary = b.Label() + ": " + err.Error()
+		r.Problems = append(r.Problems, err.Error())
+		return r
+	}
+	defer conn.Close()
+	seen := map[string]bool{}
+	var pkgs []string
+	for _, t := range pythonTrainers {
+		for _, p := range sshbackend.TrainerPackages(t) {
+			if !seen[p] {
+				seen[p] = true
+				pkgs = append(pkgs, p)
+			}
+		}
+	}
+	f, err := sshbackend.Probe(ctx, conn, b, pkgs)
+	if err != nil {
+		r.Summary = b.Label() + ": " + err.Error()
+		r.Problems = append(r.Problems, err.Error())
+		return r
+	}
+	for _, g := range f.GPUs {
+		r.GPUs = append(r.GPUs, GPUInfo{GPU: g, NoTorchKernels: !f.UsableGPU(g)})
+	}
+	r.Python = f.Python
+	if r.Python == "" {
+		r.Python = b.Python
+	}
+	r.PythonVersion = f.PythonVersion
+	host := fmt.Sprintf("%s (%s %s)", b.Label(), f.OS, f.Arch)
+	if err := f.PythonError(b.Host); err != nil {
+		r.Problems = append(r.Problems, err.Error())
+	}
+	missing := map[string]bool{}
+	for _, m := range f.Missing {
+		missing[m] = true
+	}
+	for _, t := range pythonTrainers {
+		var lacks []string
+		for _, p := range sshbackend.TrainerPackages(t) {
+			if missing[p] {
+				lacks = append(lacks, p)
+			}
+		}
+		if len(lacks) > 0 && !f.PythonMissing {
+			if r.Missing == nil {
+				r.Missing = map[string][]string{}
+			}
+			r.Missing[t] = lacks
+			msg, hint := probe.ImportError(t, lacks)
+			r.Warnings = append(r.Warnings, msg+" ("+hint+")")
+		}
+	}
+	if msg, bad := f.NvrtcMismatch(); bad {
+		r.Warnings = append(r.Warnings, msg)
+	}
+	dev, _, err := sshbackend.ChooseDevice(b, f)
+	if err != nil {
+		r.Problems = append(r.Problems, err.Error())
+	} else {
+		info := &DeviceInfo{Device: dev, Kind: gpu.KindCPU, Name: "CPU", Describe: "CPU"}
+		if strings.HasPrefix(dev, "cuda:") {
+			info.Kind = gpu.KindCUDA
+			info.Describe = dev
+			for _, g := range f.GPUs {
+				if dev == fmt.Sprintf("cuda:%d", g.Index) {
+					info.Name = g.Name
+					info.Describe = fmt.Sprintf("GPU %d, %s, %d MB free (%s)", g.Index, g.Name, g.MemoryFreeMB, dev)
+				}
+			}
+		}
+		r.Device = info
+	}
+	r.OK = len(r.Problems) == 0
+	if r.OK {
+		r.Summary = host + ": a run can start"
+	} else {
+		r.Summary = host + ": " + r.Problems[0]
+	}
+	return r
+}

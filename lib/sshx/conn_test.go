@@ -1,0 +1,514 @@
+package sshx
+
+// These tests log in to the real sshd that scripts/test-sshd starts on
+// 127.0.0.1 (users potatotest, with a key, and potatopw, with only a
+// password). Every context below is a guard against a hang, never a timing
+// assertion.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// sshdDir is the state directory of the test sshd. The tests skip only when
+// POTATO_TEST_SSHD_DIR is unset and the default directory has no
+// ssh_config; CI starts the server, so nothing skips there.
+func sshdDir(t *testing.T) string {
+	t.Helper()
+	if dir := os.Getenv("POTATO_TEST_SSHD_DIR"); dir != "" {
+		return dir
+	}
+	dir := "/tmp/potato-test-sshd"
+	if _, err := os.Stat(filepath.Join(dir, "ssh_config")); err != nil {
+		t.Skip("no test sshd: POTATO_TEST_SSHD_DIR is unset and /tmp/potato-test-sshd/ssh_config is absent; start one with scripts/test-sshd (as root)")
+	}
+	return dir
+}
+
+// testTarget logs in as potatotest through the test sshd's ssh_config.
+func testTarget(t *testing.T) Target {
+	t.Helper()
+	return Target{Host: "potato-test", SSHConfig: filepath.Join(sshdDir(t), "ssh_config")}
+}
+
+func guard(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func dial(t *testing.T, tg Target, dir string) *Conn {
+	t.Helper()
+	c, err := Dial(guard(t), tg, dir)
+	if err != nil {
+		t.Fatalf("Dial(%s): %v (is scripts/test-sshd running?)", tg.Host, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func run(t *testing.T, c *Conn, remote string) string {
+	t.Helper()
+	out, stderr, err := c.Run(guard(t), remote, nil)
+	if err != nil {
+		t.Fatalf("Run(%q): %v\n%s", remote, err, stderr)
+	}
+	return string(out)
+}
+
+// remoteDir makes a fresh directory in the remote home, removed at the end;
+// its name has a space and a quote, to exercise the quoting.
+func remoteDir(t *testing.T, c *Conn) string {
+	t.Helper()
+	top := "potato-sshx-" + randomHex(4)
+	dir := top + "/it's here"
+	run(t, c, "mkdir -p "+ShellQuote(dir))
+	t.Cleanup(func() { c.Run(context.Background(), "rm -rf "+ShellQuote(top), nil) })
+	return dir
+}
+
+func TestDialRun(t *testing.T) {
+	t.Parallel()
+	c := dial(t, testTarget(t), "")
+	if n := len(c.ControlPath()); n > maxControlPath {
+		t.Errorf("control path %q has %d bytes", c.ControlPath(), n)
+	}
+	if fi, err := os.Stat(filepath.Dir(c.ControlPath())); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("control directory: %v, %v; want mode 0700", fi.Mode(), err)
+	}
+
+	if got := run(t, c, "echo hi"); got != "hi\n" {
+		t.Errorf("echo hi: %q", got)
+	}
+	out, _, err := c.Run(guard(t), "cat; echo", strings.NewReader("from stdin"))
+	if err != nil || string(out) != "from stdin\n" {
+		t.Errorf("cat: %q, %v", out, err)
+	}
+
+	out, _, err = c.Run(guard(t), "echo partial; echo oops >&2; exit 3", nil)
+	var re *RemoteError
+	if !errors.As(err, &re) {
+		t.Fatalf("exit 3: %v (%T), want a *RemoteError", err, err)
+	}
+	if re.ExitCode != 3 || re.Host != "potato-test" || re.Stderr != "oops\n" || string(out) != "partial\n" {
+		t.Errorf("exit 3: %+v, stdout %q", re, out)
+	}
+
+	// ssh itself exits 255 on its failures; a remote command through a live
+	// master that exits 255 is still the command's status.
+	_, _, err = c.Run(guard(t), "exit 255", nil)
+	if !errors.As(err, &re) || re.ExitCode != 255 {
+		t.Errorf("exit 255: %v (%T), want a *RemoteError with status 255", err, err)
+	}
+}
+
+func TestRunContextEnds(t *testing.T) {
+	t.Parallel()
+	c := dial(t, testTarget(t), "")
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, _, err := c.Run(ctx, "sleep 10", nil)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Run past its context: %v, want context.DeadlineExceeded", err)
+	}
+	if got := run(t, c, "echo still"); got != "still\n" {
+		t.Errorf("the master after a killed session: %q", got)
+	}
+}
+
+// TestBatchModePasswordOnly: potatopw has only a password; under BatchMode
+// the login fails at once with SPEC F1's reason instead of prompting.
+func TestBatchModePasswordOnly(t *testing.T) {
+	t.Parallel()
+	tg := Target{Host: "potato-test-pw", SSHConfig: filepath.Join(sshdDir(t), "ssh_config")}
+	c, err := Dial(guard(t), tg, "")
+	if err == nil {
+		c.Close()
+		t.Fatal("Dial as potatopw worked; want Permission denied")
+	}
+	if got, want := err.Error(), "ssh to potato-test-pw failed: Permission denied"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	var ce *ConnError
+	if !errors.As(err, &ce) || ce.Reason != ReasonPermissionDenied {
+		t.Errorf("%v (%T), want a *ConnError", err, err)
+	}
+}
+
+func TestConnectionRefused(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	tg := Target{Host: "127.0.0.1", Port: port, SSHConfig: filepath.Join(sshdDir(t), "ssh_config")}
+	_, err = Dial(guard(t), tg, "")
+	if err == nil || err.Error() != "ssh to 127.0.0.1 failed: Connection refused" {
+		t.Errorf("Dial to a closed port: %v", err)
+	}
+}
+
+func TestDialRefusesOptionHost(t *testing.T) {
+	_, err := Dial(guard(t), Target{Host: "-oProxyCommand=touch /tmp/pwned"}, "")
+	if err == nil || !strings.Contains(err.Error(), `starts with "-"`) {
+		t.Errorf("Dial: %v", err)
+	}
+}
+
+// TestDialDir: a short directory given by the caller holds the socket and
+// stays after Close; one too deep for a unix socket is passed over.
+func TestDialDir(t *testing.T) {
+	t.Parallel()
+	short, err := os.MkdirTemp("/tmp", "sshx-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(short) })
+	c := dial(t, testTarget(t), short)
+	if filepath.Dir(c.ControlPath()) != short {
+		t.Errorf("control path %q is not in %q", c.ControlPath(), short)
+	}
+	run(t, c, "true")
+	c.Close()
+	if _, err := os.Stat(short); err != nil {
+		t.Errorf("the caller's directory went with Close: %v", err)
+	}
+	if _, err := os.Stat(c.ControlPath()); err == nil {
+		t.Errorf("control socket %s is still there", c.ControlPath())
+	}
+
+	deep := filepath.Join(t.TempDir(), strings.Repeat("d", 60))
+	c = dial(t, testTarget(t), deep)
+	if strings.HasPrefix(c.ControlPath(), deep) || len(c.ControlPath()) > maxControlPath {
+		t.Errorf("control path %q: want a short one elsewhere", c.ControlPath())
+	}
+	run(t, c, "true")
+}
+
+// procsWith counts the processes whose command line holds s.
+func procsWith(t *testing.T, s string) int {
+	t.Helper()
+	cmdlines, err := filepath.Glob("/proc/[0-9]*/cmdline")
+	if err != nil || len(cmdlines) == 0 {
+		t.Skip("no /proc to look for processes in")
+	}
+	self := fmt.Sprintf("/proc/%d/", os.Getpid())
+	n := 0
+	for _, f := range cmdlines {
+		b, err := os.ReadFile(f)
+		if err == nil && !strings.HasPrefix(f, self) && bytes.Contains(b, []byte(s)) {
+			n++
+		}
+	}
+	return n
+}
+
+func TestCloseEndsMaster(t *testing.T) {
+	t.Parallel()
+	c, err := Dial(guard(t), testTarget(t), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctl := c.ControlPath()
+	if procsWith(t, ctl) == 0 {
+		t.Fatalf("no process holds %s while connected", ctl)
+	}
+	if err := c.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	select {
+	case <-c.Done():
+	default:
+		t.Error("Done is not closed after Close")
+	}
+	if n := procsWith(t, ctl); n != 0 {
+		t.Errorf("%d processes still hold %s after Close", n, ctl)
+	}
+	if c.Err() != nil {
+		t.Errorf("Err after Close: %v", c.Err())
+	}
+	if _, err := os.Stat(filepath.Dir(ctl)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Dial's directory is still there: %v", err)
+	}
+	if err := c.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}
+
+// TestCloseWithoutSocket: a master whose control socket was removed
+// cannot be asked to exit; Close must still end it.
+func TestCloseWithoutSocket(t *testing.T) {
+	t.Parallel()
+	c, err := Dial(guard(t), testTarget(t), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctl := c.ControlPath()
+	if err := os.Remove(ctl); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	if n := procsWith(t, ctl); n != 0 {
+		t.Errorf("%d processes still hold %s after Close", n, ctl)
+	}
+}
+
+// TestHelperProcess is the remote end of TestReverseForward: the test
+// binary, uploaded to the host, talks to the forwarded socket.
+func TestHelperProcess(t *testing.T) {
+	if os.Getenv("SSHX_HELPER") != "unix-client" {
+		return
+	}
+	conn, err := net.Dial("unix", os.Getenv("SSHX_SOCK"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fmt.Fprintln(conn, "ping")
+	reply, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fmt.Print(reply)
+	os.Exit(0)
+}
+
+// TestReverseForward: -R remote.sock:local.sock on a session through the
+// master reaches a local unix-socket server from the host, and the remote
+// socket has mode 0600 (the server's StreamLocalBindMask).
+func TestReverseForward(t *testing.T) {
+	t.Parallel()
+	c := dial(t, testTarget(t), "")
+	rd := remoteDir(t, c)
+
+	local := filepath.Join(t.TempDir(), "echo.sock")
+	ln, err := net.Listen("unix", local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer conn.Close()
+				line, _ := bufio.NewReader(conn).ReadString('\n')
+				fmt.Fprintf(conn, "pong %s", line)
+			}()
+		}
+	}()
+
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	helper := rd + "/sshx.test"
+	if err := c.Upload(guard(t), exe, helper, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sock := "/tmp/potato-sshx-" + randomHex(4) + ".sock"
+	defer c.Run(context.Background(), "rm -f "+sock, nil)
+
+	remote := fmt.Sprintf("stat -c %%a %s && env SSHX_HELPER=unix-client SSHX_SOCK=%s %s -test.run=%s",
+		sock, sock, ShellQuote("./"+helper), ShellQuote("^TestHelperProcess$"))
+	cmd := c.Command(guard(t), remote, "-R", sock+":"+local)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v: %v\n%s", cmd.Args, c.CommandError(guard(t), remote, err, stderr.Bytes()), stderr.Bytes())
+	}
+	if got, want := string(out), "600\npong ping\n"; got != want {
+		t.Errorf("remote side printed %q, want %q", got, want)
+	}
+}
+
+// TestForwardRefused: a forward the server refuses fails that command as
+// ssh's own failure; the master stays up.
+func TestForwardRefused(t *testing.T) {
+	t.Parallel()
+	c := dial(t, testTarget(t), "")
+	local := filepath.Join(t.TempDir(), "x.sock")
+	ln, err := net.Listen("unix", local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	remote := "echo should not run"
+	cmd := c.Command(guard(t), remote, "-R", "/root/potato-sshx-nope.sock:"+local)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	err = c.CommandError(guard(t), remote, err, stderr.Bytes())
+	var ce *ConnError
+	if !errors.As(err, &ce) || !strings.Contains(ce.Reason, "remote port forwarding failed") {
+		t.Errorf("refused forward: %v (%T), want a *ConnError", err, err)
+	}
+	if len(out) != 0 {
+		t.Errorf("the command ran: %q", out)
+	}
+	if got := run(t, c, "echo up"); got != "up\n" {
+		t.Errorf("master after a refused forward: %q", got)
+	}
+}
+
+func TestUpload(t *testing.T) {
+	t.Parallel()
+	c := dial(t, testTarget(t), "")
+	rd := remoteDir(t, c)
+	local := filepath.Join(t.TempDir(), "model.bin")
+	content := []byte("weights\x00\x01\n'quoted' $HOME\n")
+	if err := os.WriteFile(local, content, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dst := rd + "/it's up.bin"
+	if err := c.Upload(guard(t), local, dst, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if got := run(t, c, "cat "+ShellQuote(dst)); got != string(content) {
+		t.Errorf("remote content %q, want %q", got, content)
+	}
+	if got := run(t, c, "stat -c %a "+ShellQuote(dst)); got != "640\n" {
+		t.Errorf("remote mode %q, want 640", got)
+	}
+	// Again over the same name, through ~/.
+	if err := c.Upload(guard(t), local, "~/"+dst, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := run(t, c, "stat -c %a "+ShellQuote(dst)); got != "600\n" {
+		t.Errorf("remote mode after the second upload %q, want 600", got)
+	}
+	if got := run(t, c, "ls -A "+ShellQuote(rd)); got != "it's up.bin\n" {
+		t.Errorf("remote directory holds %q; want only the file, no temporary", got)
+	}
+
+	err := c.Upload(guard(t), local, rd+"/missing/x.bin", 0o644)
+	var re *RemoteError
+	if !errors.As(err, &re) {
+		t.Errorf("upload into a missing directory: %v (%T), want a *RemoteError", err, err)
+	}
+	if err := c.Upload(guard(t), filepath.Join(t.TempDir(), "absent"), rd+"/y", 0o644); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("upload of a missing local file: %v", err)
+	}
+}
+
+func TestRsyncFrom(t *testing.T) {
+	t.Parallel()
+	// A control directory with a space and a quote checks the quoting of
+	// rsync's -e.
+	ctlDir, err := os.MkdirTemp("/tmp", "sshx it's ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(ctlDir) }) // after Close, which runs first
+	c := dial(t, testTarget(t), ctlDir)
+	if !strings.HasPrefix(c.ControlPath(), ctlDir) {
+		t.Fatalf("control path %q is not in %q", c.ControlPath(), ctlDir)
+	}
+	rd := remoteDir(t, c)
+	q := ShellQuote(rd)
+	run(t, c, "cd "+q+" && mkdir 'sub dir' && head -c 1500000 /dev/urandom > a.bin && printf hi > \"sub dir/it's.txt\""+
+		" && head -c 2200000 /dev/urandom > 'big file.bin'")
+	a := run(t, c, "cat "+ShellQuote(rd+"/a.bin"))
+
+	local := filepath.Join(t.TempDir(), "art ifacts")
+	var calls [][2]int64
+	err = c.RsyncFrom(guard(t), rd, local, RsyncOptions{
+		MaxSizeMB:    2,
+		StallTimeout: 20 * time.Second,
+		Progress:     func(done, total int64) { calls = append(calls, [2]int64{done, total}) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = 1500000 + 2
+	if len(calls) == 0 {
+		t.Fatal("no progress reported")
+	}
+	for i, cl := range calls {
+		if cl[1] != want || cl[0] > want || i > 0 && cl[0] < calls[i-1][0] {
+			t.Errorf("progress %v (all: %v); want done rising to total %d", cl, calls, want)
+			break
+		}
+	}
+	if last := calls[len(calls)-1]; last != [2]int64{want, want} {
+		t.Errorf("last progress %v, want [%d %d]", last, want, want)
+	}
+	if got, err := os.ReadFile(filepath.Join(local, "a.bin")); err != nil || !bytes.Equal(got, []byte(a)) {
+		t.Errorf("a.bin: %d bytes, %v; want the remote file", len(got), err)
+	}
+	if got, err := os.ReadFile(filepath.Join(local, "sub dir", "it's.txt")); err != nil || string(got) != "hi" {
+		t.Errorf("sub dir/it's.txt: %q, %v", got, err)
+	}
+	if _, err := os.Stat(filepath.Join(local, "big file.bin")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("big file.bin, over MaxSizeMB, was copied: %v", err)
+	}
+
+	large, err := c.ListLarge(guard(t), "~/"+rd, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"big file.bin"}; !reflect.DeepEqual(large, want) {
+		t.Errorf("ListLarge = %q, want %q", large, want)
+	}
+	if large, err := c.ListLarge(guard(t), rd, 3); err != nil || len(large) != 0 {
+		t.Errorf("ListLarge over 3 MB = %q, %v; want none", large, err)
+	}
+
+	err = c.RsyncFrom(guard(t), rd+"/missing", t.TempDir(), RsyncOptions{})
+	if err == nil || !strings.Contains(err.Error(), "No such file or directory") {
+		t.Errorf("rsync of a missing directory: %v", err)
+	}
+	var ce *ConnError
+	if errors.As(err, &ce) {
+		t.Errorf("a missing remote directory is not ssh's failure: %v", err)
+	}
+}
+
+// TestRsyncStall: the remote rsync is started as "sleep 6; rsync", so the
+// copy sends nothing at all for 6 s; the watchdog, at 2 s, must stop it with
+// SPEC F7's message and leave no local rsync behind.
+func TestRsyncStall(t *testing.T) {
+	t.Parallel()
+	c := dial(t, testTarget(t), "")
+	rd := remoteDir(t, c)
+	run(t, c, "printf data > "+ShellQuote(rd+"/model.bin"))
+	local := filepath.Join(t.TempDir(), "stalled")
+	err := c.RsyncFrom(guard(t), rd, local, RsyncOptions{
+		StallTimeout: 2 * time.Second,
+		RsyncPath:    "sleep 6; rsync",
+		Progress:     func(done, total int64) {},
+	})
+	var se *StallError
+	if !errors.As(err, &se) {
+		t.Fatalf("RsyncFrom: %v (%T), want a *StallError", err, err)
+	}
+	if got, want := err.Error(), "The copy from potato-test sent nothing for 2 s"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if n := procsWith(t, local); n != 0 {
+		t.Errorf("%d processes of the stopped copy are left", n)
+	}
+	if _, err := os.Stat(filepath.Join(local, "model.bin")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("model.bin arrived after all: %v", err)
+	}
+	if got := run(t, c, "echo up"); got != "up\n" {
+		t.Errorf("master after the stopped copy: %q", got)
+	}
+}
