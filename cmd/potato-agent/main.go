@@ -91,7 +91,7 @@ func (c *agentCmd) Run(ctx *cli.Context) error {
 	workdir := expandHome(c.Workdir)
 	sctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer stop()
-	err = agent.Run(sctx, agent.Options{Client: client, Backend: c.Backend, Workdir: workdir, Python: c.Python,
+	err = agent.Run(sctx, agent.Options{Client: client, Backend: c.Backend, Workdir: workdir, Python: expandHome(c.Python),
 		Once: c.Once, Keep: c.Keep, Worker: self, Lost: lost, Log: ctx.Stderr})
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return cli.Failf(cli.ExitNo, "%v", err)

@@ -60,6 +60,7 @@ type Backend struct {
 	job  *backend.Job
 
 	facts   probe.Facts
+	python  string // the interpreter the agent gets: the venv's, with packages
 	codeDir string // remote, a shell word
 	jobDir  string // remote, a shell word
 	jobPath string // remote, as the agent reports it
@@ -143,7 +144,55 @@ func (s *Backend) Prepare(ctx context.Context, job *backend.Job) error {
 		return fmt.Errorf("packing the bundle: %w", err)
 	}
 	s.bundle = agentproto.BundleInfo{Bytes: n, SHA256: sum}
-	return s.copyCode(ctx, job)
+	if err := s.copyCode(ctx, job); err != nil {
+		return err
+	}
+	return s.makeVenv(ctx, job)
+}
+
+// makeVenv builds, once, the virtual environment of the backend's
+// packages under remote_dir (SPEC S3): made with --system-site-packages so
+// the host's own torch stays visible, the packages installed with its pip,
+// then renamed into place, so a half-made environment is never used. Its
+// name hashes the interpreter and the package list.
+func (s *Backend) makeVenv(ctx context.Context, job *backend.Job) error {
+	s.python = s.b.Python
+	if len(s.b.Packages) == 0 {
+		return nil
+	}
+	if s.facts.PythonMissing {
+		return s.facts.PythonError(s.b.Host)
+	}
+	sum := sha256.Sum256([]byte(s.b.Python + "\x00" + strings.Join(s.b.Packages, "\x00")))
+	name := "venv-" + hex.EncodeToString(sum[:6])
+	root := remoteWord(s.b.RemoteDir)
+	dir := root + "/" + name
+	if _, _, err := s.conn.Run(ctx, "test -x "+dir+"/bin/python", nil); err == nil {
+		job.Logf("packages: using %s on %s", name, s.b.Host)
+		s.python = s.b.RemoteDir + "/" + name + "/bin/python" // the agent expands a leading ~/
+		return nil
+	}
+	job.Step(fmt.Sprintf("installing the packages on %s", s.b.Host))
+	tmp := dir + ".tmp-" + randHex(4)
+	var pkgs []string
+	for _, p := range s.b.Packages {
+		pkgs = append(pkgs, sshx.ShellQuote(p))
+	}
+	cmd := s.envPrefix() + "mkdir -p " + root + " && " + sshx.ShellQuote(s.b.Python) + " -m venv --system-site-packages " + tmp +
+		" && " + tmp + "/bin/python -m pip install --quiet --disable-pip-version-check " + strings.Join(pkgs, " ") +
+		" && { mv " + tmp + " " + dir + " 2>/dev/null || rm -rf " + tmp + "; }"
+	if _, stderr, err := s.conn.Run(ctx, cmd, nil); err != nil {
+		_, _, _ = s.conn.Run(ctx, "rm -rf "+tmp, nil)
+		return fmt.Errorf("installing %s on %s: %v: %s", strings.Join(s.b.Packages, " "), s.b.Host, err, lastLine(stderr))
+	}
+	job.Logf("packages: made %s on %s with %s", name, s.b.Host, strings.Join(s.b.Packages, " "))
+	s.python = s.b.RemoteDir + "/" + name + "/bin/python" // the agent expands a leading ~/
+	return nil
+}
+
+func lastLine(b []byte) string {
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return lines[len(lines)-1]
 }
 
 func runtimeDir() string {
@@ -379,7 +428,7 @@ func (s *Backend) Start(ctx context.Context, job *backend.Job) error {
 	remoteSock := fmt.Sprintf("/tmp/potato-%s-%s.sock", job.Run.ID, randHex(4))
 	cmd := s.envPrefix() + "mkdir -p " + s.jobDir + " && cd " + s.jobDir + " && exec " + s.codeDir + "/potato-agent" +
 		" --socket " + sshx.ShellQuote(remoteSock) + " --once --backend " + sshx.ShellQuote(s.b.Name) +
-		" --workdir " + remoteWord(s.b.RemoteDir) + " --python " + sshx.ShellQuote(s.b.Python)
+		" --workdir " + remoteWord(s.b.RemoteDir) + " --python " + sshx.ShellQuote(s.python)
 	sess := s.conn.Command(ctx, cmd, "-R", remoteSock+":"+path, "-o", "StreamLocalBindUnlink=yes")
 	sess.Stdout, sess.Stderr = log, log
 	stdin, err := sess.StdinPipe()

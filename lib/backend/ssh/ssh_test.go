@@ -7,7 +7,10 @@ package ssh_test
 // module on the remote PYTHONPATH, for the same reason.
 
 import (
+	"archive/zip"
 	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
 	"fmt"
 	"os"
 	"os/exec"
@@ -469,4 +472,66 @@ func remoteUID(t *testing.T) uint32 {
 	}
 	n, _ := strconv.Atoi(strings.TrimSpace(string(out)))
 	return uint32(n)
+}
+
+// wheel writes a small pure-Python wheel, so pip installs it with no
+// network.
+func wheel(t *testing.T, dir string) string {
+	t.Helper()
+	p := filepath.Join(dir, "potatotestpkg-0.1-py3-none-any.whl")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zw := zip.NewWriter(f)
+	files := map[string]string{
+		"potatotestpkg/__init__.py":            "VALUE = 42\n",
+		"potatotestpkg-0.1.dist-info/METADATA": "Metadata-Version: 2.1\nName: potatotestpkg\nVersion: 0.1\n",
+		"potatotestpkg-0.1.dist-info/WHEEL":    "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+	}
+	var record strings.Builder
+	for _, name := range []string{"potatotestpkg/__init__.py", "potatotestpkg-0.1.dist-info/METADATA", "potatotestpkg-0.1.dist-info/WHEEL"} {
+		w, _ := zw.Create(name)
+		w.Write([]byte(files[name]))
+		sum := sha256.Sum256([]byte(files[name]))
+		fmt.Fprintf(&record, "%s,sha256=%s,%d\n", name, base64.RawURLEncoding.EncodeToString(sum[:]), len(files[name]))
+	}
+	record.WriteString("potatotestpkg-0.1.dist-info/RECORD,,\n")
+	w, _ := zw.Create("potatotestpkg-0.1.dist-info/RECORD")
+	w.Write([]byte(record.String()))
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	os.Chmod(p, 0o644)
+	return p
+}
+
+// packages: a venv made once under remote_dir with the host's own
+// packages visible, the listed packages installed with its pip, and
+// reused by the next run (SPEC S3).
+func TestPackagesVenv(t *testing.T) {
+	whl := wheel(t, shared(t, 0o755))
+	e := setup(t, "", "      python: /usr/bin/python3\n      packages: [\""+whl+"\"]\n", "")
+	r := e.run("--trainer", "tfidf-logreg", "--schemas", "sentiment")
+	log := e.file(r.id, "run.log")
+	if r.code != 0 || !strings.Contains(log, "packages: made venv-") {
+		t.Fatalf("exit %d:\n%s", r.code, log)
+	}
+	venvs, _ := filepath.Glob(filepath.Join(e.remoteDir, "venv-*", "bin", "python"))
+	if len(venvs) != 1 {
+		t.Fatalf("venvs: %v", venvs)
+	}
+	out, err := exec.Command("su", "potatotest", "-c", venvs[0]+" -c 'import potatotestpkg, sys; print(potatotestpkg.VALUE, sys.prefix != sys.base_prefix)'").CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "42 True" {
+		t.Errorf("the venv: %v %s", err, out)
+	}
+	cfg, _ := os.ReadFile(filepath.Join(filepath.Dir(venvs[0]), "..", "pyvenv.cfg"))
+	if !strings.Contains(string(cfg), "include-system-site-packages = true") {
+		t.Errorf("pyvenv.cfg:\n%s", cfg)
+	}
+	second := e.run("--trainer", "tfidf-logreg", "--schemas", "sentiment")
+	if log := e.file(second.id, "run.log"); second.code != 0 || !strings.Contains(log, "packages: using venv-") {
+		t.Errorf("second run: exit %d:\n%s", second.code, log)
+	}
 }
