@@ -104,6 +104,8 @@ type job struct {
 	cancel bool
 	grace  time.Duration
 	proc   *trainer.Process
+	// predictions is the result event's predictions_file.
+	predictions string
 }
 
 func runJob(ctx context.Context, o Options, claim *agentproto.Claim, host string) error {
@@ -114,6 +116,11 @@ func runJob(ctx context.Context, o Options, claim *agentproto.Claim, host string
 	j := &job{o: o, claim: claim, dir: dir, grace: time.Duration(claim.GraceSeconds) * time.Second}
 	if j.grace <= 0 {
 		j.grace = DefaultGrace
+	}
+	// A cancel arrives in the reply to a post: post at least twice per
+	// grace period, so a short grace_seconds still reaches the trainer.
+	if hb := j.grace / 2; hb < j.o.Heartbeat {
+		j.o.Heartbeat = max(hb, 500*time.Millisecond)
 	}
 	j.emit(events.Status("downloading", "downloading the bundle"))
 	archive := filepath.Join(dir, "bundle.tar.gz")
@@ -145,6 +152,16 @@ func runJob(ctx context.Context, o Options, claim *agentproto.Claim, host string
 	code, errText := j.train(ctx, spec, specPath, env)
 	stop()
 	pred := filepath.Join(spec.Workdir, "predictions.jsonl")
+	j.mu.Lock()
+	if f := j.predictions; f != "" {
+		// As the local backend does: relative to workdir, never outside it.
+		p := filepath.Join(spec.Workdir, filepath.Clean("/"+f))
+		if filepath.IsAbs(f) {
+			p = filepath.Clean(f)
+		}
+		pred = p
+	}
+	j.mu.Unlock()
 	if _, err := os.Stat(pred); err == nil {
 		if err := o.Client.UploadPredictions(ctx, claim.RunID, pred); err != nil {
 			return report(ctx, o, claim, code, artifactURI(host, spec.Workdir), fmt.Errorf("uploading the predictions: %w", err))
@@ -178,6 +195,9 @@ func report(ctx context.Context, o Options, claim *agentproto.Claim, code int, u
 func (j *job) emit(e events.Event) {
 	j.mu.Lock()
 	j.queue = append(j.queue, e)
+	if e.Kind == events.KindResult {
+		j.predictions = e.String("predictions_file")
+	}
 	j.mu.Unlock()
 }
 

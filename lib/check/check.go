@@ -92,7 +92,7 @@ func WriteText(w io.Writer, r Report) error {
 	var b strings.Builder
 	b.WriteString(r.Summary + "\n")
 	if r.Python != "" {
-		fmt.Fprintf(&b, "  python: %s %s\n", r.Python, r.PythonVersion)
+		fmt.Fprintf(&b, "  python: %s\n", strings.TrimSpace(r.Python+" "+r.PythonVersion))
 	}
 	for _, g := range r.GPUs {
 		util := "utilisation unknown"

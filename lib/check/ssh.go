@@ -60,8 +60,16 @@ func SSH(ctx context.Context, b *config.Backend) Report {
 	}
 	r.PythonVersion = f.PythonVersion
 	host := fmt.Sprintf("%s (%s %s)", b.Label(), f.OS, f.Arch)
+	// The built-in trainer needs no Python: a missing interpreter stops
+	// only the Python trainers, so it is a warning.
 	if err := f.PythonError(b.Host); err != nil {
-		r.Problems = append(r.Problems, err.Error())
+		r.Warnings = append(r.Warnings, err.Error()+" (the Python trainers cannot run there; the built-in tfidf-logreg can)")
+	}
+	if f.NvidiaSMIError != "" {
+		r.Warnings = append(r.Warnings, "nvidia-smi: "+f.NvidiaSMIError)
+	}
+	if f.TorchError != "" {
+		r.Warnings = append(r.Warnings, "torch does not import: "+f.TorchError)
 	}
 	missing := map[string]bool{}
 	for _, m := range f.Missing {

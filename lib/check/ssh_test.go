@@ -67,12 +67,20 @@ func TestSSHReport(t *testing.T) {
 	}
 }
 
+// F2: a missing interpreter is reported; the built-in trainer can still
+// run, so the answer stays yes.
+func TestSSHReportMissingPython(t *testing.T) {
+	r := SSH(context.Background(), sshBackend(t, "potato-test", "/opt/conda/bin/python3", ""))
+	if !r.OK || !strings.Contains(strings.Join(r.Warnings, "\n"), "/opt/conda/bin/python3 was not found on potato-test") {
+		t.Errorf("%+v", r)
+	}
+}
+
 func TestSSHReportFailures(t *testing.T) {
 	cases := []struct {
 		name, host, python, gpus, want string
 	}{
 		{"F1", "potato-test-pw", "python3", "", "ssh to potato-test-pw failed: Permission denied"},
-		{"F2", "potato-test", "/opt/conda/bin/python3", "", "/opt/conda/bin/python3 was not found on potato-test"},
 		{"F3", "potato-test", "python3", "0, GPU-a, NVIDIA H200, 143771, 3000, 90, 9.0\n", "No GPU has 4000 MB free"},
 	}
 	for _, c := range cases {

@@ -355,7 +355,14 @@ func (d *dispatcher) execute(ctx context.Context) int {
 	if err := be.Start(ctx, job); err != nil {
 		return d.finish(rundir.StateError, err.Error(), "")
 	}
-	d.set(func(r *rundir.Record) { r.State = rundir.StateRunning; r.Step = "training" })
+	// The backend's own step line ("waiting for the agent on HOST") stays
+	// until the trainer reports one.
+	d.set(func(r *rundir.Record) {
+		r.State = rundir.StateRunning
+		if r.Step == "starting the training process" {
+			r.Step = "training"
+		}
+	})
 
 	grace := time.Duration(d.cfg.Training.GraceSeconds) * time.Second
 	outcomeCh := make(chan backend.Outcome, 1)

@@ -63,7 +63,13 @@ type Backend struct {
 	python  string // the interpreter the agent gets: the venv's, with packages
 	codeDir string // remote, a shell word
 	jobDir  string // remote, a shell word
-	jobPath string // remote, as the agent reports it
+	jobPath string // the same directory as a path, for sshx
+	ctlDir  string // this machine's directory of the control socket
+	sock    string // the forwarded socket on the host
+	// keepJob is set once Collect decides the job directory stays on the
+	// host (keep_remote, a file over the limit, a stalled copy); else
+	// Close removes it, whatever the run's end.
+	keepJob bool
 
 	token    string
 	tokenSum [32]byte
@@ -122,6 +128,7 @@ func (s *Backend) Prepare(ctx context.Context, job *backend.Job) error {
 	if err != nil {
 		return err
 	}
+	s.ctlDir = dir
 	conn, err := sshx.Dial(ctx, sshx.TargetOf(s.b), dir)
 	if err != nil {
 		os.RemoveAll(dir)
@@ -220,6 +227,8 @@ func Probe(ctx context.Context, conn *sshx.Conn, b *config.Backend, packages []s
 
 func (s *Backend) probe(ctx context.Context, job *backend.Job) (probe.Facts, error) {
 	info, _ := trainer.Lookup(job.Spec.Trainer)
+	// A program named by exec: brings its own interpreter, if any.
+	info.Builtin = info.Builtin || strings.HasPrefix(job.Spec.Trainer, agent.ExecPrefix)
 	var pkgs []string
 	if !info.Builtin {
 		pkgs = TrainerPackages(job.Spec.Trainer)
@@ -235,6 +244,12 @@ func (s *Backend) probe(ctx context.Context, job *backend.Job) (probe.Facts, err
 		job.Logf("%s: %s, no %s (the built-in trainer needs none)", s.b.Host, f.OS+" "+f.Arch, s.b.Python)
 	default:
 		job.Logf("%s: %s %s, Python %s (%s)", s.b.Host, f.OS, f.Arch, f.PythonVersion, f.Python)
+	}
+	if f.NvidiaSMIError != "" {
+		job.Logf("warning: nvidia-smi on %s: %s: training on its CPU unless a GPU is pinned", s.b.Host, f.NvidiaSMIError)
+	}
+	if f.TorchError != "" {
+		job.Logf("warning: torch on %s does not import: %s", s.b.Host, f.TorchError)
 	}
 	if len(f.Missing) > 0 && !info.Builtin {
 		msg, hint := probe.ImportError(job.Spec.Trainer, f.Missing)
@@ -369,19 +384,24 @@ func (s *Backend) copyCode(ctx context.Context, job *backend.Job) error {
 	if err != nil {
 		return err
 	}
-	root := remoteWord(s.b.RemoteDir)
-	s.codeDir = root + "/code/" + sum
-	s.jobDir = root + "/jobs/" + job.Run.ID
+	rootPath := strings.TrimSuffix(s.b.RemoteDir, "/")
+	s.jobPath = rootPath + "/jobs/" + job.Run.ID
+	s.codeDir = remoteWord(rootPath + "/code/" + sum)
+	s.jobDir = remoteWord(s.jobPath)
 	if _, _, err := s.conn.Run(ctx, "test -x "+s.codeDir+"/potato-agent", nil); err == nil {
 		job.Logf("code %s is on %s already", sum[:12], s.b.Host)
 		return nil
 	}
 	job.Step(fmt.Sprintf(stepCopyCode, s.b.Host))
-	tmp := root + "/code/.tmp-" + sum[:12] + "-" + randHex(4)
+	// sshx quotes the paths it is given itself; the shell commands here
+	// get shell words, "$HOME"/... for a path under ~/.
+	tmpPath := rootPath + "/code/.tmp-" + sum[:12] + "-" + randHex(4)
+	tmp := remoteWord(tmpPath)
 	if _, _, err := s.conn.Run(ctx, "mkdir -p "+tmp, nil); err != nil {
 		return err
 	}
-	if err := s.conn.Upload(ctx, local, tmp+"/potato-agent", 0o755); err != nil {
+	if err := s.conn.Upload(ctx, local, tmpPath+"/potato-agent", 0o755); err != nil {
+		_, _, _ = s.conn.Run(ctx, "rm -rf "+tmp, nil)
 		return fmt.Errorf("copying the agent to %s: %w", s.b.Host, err)
 	}
 	// Another run may have put the same version in place meanwhile.
@@ -426,6 +446,7 @@ func (s *Backend) Start(ctx context.Context, job *backend.Job) error {
 	}
 	s.agentLog = log
 	remoteSock := fmt.Sprintf("/tmp/potato-%s-%s.sock", job.Run.ID, randHex(4))
+	s.sock = remoteSock
 	cmd := s.envPrefix() + "mkdir -p " + s.jobDir + " && cd " + s.jobDir + " && exec " + s.codeDir + "/potato-agent" +
 		" --socket " + sshx.ShellQuote(remoteSock) + " --once --backend " + sshx.ShellQuote(s.b.Name) +
 		" --workdir " + remoteWord(s.b.RemoteDir) + " --python " + sshx.ShellQuote(s.python)
@@ -540,13 +561,14 @@ func (s *Backend) Collect(ctx context.Context, job *backend.Job) error {
 	s.mu.Lock()
 	res := s.result
 	s.mu.Unlock()
-	remoteArtifacts := s.jobDir + "/artifacts"
+	remoteArtifacts := s.jobPath + "/artifacts" // sshx quotes it
 	uri := ""
 	if res != nil && res.ArtifactURI != "" {
 		uri = res.ArtifactURI
 	}
 	keep := s.b.KeepRemote
 	if !s.b.FetchArtifacts {
+		s.keepJob = true
 		job.Logf("fetch_artifacts is false: the model stays on %s (%s)", s.b.Host, uri)
 		job.ArtifactURI = uri
 		return nil
@@ -595,11 +617,8 @@ func (s *Backend) Collect(ctx context.Context, job *backend.Job) error {
 		return fmt.Errorf("copying the model from %s: %w", s.b.Host, err)
 	}
 	if keep {
+		s.keepJob = true
 		job.Logf("the job directory stays on %s: %s", s.b.Host, uri)
-		return nil
-	}
-	if _, _, err := s.conn.Run(ctx, "rm -rf "+s.jobDir, nil); err != nil {
-		job.Logf("warning: removing the job directory on %s: %v", s.b.Host, err)
 	}
 	return nil
 }
@@ -625,6 +644,24 @@ func (s *Backend) closeSession() {
 // Close releases the connection, the socket and the log.
 func (s *Backend) Close() {
 	s.closeSession()
+	if s.conn != nil {
+		// The job directory (unless Collect kept it) and the forwarded
+		// socket go, whatever the run's end.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		cmd := ""
+		if s.jobDir != "" && !s.keepJob && !s.b.KeepRemote {
+			cmd = "rm -rf " + s.jobDir + "; "
+		}
+		if s.sock != "" {
+			cmd += "rm -f " + sshx.ShellQuote(s.sock)
+		}
+		if cmd != "" {
+			if _, _, err := s.conn.Run(ctx, cmd, nil); err != nil && s.job != nil {
+				s.job.Logf("warning: cleaning up on %s: %v", s.b.Host, err)
+			}
+		}
+		cancel()
+	}
 	if s.server != nil {
 		_ = s.server.Close()
 	}
@@ -636,6 +673,9 @@ func (s *Backend) Close() {
 	}
 	if s.agentLog != nil {
 		s.agentLog.Close()
+	}
+	if s.ctlDir != "" {
+		os.RemoveAll(s.ctlDir)
 	}
 }
 

@@ -535,3 +535,27 @@ func TestPackagesVenv(t *testing.T) {
 		t.Errorf("second run: exit %d:\n%s", second.code, log)
 	}
 }
+
+// With remote_dir left out, the code and jobs go to ~/.cache/potato-training
+// of the remote user, and nothing of the run is left there afterwards but
+// the code.
+func TestDefaultRemoteDir(t *testing.T) {
+	e := setup(t, "", "", "")
+	cfg, _ := os.ReadFile(e.cfg)
+	os.WriteFile(e.cfg, bytes.Replace(cfg, []byte("      remote_dir: "+e.remoteDir+"\n"), nil, 1), 0o644)
+	home := "/home/potatotest/.cache/potato-training"
+	t.Cleanup(func() { os.RemoveAll(home) })
+	r := e.run("--trainer", "tfidf-logreg", "--schemas", "sentiment")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s\n%s", r.code, r.stderr, e.file(r.id, "run.log"))
+	}
+	if agents, _ := filepath.Glob(filepath.Join(home, "code", "*", "potato-agent")); len(agents) != 1 {
+		t.Errorf("code in %s: %v", home, agents)
+	}
+	if jobs, _ := os.ReadDir(filepath.Join(home, "jobs")); len(jobs) != 0 {
+		t.Errorf("jobs left: %v", jobs)
+	}
+	if socks, _ := filepath.Glob("/tmp/potato-" + r.id + "-*.sock"); len(socks) != 0 {
+		t.Errorf("the forwarded socket is left: %v", socks)
+	}
+}
