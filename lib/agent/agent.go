@@ -19,6 +19,7 @@ import (
 	"potato-training/lib/agentproto"
 	"potato-training/lib/bundle"
 	"potato-training/lib/events"
+	"potato-training/lib/rundir"
 	"potato-training/lib/trainer"
 )
 
@@ -40,6 +41,10 @@ type Options struct {
 	Log  io.Writer
 	// MaxBundleBytes bounds an unpacked bundle.
 	MaxBundleBytes int64
+	// AllowExec lets a job name a program of this machine as its trainer
+	// (exec:PATH). Only an agent started over ssh by the dispatch of the
+	// machine's own user allows it; a polling agent never does.
+	AllowExec bool
 }
 
 // LostSession is how the agent's result says it stopped its job because
@@ -81,6 +86,18 @@ func Run(ctx context.Context, o Options) error {
 			}
 			continue
 		}
+		if !rundir.ValidID(claim.RunID) {
+			return fmt.Errorf("the server handed out a run id %q that is not one", claim.RunID)
+		}
+		if strings.HasPrefix(claim.Spec.Trainer, ExecPrefix) && !o.AllowExec {
+			o.logf("run %s: refusing trainer %s: this agent runs only the toolkit's trainers", claim.RunID, claim.Spec.Trainer)
+			_ = o.Client.PostResult(ctx, claim.RunID, agentproto.Result{ExitCode: events.ExitBadSpec,
+				Error: "this agent runs only the toolkit's trainers, not " + claim.Spec.Trainer})
+			if o.Once {
+				return nil
+			}
+			continue
+		}
 		if err := runJob(ctx, o, claim, host); err != nil {
 			o.logf("run %s: %v", claim.RunID, err)
 			if o.Once {
@@ -106,6 +123,7 @@ type job struct {
 	proc   *trainer.Process
 	// predictions is the result event's predictions_file.
 	predictions string
+	postMu      sync.Mutex
 }
 
 func runJob(ctx context.Context, o Options, claim *agentproto.Claim, host string) error {
@@ -150,23 +168,24 @@ func runJob(ctx context.Context, o Options, claim *agentproto.Claim, host string
 		return report(ctx, o, claim, -1, "", err)
 	}
 	code, errText := j.train(ctx, spec, specPath, env)
-	stop()
+	// The trainer's last events go first; the posts go on during the
+	// upload, so a large predictions file does not look like a silent agent.
+	j.post(ctx)
 	pred := filepath.Join(spec.Workdir, "predictions.jsonl")
 	j.mu.Lock()
 	if f := j.predictions; f != "" {
-		// As the local backend does: relative to workdir, never outside it.
-		p := filepath.Join(spec.Workdir, filepath.Clean("/"+f))
-		if filepath.IsAbs(f) {
-			p = filepath.Clean(f)
-		}
-		pred = p
+		// Relative to workdir, as the local backend has it, and never
+		// outside it, whatever the trainer says.
+		pred = filepath.Join(spec.Workdir, filepath.Clean("/"+strings.TrimPrefix(f, spec.Workdir)))
 	}
 	j.mu.Unlock()
 	if _, err := os.Stat(pred); err == nil {
 		if err := o.Client.UploadPredictions(ctx, claim.RunID, pred); err != nil {
+			stop()
 			return report(ctx, o, claim, code, artifactURI(host, spec.Workdir), fmt.Errorf("uploading the predictions: %w", err))
 		}
 	}
+	stop()
 	if !o.Keep {
 		os.RemoveAll(bdir)
 	}
@@ -237,6 +256,9 @@ func (j *job) startPosting(ctx context.Context) func() {
 }
 
 func (j *job) post(ctx context.Context) {
+	// One post at a time, so events reach the server in their order.
+	j.postMu.Lock()
+	defer j.postMu.Unlock()
 	j.mu.Lock()
 	evs, raw := j.queue, j.raw
 	j.queue, j.raw = nil, nil

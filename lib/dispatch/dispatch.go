@@ -217,6 +217,10 @@ type dispatcher struct {
 	cancelled bool
 	timedOut  bool
 	startedAt time.Time
+	// finished is set when the run's end is being written: events that
+	// still arrive (a remote agent's last posts) are dropped, so nothing
+	// changes the record after exit_code.
+	finished bool
 }
 
 func (d *dispatcher) logf(format string, args ...any) { d.run.Logf(format, args...) }
@@ -231,6 +235,9 @@ func (d *dispatcher) step(s string) { d.set(func(r *rundir.Record) { r.Step = s 
 
 // finish ends the run: the record, the store, then exit_code, last.
 func (d *dispatcher) finish(state, msg, code string) int {
+	d.mu.Lock()
+	d.finished = true
+	d.mu.Unlock()
 	exit := ExitFailed
 	switch state {
 	case rundir.StateSuccess:
@@ -303,6 +310,34 @@ func (d *dispatcher) execute(ctx context.Context) int {
 
 	started := time.Now().UTC()
 	d.startedAt = started
+	// The steps before and after the training process (connecting, copying
+	// code, installing packages, copying the model back) run under the
+	// run's own limits too: a cancel or max_wall_seconds stops them.
+	rctx, rstop := context.WithCancel(ctx)
+	defer rstop()
+	if w := d.cfg.Training.MaxWallSeconds; w > 0 {
+		var dstop context.CancelFunc
+		rctx, dstop = context.WithDeadline(rctx, started.Add(time.Duration(w)*time.Second))
+		defer dstop()
+	}
+	go func() {
+		select {
+		case <-cancelCh:
+			rstop()
+		case <-rctx.Done():
+		}
+	}()
+	// stepFailed ends the run when a step outside the wait failed: as
+	// cancelled or over the limit when that is what stopped it.
+	stepFailed := func(err error, code string) int {
+		switch {
+		case isClosed(cancelCh):
+			return d.finish(rundir.StateCancelled, msgCancel, events.CodeCancelled)
+		case errors.Is(rctx.Err(), context.DeadlineExceeded):
+			return d.finish(rundir.StateError, fmt.Sprintf(msgWall, d.cfg.Training.MaxWallSeconds), "timeout")
+		}
+		return d.finish(rundir.StateError, err.Error(), code)
+	}
 	d.set(func(r *rundir.Record) {
 		r.State = rundir.StateBuilding
 		r.StartedAt = &started
@@ -345,15 +380,17 @@ func (d *dispatcher) execute(ctx context.Context) int {
 	job.Event = func(e events.Event) { d.onEvent(job, e) }
 
 	d.set(func(r *rundir.Record) { r.State = rundir.StateDispatching; r.Step = "starting the training process" })
-	if err := be.Prepare(ctx, job); err != nil {
-		return d.finish(rundir.StateError, err.Error(), "")
+	if err := be.Prepare(rctx, job); err != nil {
+		return stepFailed(err, "")
 	}
 	d.set(func(r *rundir.Record) { r.Device = job.Spec.Limits.Device })
 	if err := job.Spec.Write(job.SpecPath); err != nil {
 		return d.finish(rundir.StateError, err.Error(), "")
 	}
+	// Start's context lives as long as the process it starts: the wait
+	// below stops that gracefully (SIGTERM, then SIGKILL after grace).
 	if err := be.Start(ctx, job); err != nil {
-		return d.finish(rundir.StateError, err.Error(), "")
+		return stepFailed(err, "")
 	}
 	// The backend's own step line ("waiting for the agent on HOST") stays
 	// until the trainer reports one.
@@ -422,8 +459,8 @@ wait:
 		d.logf("warning: the training process sent a result but exited with %s", describeOutcome(outcome))
 	}
 	d.set(func(r *rundir.Record) { r.State = rundir.StateFetching; r.Step = "collecting the predictions" })
-	if err := be.Collect(ctx, job); err != nil {
-		return d.finish(rundir.StateError, "collecting the results: "+err.Error(), "")
+	if err := be.Collect(rctx, job); err != nil {
+		return stepFailed(fmt.Errorf("collecting the results: %w", err), "")
 	}
 	uri := job.ArtifactURI
 	if uri == "" {
@@ -464,6 +501,9 @@ func isClosed(ch <-chan struct{}) bool {
 func (d *dispatcher) onEvent(job *backend.Job, e events.Event) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.finished {
+		return
+	}
 	if _, err := d.events.Write(e.Line()); err != nil {
 		d.logf("cannot append to events.jsonl: %v", err)
 	}

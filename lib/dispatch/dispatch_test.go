@@ -2,6 +2,7 @@ package dispatch_test
 
 import (
 	"bufio"
+	"context"
 	"database/sql"
 	"encoding/json"
 	"os"
@@ -18,6 +19,10 @@ import (
 	"potato-training/internal/fakebin"
 	"potato-training/internal/testcli"
 	"potato-training/internal/testproject"
+	"potato-training/lib/backend"
+	"potato-training/lib/backend/local"
+	"potato-training/lib/config"
+	"potato-training/lib/dispatch"
 	"potato-training/lib/rundir"
 )
 
@@ -401,5 +406,93 @@ sleep 30`)
 	}
 	if info := read(t, dir, id); info.State != rundir.StateCancelled {
 		t.Errorf("state %s", info.State)
+	}
+}
+
+// The fault: the trainer leaves a daemon (another session) holding its
+// standard output. Expected: the wall limit still ends the run, the
+// daemon's open pipe does not hold it.
+func TestDaemonHoldingStdoutDoesNotHoldTheRun(t *testing.T) {
+	dir, cfg := project(t, 40, 30, "  max_wall_seconds: 1\n")
+	id := startDetached(t, cfg, trainer(t, dir, `setsid sleep 300 &
+echo $! > `+dir+`/daemon
+sleep 30`))
+	waitFor(t, "the end", func() bool { return read(t, dir, id).Finished })
+	if info := read(t, dir, id); info.Error != "the run did not finish within max_wall_seconds (1 s)" {
+		t.Errorf("error %q", info.Error)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "daemon")); err == nil {
+		if pid, _ := strconv.Atoi(strings.TrimSpace(string(b))); pid > 0 {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// The fault: a member of the trainer's group ignores SIGTERM while the
+// trainer itself exits on it. Expected: once the run is over, the group's
+// survivors are killed.
+func TestCancelKillsTheWholeGroup(t *testing.T) {
+	dir, cfg := project(t, 40, 30, "")
+	tr := trainer(t, dir, `sh -c 'trap "" TERM; echo $$ > `+dir+`/worker; while :; do sleep 0.2; done' &
+echo '{"v":1,"event":"status","state":"fitting","step":"with a worker"}'
+wait`)
+	id := startDetached(t, cfg, tr)
+	waitFor(t, "running", func() bool { return read(t, dir, id).Step == "with a worker" })
+	run(t, "cancel", cfg, id)
+	waitFor(t, "the end", func() bool { return read(t, dir, id).Finished })
+	b, _ := os.ReadFile(filepath.Join(dir, "worker"))
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	if pid == 0 {
+		t.Fatal("the worker did not start")
+	}
+	waitFor(t, "the worker to be killed", func() bool { return syscall.Kill(pid, 0) != nil })
+}
+
+// slowPrepare stands in for a backend whose preparation hangs (a probe
+// that never answers): a fault hard to cause for real.
+type slowPrepare struct{ backend.Backend }
+
+func (slowPrepare) Prepare(ctx context.Context, job *backend.Job) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func TestLimitsApplyWhilePreparing(t *testing.T) {
+	for _, c := range []struct {
+		name, extra, state, err string
+		cancel                  bool
+	}{
+		{"wall", "  max_wall_seconds: 1\n", rundir.StateError, "the run did not finish within max_wall_seconds (1 s)", false},
+		{"cancel", "", rundir.StateCancelled, "cancelled", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir, cfg := project(t, 40, 30, c.extra)
+			ids := make(chan string, 1)
+			done := make(chan int, 1)
+			go func() {
+				code, err := dispatch.Run(context.Background(), dispatch.Options{ConfigPath: cfg, Trainer: "tfidf-logreg",
+					Schemas: []string{"sentiment"}, Started: func(id string) { ids <- id },
+					NewBackend: func(*config.Backend) (backend.Backend, error) { return slowPrepare{local.New()}, nil }})
+				if err != nil {
+					t.Error(err)
+				}
+				done <- code
+			}()
+			id := <-ids
+			if c.cancel {
+				waitFor(t, "preparing", func() bool { return read(t, dir, id).State == rundir.StateDispatching })
+				if err := dispatch.Cancel(cfg, id); err != nil {
+					t.Fatal(err)
+				}
+			}
+			select {
+			case <-done:
+			case <-time.After(60 * time.Second):
+				t.Fatal("the run is still preparing")
+			}
+			if info := read(t, dir, id); info.State != c.state || info.Error != c.err {
+				t.Errorf("state %s error %q", info.State, info.Error)
+			}
+		})
 	}
 }

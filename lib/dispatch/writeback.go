@@ -110,9 +110,11 @@ func (d *dispatcher) record() {
 		row.NTrain, row.NVal, row.NTest = m.Stats.Splits["train"], m.Stats.Splits["val"], m.Stats.Splits["test"]
 		row.BundleDigest = m.Digest
 	}
+	d.mu.Lock()
 	if d.result != nil {
 		row.ModelVersion = d.result.ModelVersion
 	}
+	d.mu.Unlock()
 	store, err := writeback.OpenStore(StorePath(d.cfg))
 	if err != nil {
 		d.logf("cannot open %s: %v", StorePath(d.cfg), err)

@@ -19,8 +19,10 @@ import (
 // a cancel reaches everything it started.
 type Process struct {
 	cmd     *exec.Cmd
-	stdout  io.ReadCloser
+	pipe    *os.File // the read end of standard output
+	stdout  io.Reader
 	done    chan struct{}
+	exited  chan struct{}
 	waitErr error
 
 	mu       sync.Mutex
@@ -51,21 +53,45 @@ func Start(c Command) (*Process, error) {
 	// its parent, so a dispatch killed outright leaves no training
 	// process holding the machine after the queue is free.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	out, err := cmd.StdoutPipe()
+	// Our own pipe rather than StdoutPipe: the process is reaped when it
+	// exits, not when every holder of its standard output has closed it
+	// (a daemon it left behind may never do).
+	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
+	cmd.Stdout = w
+	err = cmd.Start()
+	w.Close()
+	if err != nil {
+		r.Close()
 		return nil, err
 	}
-	p := &Process{cmd: cmd, stdout: out, done: make(chan struct{})}
+	p := &Process{cmd: cmd, pipe: r, stdout: r, done: make(chan struct{}), exited: make(chan struct{})}
 	if c.RawStdout != nil {
-		p.stdout = struct {
-			io.Reader
-			io.Closer
-		}{io.TeeReader(out, c.RawStdout), out}
+		p.stdout = io.TeeReader(r, c.RawStdout)
 	}
+	go p.reap()
 	return p, nil
+}
+
+// drainTime is how long standard output is still read once the process
+// has exited, for what it wrote last.
+var drainTime = 2 * time.Second
+
+// reap waits for the process, then ends what is left of its group: the
+// group is the run's, and a survivor (a worker that ignores SIGTERM, a
+// daemon) must not hold the machine once the queue is free.
+func (p *Process) reap() {
+	p.waitErr = p.cmd.Wait()
+	_ = syscall.Kill(-p.PID(), syscall.SIGKILL)
+	p.mu.Lock()
+	if p.killTime != nil {
+		p.killTime.Stop()
+	}
+	p.mu.Unlock()
+	_ = p.pipe.SetReadDeadline(time.Now().Add(drainTime))
+	close(p.exited)
 }
 
 // PID is the process's id, also its process group's.
@@ -102,12 +128,8 @@ func (p *Process) Relay(onEvent func(events.Event), onLine func(string)) {
 			break
 		}
 	}
-	p.waitErr = p.cmd.Wait()
-	p.mu.Lock()
-	if p.killTime != nil {
-		p.killTime.Stop()
-	}
-	p.mu.Unlock()
+	<-p.exited
+	p.pipe.Close()
 	close(p.done)
 }
 
@@ -119,6 +141,11 @@ func (p *Process) Done() <-chan struct{} { return p.done }
 func (p *Process) Terminate(grace time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	select {
+	case <-p.exited:
+		return // reaped: its group has been killed already
+	default:
+	}
 	if p.termSent {
 		return
 	}
@@ -129,6 +156,11 @@ func (p *Process) Terminate(grace time.Duration) {
 
 // Kill sends SIGKILL to the process group.
 func (p *Process) Kill() {
+	select {
+	case <-p.exited:
+		return
+	default:
+	}
 	_ = syscall.Kill(-p.PID(), syscall.SIGKILL)
 }
 

@@ -424,8 +424,7 @@ func randHex(n int) string {
 // (SPEC S6, S9).
 func (s *Backend) Start(ctx context.Context, job *backend.Job) error {
 	s.token = randHex(32)
-	if t := os.Getenv("POTATO_TRAINING_TEST_TOKEN"); t != "" {
-		// A seam for the test that checks the token never shows.
+	if t := testToken(); t != "" {
 		s.token = t
 	}
 	s.tokenSum = sha256.Sum256([]byte(s.token))
