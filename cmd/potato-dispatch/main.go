@@ -72,11 +72,7 @@ func (c *runCmd) Run(ctx *cli.Context) error {
 		},
 	})
 	if err != nil {
-		var ue *dispatch.UsageError
-		if errors.As(err, &ue) {
-			return cli.Failf(cli.ExitUsage, "%v", err)
-		}
-		return cli.Failf(cli.ExitNo, "%v", err)
+		return exitError(err)
 	}
 	if !c.Detached {
 		summarize(ctx, c.Config, runID)
@@ -100,15 +96,7 @@ type cancelCmd struct {
 }
 
 func (c *cancelCmd) Run(ctx *cli.Context) error {
-	err := dispatch.Cancel(c.Config, c.RunID)
-	var ue *dispatch.UsageError
-	switch {
-	case errors.As(err, &ue):
-		return cli.Failf(cli.ExitUsage, "%v", err)
-	case err != nil:
-		return cli.Failf(cli.ExitNo, "%v", err)
-	}
-	return nil
+	return exitError(dispatch.Cancel(c.Config, c.RunID))
 }
 
 type statusCmd struct {
@@ -119,7 +107,12 @@ type statusCmd struct {
 }
 
 func (c *statusCmd) Run(ctx *cli.Context) error {
-	err := dispatch.Status(ctx.Stdout, dispatch.StatusOptions{ConfigPath: c.Config, RunID: c.RunID, JSON: c.JSON, LogLines: c.Lines})
+	return exitError(dispatch.Status(ctx.Stdout, dispatch.StatusOptions{ConfigPath: c.Config, RunID: c.RunID, JSON: c.JSON, LogLines: c.Lines}))
+}
+
+// exitError maps lib/dispatch's errors to exit statuses: 2 for a usage
+// error, 1 for anything else.
+func exitError(err error) error {
 	var ue *dispatch.UsageError
 	switch {
 	case errors.As(err, &ue):

@@ -119,3 +119,22 @@ func ExitCode(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Fatalf("%s exited with status %d, want %d", args[1], got, want)
 	}
 }
+
+// SSHD returns the state directory of the test sshd that scripts/test-sshd
+// starts ($POTATO_TEST_SSHD_DIR, else /tmp/potato-test-sshd). Without it
+// the test skips, except under CI, where .ci/run starts it and a missing
+// server fails the test.
+func SSHD(t testing.TB) string {
+	t.Helper()
+	dir := os.Getenv("POTATO_TEST_SSHD_DIR")
+	if dir == "" {
+		dir = "/tmp/potato-test-sshd"
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ssh_config")); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("the test sshd is not running (%v): .ci/run starts it with scripts/test-setup", err)
+		}
+		t.Skip("the test sshd is not running: start it with scripts/test-sshd")
+	}
+	return dir
+}

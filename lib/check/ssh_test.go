@@ -7,26 +7,17 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"potato-training/internal/fakebin"
+	"potato-training/internal/testcli"
 	"potato-training/lib/config"
 )
 
 func sshBackend(t *testing.T, host, python, gpus string) *config.Backend {
 	t.Helper()
-	dir := os.Getenv("POTATO_TEST_SSHD_DIR")
-	if dir == "" {
-		dir = "/tmp/potato-test-sshd"
-	}
-	if _, err := os.Stat(filepath.Join(dir, "ssh_config")); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("the test sshd is not running: %v", err)
-		}
-		t.Skip("the test sshd is not running: start it with scripts/test-sshd")
-	}
+	dir := testcli.SSHD(t)
 	fakes, _ := os.MkdirTemp("/tmp", "potato-check-test-")
 	os.Chmod(fakes, 0o755)
 	t.Cleanup(func() { os.RemoveAll(fakes) })

@@ -27,21 +27,7 @@ import (
 	"potato-training/lib/rundir"
 )
 
-// sshdDir is the state directory of the test sshd.
-func sshdDir(t *testing.T) string {
-	t.Helper()
-	dir := os.Getenv("POTATO_TEST_SSHD_DIR")
-	if dir == "" {
-		dir = "/tmp/potato-test-sshd"
-	}
-	if _, err := os.Stat(filepath.Join(dir, "ssh_config")); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("the test sshd is not running (%v): .ci/run starts it with scripts/test-sshd", err)
-		}
-		t.Skip("the test sshd is not running: start it with scripts/test-sshd")
-	}
-	return dir
-}
+func sshdDir(t *testing.T) string { return testcli.SSHD(t) }
 
 // shared makes a directory every user can read, for what the remote user
 // must reach: fake programs, trainers, the remote_dir.
