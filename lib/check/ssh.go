@@ -3,7 +3,6 @@ package check
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 
 	sshbackend "potato-training/lib/backend/ssh"
@@ -21,14 +20,7 @@ var pythonTrainers = []string{"hf-text-classification"}
 // packages the Python trainers lack there.
 func SSH(ctx context.Context, b *config.Backend) Report {
 	r := Report{Backend: b.Name, Type: b.Type, GPUs: []GPUInfo{}, Warnings: []string{}, Problems: []string{}}
-	dir, err := os.MkdirTemp("", "potato-check-")
-	if err != nil {
-		r.Summary = b.Label() + ": " + err.Error()
-		r.Problems = append(r.Problems, err.Error())
-		return r
-	}
-	defer os.RemoveAll(dir)
-	conn, err := sshx.Dial(ctx, sshx.TargetOf(b), dir)
+	conn, err := sshx.Dial(ctx, sshx.TargetOf(b), "")
 	if err != nil {
 		r.Summary = b.Label() + ": " + err.Error()
 		r.Problems = append(r.Problems, err.Error())

@@ -64,7 +64,6 @@ type Backend struct {
 	codeDir string // remote, a shell word
 	jobDir  string // remote, a shell word
 	jobPath string // the same directory as a path, for sshx
-	ctlDir  string // this machine's directory of the control socket
 	sock    string // the forwarded socket on the host
 	// keepJob is set once Collect decides the job directory stays on the
 	// host (keep_remote, a file over the limit, a stalled copy); else
@@ -124,14 +123,9 @@ func (s *Backend) Prepare(ctx context.Context, job *backend.Job) error {
 	s.job = job
 	host := s.b.Host
 	job.Step(fmt.Sprintf(stepConnect, host))
-	dir, err := os.MkdirTemp(runtimeDir(), "ssh-")
+	// sshx makes the control socket's private directory and removes it.
+	conn, err := sshx.Dial(ctx, sshx.TargetOf(s.b), "")
 	if err != nil {
-		return err
-	}
-	s.ctlDir = dir
-	conn, err := sshx.Dial(ctx, sshx.TargetOf(s.b), dir)
-	if err != nil {
-		os.RemoveAll(dir)
 		return err
 	}
 	s.conn = conn
@@ -200,15 +194,6 @@ func (s *Backend) makeVenv(ctx context.Context, job *backend.Job) error {
 func lastLine(b []byte) string {
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 	return lines[len(lines)-1]
-}
-
-func runtimeDir() string {
-	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
-		if st, err := os.Stat(d); err == nil && st.IsDir() {
-			return d
-		}
-	}
-	return os.TempDir()
 }
 
 // Probe runs the probe script on the host with the backend's env.
@@ -672,9 +657,6 @@ func (s *Backend) Close() {
 	}
 	if s.agentLog != nil {
 		s.agentLog.Close()
-	}
-	if s.ctlDir != "" {
-		os.RemoveAll(s.ctlDir)
 	}
 }
 
