@@ -7,7 +7,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"potato-training/lib/config"
@@ -112,7 +113,7 @@ func WriteText(w io.Writer, r Report) error {
 	if r.Device != nil && r.Type != config.TypeLocal {
 		fmt.Fprintf(&b, "  a run would get: %s\n", r.Device.Describe)
 	}
-	for _, t := range sortedKeys(r.Missing) {
+	for _, t := range slices.Sorted(maps.Keys(r.Missing)) {
 		fmt.Fprintf(&b, "  %s lacks: %s\n", t, strings.Join(r.Missing[t], " "))
 	}
 	for _, wn := range r.Warnings {
@@ -132,13 +133,4 @@ func WriteJSON(w io.Writer, r Report) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(r)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -7,8 +7,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -482,7 +484,7 @@ func describeOutcome(o backend.Outcome) string {
 
 func splitCounts(m bundle.Manifest) string {
 	var parts []string
-	for _, name := range sortedKeys(m.Stats.Splits) {
+	for _, name := range slices.Sorted(maps.Keys(m.Stats.Splits)) {
 		parts = append(parts, fmt.Sprintf("%s %d", name, m.Stats.Splits[name]))
 	}
 	return strings.Join(parts, ", ")

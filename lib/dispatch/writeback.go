@@ -2,9 +2,10 @@ package dispatch
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"time"
 
 	"potato-training/lib/bundle"
@@ -45,7 +46,7 @@ func (d *dispatcher) writeBack(m bundle.Manifest) error {
 			r.Heldout = &rundir.Heldout{Schema: heldoutSchema(m, scores), N: held.N, Accuracy: held.Accuracy, MacroF1: held.MacroF1}
 		}
 	})
-	for _, name := range sortedKeys(scores) {
+	for _, name := range slices.Sorted(maps.Keys(scores)) {
 		s := scores[name]
 		d.logf("held-out score of %s on %d test items: accuracy %.3f, macro-F1 %.3f", name, s.N, s.Accuracy, s.MacroF1)
 	}
@@ -124,13 +125,4 @@ func (d *dispatcher) record() {
 	if err := store.RecordRun(row); err != nil {
 		d.logf("cannot record the run in %s: %v", StorePath(d.cfg), err)
 	}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

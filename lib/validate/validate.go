@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"path"
 	"regexp"
 	"slices"
@@ -300,7 +301,7 @@ func (ch *checker) backend(b *config.Backend) {
 	nonNegative("min_free_gpu_mb", b.MinFreeGPUMB)
 	nonNegative("num_threads", b.NumThreads)
 	positive("max_artifact_mb", b.MaxArtifactMB)
-	for _, k := range sortedKeys(b.Env) {
+	for _, k := range slices.Sorted(maps.Keys(b.Env)) {
 		if !envNameRE.MatchString(k) {
 			ch.errorf(l("env"), p+".env", b.Name, "%s.env: %q is not an environment variable name", p, k)
 		}
@@ -349,15 +350,6 @@ func (ch *checker) backend(b *config.Backend) {
 			break
 		}
 	}
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // acknowledge splits warnings into those still standing and those an

@@ -111,7 +111,7 @@ func (s *Backend) envPrefix() string { return envPrefix(s.b) }
 
 func envPrefix(b *config.Backend) string {
 	var sb strings.Builder
-	for _, k := range sortedKeys(b.Env) {
+	for _, k := range slices.Sorted(maps.Keys(b.Env)) {
 		fmt.Fprintf(&sb, "export %s=%s; ", k, sshx.ShellQuote(b.Env[k]))
 	}
 	return sb.String()
@@ -749,8 +749,4 @@ func (s *Backend) Result(id string, res agentproto.Result) error {
 	}
 	close(s.resultCh)
 	return nil
-}
-
-func sortedKeys(m map[string]string) []string {
-	return slices.Sorted(maps.Keys(m))
 }
