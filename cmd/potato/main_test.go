@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
@@ -13,3 +14,5 @@ import (
 func TestScripts(t *testing.T) {
 	testscript.Run(t, testcli.Params(t, "testdata", true))
 }
+
+func TestMain(m *testing.M) { os.Exit(testcli.Main(m)) }

@@ -138,3 +138,13 @@ func SSHD(t testing.TB) string {
 	}
 	return dir
 }
+
+// Main runs a package's tests and then removes the binaries Binaries
+// built, so test runs leave nothing behind; use it as TestMain.
+func Main(m *testing.M) int {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	return code
+}

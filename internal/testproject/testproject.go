@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // T is the part of testing.TB these helpers use, so a benchmark program
@@ -86,5 +87,18 @@ func must(t T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// WaitFor polls cond until it holds. Its bound of 90 s is a guard against
+// a hang, never a speed target.
+func WaitFor(t T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out waiting for " + what)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

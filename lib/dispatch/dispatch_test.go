@@ -76,19 +76,6 @@ func read(t *testing.T, dir, id string) rundir.Info {
 	return info
 }
 
-// waitFor polls cond until it holds, failing after a generous bound: the
-// bound is a hang guard, not a speed target.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 func runLog(t *testing.T, dir, id string) string {
 	b, _ := os.ReadFile(filepath.Join(root(dir).RunDir(id), "run.log"))
 	return string(b)
@@ -156,7 +143,7 @@ echo "end $(basename "$PWD") $(date +%s%N)" >> `+dir+`/order
 		ids = append(ids, strings.TrimSpace(r.stdout))
 	}
 	for _, id := range ids {
-		waitFor(t, "run "+id, func() bool { return read(t, dir, id).Finished })
+		testproject.WaitFor(t, "run "+id, func() bool { return read(t, dir, id).Finished })
 	}
 	b, _ := os.ReadFile(filepath.Join(dir, "order"))
 	lines := strings.Fields(string(b))
@@ -195,11 +182,11 @@ func TestCancelKillsATrainerThatIgnoresTERM(t *testing.T) {
 echo '{"v":1,"event":"status","state":"fitting","step":"ignoring TERM"}'
 while :; do sleep 0.1; done`)
 	id := startDetached(t, cfg, tr)
-	waitFor(t, "running", func() bool { return read(t, dir, id).Step == "ignoring TERM" })
+	testproject.WaitFor(t, "running", func() bool { return read(t, dir, id).Step == "ignoring TERM" })
 	if r := run(t, "cancel", cfg, id); r.code != 0 {
 		t.Fatalf("cancel exit %d: %s", r.code, r.stderr)
 	}
-	waitFor(t, "the end", func() bool { return read(t, dir, id).Finished })
+	testproject.WaitFor(t, "the end", func() bool { return read(t, dir, id).Finished })
 	info := read(t, dir, id)
 	log := runLog(t, dir, id)
 	if info.State != rundir.StateCancelled || *info.ExitCode != 3 {
@@ -218,20 +205,20 @@ func TestCancelWhileQueued(t *testing.T) {
 	tr := trainer(t, dir, "sleep 30")
 	first := startDetached(t, cfg, tr)
 	second := startDetached(t, cfg, tr)
-	waitFor(t, "queued behind", func() bool { return strings.Contains(read(t, dir, second).Step, first) })
+	testproject.WaitFor(t, "queued behind", func() bool { return strings.Contains(read(t, dir, second).Step, first) })
 	run(t, "cancel", cfg, second)
-	waitFor(t, "second ends", func() bool { return read(t, dir, second).Finished })
+	testproject.WaitFor(t, "second ends", func() bool { return read(t, dir, second).Finished })
 	if info := read(t, dir, second); info.State != rundir.StateCancelled || info.StartedAt != nil {
 		t.Errorf("queued run: state %s started %v", info.State, info.StartedAt)
 	}
 	run(t, "cancel", cfg, first)
-	waitFor(t, "first ends", func() bool { return read(t, dir, first).Finished })
+	testproject.WaitFor(t, "first ends", func() bool { return read(t, dir, first).Finished })
 }
 
 func TestWallLimit(t *testing.T) {
 	dir, cfg := project(t, 40, 30, "  max_wall_seconds: 1\n")
 	id := startDetached(t, cfg, trainer(t, dir, "sleep 30"))
-	waitFor(t, "the end", func() bool { return read(t, dir, id).Finished })
+	testproject.WaitFor(t, "the end", func() bool { return read(t, dir, id).Finished })
 	info := read(t, dir, id)
 	if info.State != rundir.StateError || info.Error != "the run did not finish within max_wall_seconds (1 s)" {
 		t.Errorf("state %s error %q", info.State, info.Error)
@@ -289,13 +276,13 @@ echo '{"v":1,"event":"teleport"}'
 func TestStatusAfterDispatchIsKilled(t *testing.T) {
 	dir, cfg := project(t, 40, 30, "")
 	id := startDetached(t, cfg, trainer(t, dir, "sleep 30"))
-	waitFor(t, "running", func() bool { return read(t, dir, id).State == rundir.StateRunning })
+	testproject.WaitFor(t, "running", func() bool { return read(t, dir, id).State == rundir.StateRunning })
 	pid := read(t, dir, id).PID
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the dispatch to die", func() bool { return syscall.Kill(pid, 0) != nil })
-	waitFor(t, "the run to be reported gone", func() bool { return read(t, dir, id).Gone })
+	testproject.WaitFor(t, "the dispatch to die", func() bool { return syscall.Kill(pid, 0) != nil })
+	testproject.WaitFor(t, "the run to be reported gone", func() bool { return read(t, dir, id).Gone })
 	r := run(t, "status", cfg, id, "--json")
 	var rec rundir.Record
 	if err := json.Unmarshal([]byte(r.stdout), &rec); err != nil {
@@ -398,7 +385,7 @@ sleep 30`)
 	}
 	line, _ := bufio.NewReader(stdout).ReadString('\n')
 	id := strings.TrimSpace(line)
-	waitFor(t, "running", func() bool { return read(t, dir, id).Step == "sleeping" })
+	testproject.WaitFor(t, "running", func() bool { return read(t, dir, id).Step == "sleeping" })
 	cmd.Process.Signal(syscall.SIGINT)
 	err := cmd.Wait()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 3 {
@@ -417,7 +404,7 @@ func TestDaemonHoldingStdoutDoesNotHoldTheRun(t *testing.T) {
 	id := startDetached(t, cfg, trainer(t, dir, `setsid sleep 300 &
 echo $! > `+dir+`/daemon
 sleep 30`))
-	waitFor(t, "the end", func() bool { return read(t, dir, id).Finished })
+	testproject.WaitFor(t, "the end", func() bool { return read(t, dir, id).Finished })
 	if info := read(t, dir, id); info.Error != "the run did not finish within max_wall_seconds (1 s)" {
 		t.Errorf("error %q", info.Error)
 	}
@@ -437,15 +424,15 @@ func TestCancelKillsTheWholeGroup(t *testing.T) {
 echo '{"v":1,"event":"status","state":"fitting","step":"with a worker"}'
 wait`)
 	id := startDetached(t, cfg, tr)
-	waitFor(t, "running", func() bool { return read(t, dir, id).Step == "with a worker" })
+	testproject.WaitFor(t, "running", func() bool { return read(t, dir, id).Step == "with a worker" })
 	run(t, "cancel", cfg, id)
-	waitFor(t, "the end", func() bool { return read(t, dir, id).Finished })
+	testproject.WaitFor(t, "the end", func() bool { return read(t, dir, id).Finished })
 	b, _ := os.ReadFile(filepath.Join(dir, "worker"))
 	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 	if pid == 0 {
 		t.Fatal("the worker did not start")
 	}
-	waitFor(t, "the worker to be killed", func() bool { return syscall.Kill(pid, 0) != nil })
+	testproject.WaitFor(t, "the worker to be killed", func() bool { return syscall.Kill(pid, 0) != nil })
 }
 
 // slowPrepare stands in for a backend whose preparation hangs (a probe
@@ -480,7 +467,7 @@ func TestLimitsApplyWhilePreparing(t *testing.T) {
 			}()
 			id := <-ids
 			if c.cancel {
-				waitFor(t, "preparing", func() bool { return read(t, dir, id).State == rundir.StateDispatching })
+				testproject.WaitFor(t, "preparing", func() bool { return read(t, dir, id).State == rundir.StateDispatching })
 				if err := dispatch.Cancel(cfg, id); err != nil {
 					t.Fatal(err)
 				}
@@ -496,3 +483,5 @@ func TestLimitsApplyWhilePreparing(t *testing.T) {
 		})
 	}
 }
+
+func TestMain(m *testing.M) { os.Exit(testcli.Main(m)) }

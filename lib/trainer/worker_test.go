@@ -239,3 +239,5 @@ func TestWorkerSIGTERM(t *testing.T) {
 		}
 	}
 }
+
+func TestMain(m *testing.M) { os.Exit(testcli.Main(m)) }

@@ -19,7 +19,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"potato-training/internal/fakebin"
 	"potato-training/internal/testcli"
@@ -128,18 +127,6 @@ func (e *env) file(id, name string) string {
 	return string(b)
 }
 
-// waitFor polls cond; the bound is a hang guard, not a speed target.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 const twoGPUs = "0, GPU-aaaa, NVIDIA H200, 143771, 9000, 80, 9.0\n1, GPU-bbbb, NVIDIA H200, 143771, 120000, 5, 9.0\n"
 
 func TestRunEndToEndAndCodeReuse(t *testing.T) {
@@ -196,7 +183,7 @@ sleep 3
 		t.Fatal(err)
 	}
 	id := strings.TrimSpace(string(out))
-	waitFor(t, "the trainer", func() bool { return e.info(id).Step == "holding" })
+	testproject.WaitFor(t, "the trainer", func() bool { return e.info(id).Step == "holding" })
 	procs, _ := filepath.Glob("/proc/[0-9]*")
 	seen := 0
 	uid := remoteUID(t)
@@ -235,7 +222,7 @@ sleep 3
 	if err != nil || local.Mode().Perm() != 0o600 {
 		t.Errorf("local socket %s: %v", sock, err)
 	}
-	waitFor(t, "the end", func() bool { return e.info(id).Finished })
+	testproject.WaitFor(t, "the end", func() bool { return e.info(id).Finished })
 	for _, name := range []string{"run.log", "agent.log", "run.json", "events.jsonl", "spec.json"} {
 		if strings.Contains(e.file(id, name), token) {
 			t.Errorf("%s holds the token", name)
@@ -326,18 +313,18 @@ echo $$ > `+marker+`/pid
 echo '{"v":1,"event":"status","state":"fitting","step":"ignoring TERM"}'
 while :; do sleep 0.2; done`)
 	id := e.detach("--trainer", tr, "--schemas", "sentiment")
-	waitFor(t, "the trainer", func() bool { return e.info(id).Step == "ignoring TERM" })
+	testproject.WaitFor(t, "the trainer", func() bool { return e.info(id).Step == "ignoring TERM" })
 	c := e.dispatch("cancel", e.cfg, id)
 	if out, err := c.CombinedOutput(); err != nil {
 		t.Fatalf("cancel: %v %s", err, out)
 	}
-	waitFor(t, "the end", func() bool { return e.info(id).Finished })
+	testproject.WaitFor(t, "the end", func() bool { return e.info(id).Finished })
 	if info := e.info(id); info.State != rundir.StateCancelled {
 		t.Errorf("state %s: %s", info.State, info.Error)
 	}
 	pidb, _ := os.ReadFile(filepath.Join(marker, "pid"))
 	pid, _ := strconv.Atoi(strings.TrimSpace(string(pidb)))
-	waitFor(t, "the trainer to be killed", func() bool { return pid > 0 && syscall.Kill(pid, 0) != nil })
+	testproject.WaitFor(t, "the trainer to be killed", func() bool { return pid > 0 && syscall.Kill(pid, 0) != nil })
 }
 
 // The fault: the agent stops answering (SIGSTOP: a hung agent). Expected:
@@ -347,7 +334,7 @@ func TestSilentAgentFailsTheRun(t *testing.T) {
 	tr := testproject.Trainer(t, shared(t, 0o755), `echo '{"v":1,"event":"status","state":"fitting","step":"working"}'
 sleep 60`)
 	id := e.detach("--trainer", tr, "--schemas", "sentiment")
-	waitFor(t, "the trainer", func() bool { return e.info(id).Step == "working" })
+	testproject.WaitFor(t, "the trainer", func() bool { return e.info(id).Step == "working" })
 	out, _ := exec.Command("pgrep", "-u", "potatotest", "-f", "potato-agent --socket /tmp/potato-"+id).Output()
 	pids := strings.Fields(string(out))
 	if len(pids) == 0 {
@@ -358,7 +345,7 @@ sleep 60`)
 		syscall.Kill(pid, syscall.SIGSTOP)
 		defer syscall.Kill(pid, syscall.SIGKILL)
 	}
-	waitFor(t, "the end", func() bool { return e.info(id).Finished })
+	testproject.WaitFor(t, "the end", func() bool { return e.info(id).Finished })
 	info := e.info(id)
 	if info.State != rundir.StateError || info.Error != "No word from the agent on gpu for 4 seconds" {
 		t.Errorf("state %s error %q", info.State, info.Error)
@@ -378,7 +365,7 @@ func TestSSHSessionKilled(t *testing.T) {
 echo '{"v":1,"event":"status","state":"fitting","step":"working"}'
 sleep 60`)
 	id := e.detach("--trainer", tr, "--schemas", "sentiment")
-	waitFor(t, "the trainer", func() bool { return e.info(id).Step == "working" })
+	testproject.WaitFor(t, "the trainer", func() bool { return e.info(id).Step == "working" })
 	// The session is the ssh client whose command starts the agent.
 	out, _ := exec.Command("pgrep", "-u", "root", "-f", "ssh .*--socket /tmp/potato-"+id).Output()
 	if len(strings.Fields(string(out))) == 0 {
@@ -388,14 +375,14 @@ sleep 60`)
 		pid, _ := strconv.Atoi(p)
 		syscall.Kill(pid, syscall.SIGKILL)
 	}
-	waitFor(t, "the end", func() bool { return e.info(id).Finished })
+	testproject.WaitFor(t, "the end", func() bool { return e.info(id).Finished })
 	info := e.info(id)
 	if info.State != rundir.StateError || !strings.Contains(info.Error, "the ssh session to potato-test ended before the agent reported a result") {
 		t.Errorf("state %s error %q\n%s\n%s", info.State, info.Error, e.file(id, "run.log"), e.file(id, "agent.log"))
 	}
 	pidb, _ := os.ReadFile(filepath.Join(marker, "pid"))
 	pid, _ := strconv.Atoi(strings.TrimSpace(string(pidb)))
-	waitFor(t, "the orphaned trainer to be stopped", func() bool { return pid > 0 && syscall.Kill(pid, 0) != nil })
+	testproject.WaitFor(t, "the orphaned trainer to be stopped", func() bool { return pid > 0 && syscall.Kill(pid, 0) != nil })
 }
 
 // A model file over max_artifact_mb stays on the host and is named in the
@@ -545,3 +532,5 @@ func TestDefaultRemoteDir(t *testing.T) {
 		t.Errorf("the forwarded socket is left: %v", socks)
 	}
 }
+
+func TestMain(m *testing.M) { os.Exit(testcli.Main(m)) }
