@@ -171,13 +171,8 @@ func runJob(ctx context.Context, o Options, claim *agentproto.Claim, host string
 	// The trainer's last events go first; the posts go on during the
 	// upload, so a large predictions file does not look like a silent agent.
 	j.post(ctx)
-	pred := filepath.Join(spec.Workdir, "predictions.jsonl")
 	j.mu.Lock()
-	if f := j.predictions; f != "" {
-		// Relative to workdir, as the local backend has it, and never
-		// outside it, whatever the trainer says.
-		pred = filepath.Join(spec.Workdir, filepath.Clean("/"+strings.TrimPrefix(f, spec.Workdir)))
-	}
+	pred := trainer.PredictionsPath(spec.Workdir, j.predictions)
 	j.mu.Unlock()
 	if _, err := os.Stat(pred); err == nil {
 		if err := o.Client.UploadPredictions(ctx, claim.RunID, pred); err != nil {

@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 
 	"potato-training/lib/bundle"
 	"potato-training/lib/rundir"
@@ -63,6 +65,17 @@ func (s Spec) Write(path string) error {
 		return err
 	}
 	return rundir.WriteFileAtomic(path, append(b, '\n'), 0o644)
+}
+
+// PredictionsPath is where a result's predictions_file is: relative to
+// workdir, and never outside it, whatever the process wrote there (an
+// absolute path is taken as one under workdir). Every backend reads it
+// through this, so a result cannot name a file of the machine.
+func PredictionsPath(workdir, file string) string {
+	if file == "" {
+		file = "predictions.jsonl"
+	}
+	return filepath.Join(workdir, filepath.Clean("/"+strings.TrimPrefix(file, workdir)))
 }
 
 // Info describes a trainer.

@@ -241,3 +241,19 @@ func TestWorkerSIGTERM(t *testing.T) {
 }
 
 func TestMain(m *testing.M) { os.Exit(testcli.Main(m)) }
+
+func TestPredictionsPathStaysInWorkdir(t *testing.T) {
+	for in, want := range map[string]string{
+		"":                     "/w/predictions.jsonl",
+		"p.jsonl":              "/w/p.jsonl",
+		"sub/p.jsonl":          "/w/sub/p.jsonl",
+		"/w/p.jsonl":           "/w/p.jsonl",
+		"/etc/passwd":          "/w/etc/passwd",
+		"../../etc/passwd":     "/w/etc/passwd",
+		"sub/../../../x.jsonl": "/w/x.jsonl",
+	} {
+		if got := PredictionsPath("/w", in); got != want {
+			t.Errorf("PredictionsPath(/w, %q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -147,10 +147,7 @@ func (b *Backend) Collect(ctx context.Context, job *backend.Job) error {
 	if job.Result == nil || job.Result.PredictionsFile == "" {
 		return nil
 	}
-	src := job.Result.PredictionsFile
-	if !filepath.IsAbs(src) {
-		src = filepath.Join(job.Spec.Workdir, src)
-	}
+	src := trainer.PredictionsPath(job.Spec.Workdir, job.Result.PredictionsFile)
 	dst := job.Run.Path(rundir.PredictionsFile)
 	if src == dst {
 		return nil
