@@ -6,8 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
+	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -213,28 +216,19 @@ func Environ(numThreads int, extra ...string) []string {
 		set["OMP_NUM_THREADS"], set["MKL_NUM_THREADS"], set["OPENBLAS_NUM_THREADS"] = n, n, n
 	}
 	for _, kv := range extra {
-		for i := 0; i < len(kv); i++ {
-			if kv[i] == '=' {
-				set[kv[:i]] = kv[i+1:]
-				break
-			}
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			set[k] = v
 		}
 	}
 	out := env[:0:0]
 	for _, kv := range env {
-		name := kv
-		for i := 0; i < len(kv); i++ {
-			if kv[i] == '=' {
-				name = kv[:i]
-				break
-			}
-		}
+		name, _, _ := strings.Cut(kv, "=")
 		if _, over := set[name]; !over {
 			out = append(out, kv)
 		}
 	}
-	for k, v := range set {
-		out = append(out, k+"="+v)
+	for _, k := range slices.Sorted(maps.Keys(set)) {
+		out = append(out, k+"="+set[k])
 	}
 	return out
 }
