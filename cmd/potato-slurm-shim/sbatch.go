@@ -335,6 +335,14 @@ func submit(st *store, j *Job, script []byte, output, errput string, now time.Ti
 	j.StdErr = st.expandPath(j, errput)
 	j.State, j.Reason = statePending, "None"
 	j.SubmitTime, j.EligibleTime = now, now
+	// jobs/ takes the state directory's mode, so that when it is shared
+	// (the tests make it writable for the ssh user) every user can submit.
+	jobs := filepath.Join(st.dir, "jobs")
+	if err := os.Mkdir(jobs, 0o755); err == nil {
+		if fi, err := os.Stat(st.dir); err == nil {
+			os.Chmod(jobs, fi.Mode().Perm()|fi.Mode()&os.ModeSticky)
+		}
+	}
 	dir := st.jobDir(id)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return 0, err
