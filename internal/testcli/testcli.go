@@ -4,6 +4,8 @@
 package testcli
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +14,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
 )
@@ -137,6 +140,47 @@ func SSHD(t testing.TB) string {
 		t.Skip("the test sshd is not running: start it with scripts/test-sshd")
 	}
 	return dir
+}
+
+// SLURM returns the state directory of the single-node SLURM that
+// scripts/test-slurm starts ($POTATO_TEST_SLURM_DIR, else
+// /tmp/potato-test-slurm) once its slurm.conf exists and scontrol ping
+// says UP. Clients find that cluster with SLURM_CONF=DIR/slurm.conf; the
+// node is named in DIR/node. Without it the test skips, except under CI,
+// where .ci/run starts it and a missing scheduler fails the test.
+func SLURM(t testing.TB) string {
+	t.Helper()
+	dir := os.Getenv("POTATO_TEST_SLURM_DIR")
+	if dir == "" {
+		dir = "/tmp/potato-test-slurm"
+	}
+	conf := filepath.Join(dir, "slurm.conf")
+	err := slurmUp(conf)
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("the test SLURM is not running (%v): .ci/run starts it with scripts/test-setup", err)
+		}
+		t.Skipf("the test SLURM is not running (%v): start it with scripts/test-slurm", err)
+	}
+	return dir
+}
+
+func slurmUp(conf string) error {
+	if _, err := os.Stat(conf); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "scontrol", "ping")
+	cmd.Env = append(os.Environ(), "SLURM_CONF="+conf)
+	out, err := cmd.CombinedOutput()
+	if !bytes.Contains(out, []byte(" is UP")) {
+		if err == nil {
+			err = errors.New("not UP")
+		}
+		return fmt.Errorf("scontrol ping: %v: %s", err, bytes.TrimSpace(out))
+	}
+	return nil
 }
 
 // Main runs a package's tests and then removes the binaries Binaries
