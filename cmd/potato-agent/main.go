@@ -147,6 +147,7 @@ type command struct {
 	Agent   agentCmd         `cmd:"" default:"withargs" help:"Claim jobs from the server and run them (the default)."`
 	Worker  workerCmd        `cmd:"" help:"Run a built-in trainer for a spec.json, writing v1 events on standard output."`
 	Exec    execCmd          `cmd:"" hidden:"" help:"Run a program under an address-space limit."`
+	Send    sendCmd          `cmd:"" name:"send-tree" hidden:"" help:"Write a directory's regular files as a tar stream on standard output (the ssh backend's copy back)."`
 	Version kong.VersionFlag `help:"Print the version and exit."`
 }
 

@@ -115,6 +115,14 @@ type extractor struct {
 	total int64
 	seen  map[string]entryKind // cleaned name -> what this call made there
 	links []string             // symlinks, in archive order
+
+	// For UnpackStream: files and directories only, each file written
+	// under a temporary name and renamed once whole, progress reported.
+	stream   bool
+	maxFile  int64 // the largest file allowed
+	progress func(written int64)
+	direct   func(name string, size int64, f *os.File) error
+	buf      []byte
 }
 
 func (x *extractor) entry(hdr *tar.Header, r io.Reader) error {
@@ -124,7 +132,11 @@ func (x *extractor) entry(hdr *tar.Header, r io.Reader) error {
 		return err
 	}
 	switch hdr.Typeflag {
-	case tar.TypeReg, tar.TypeDir, tar.TypeSymlink, tar.TypeLink:
+	case tar.TypeReg, tar.TypeDir:
+	case tar.TypeSymlink, tar.TypeLink:
+		if x.stream {
+			return unsafe(raw, "links are not allowed in a copied tree")
+		}
 	case tar.TypeChar:
 		return unsafe(raw, "character device entries are not allowed")
 	case tar.TypeBlock:
@@ -153,7 +165,11 @@ func (x *extractor) entry(hdr *tar.Header, r io.Reader) error {
 
 	switch hdr.Typeflag {
 	case tar.TypeDir:
-		if err := x.root.Mkdir(name, 0o755); err != nil {
+		mkdir := x.root.Mkdir
+		if x.stream { // the directory may be there from an earlier copy
+			mkdir = x.root.MkdirAll
+		}
+		if err := mkdir(name, 0o755); err != nil {
 			return fmt.Errorf("bundle entry %q: %w", raw, err)
 		}
 		x.seen[name] = kindDir
@@ -202,6 +218,9 @@ func (x *extractor) file(hdr *tar.Header, name string, r io.Reader) error {
 	}
 	if hdr.Size > x.limit {
 		return unsafe(raw, "size %d bytes exceeds the limit of %d bytes", hdr.Size, x.limit)
+	}
+	if x.stream {
+		return x.streamFile(hdr, name, r)
 	}
 	// O_EXCL: never open a name that is already there, a symlink included.
 	f, err := x.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)

@@ -13,9 +13,11 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -408,28 +410,68 @@ func TestUpload(t *testing.T) {
 	}
 }
 
-func TestRsyncFrom(t *testing.T) {
-	t.Parallel()
-	// A control directory with a space and a quote checks the quoting of
-	// rsync's -e.
-	ctlDir, err := os.MkdirTemp("/tmp", "sshx it's ")
-	if err != nil {
-		t.Fatal(err)
+var (
+	agentOnce sync.Once
+	agentPath string
+	agentErr  error
+)
+
+// remoteAgent builds the real potato-agent, the far side of Fetch, into a
+// directory the remote user can read.
+func remoteAgent(t *testing.T) string {
+	t.Helper()
+	agentOnce.Do(func() {
+		dir, err := os.MkdirTemp("/tmp", "potato-sshx-agent-")
+		if err != nil {
+			agentErr = err
+			return
+		}
+		os.Chmod(dir, 0o755)
+		agentPath = filepath.Join(dir, "potato-agent")
+		out, err := exec.Command("go", "build", "-o", agentPath, "potato-training/cmd/potato-agent").CombinedOutput()
+		if err != nil {
+			agentErr = fmt.Errorf("go build potato-agent: %v\n%s", err, out)
+		}
+	})
+	if agentErr != nil {
+		t.Fatal(agentErr)
 	}
-	t.Cleanup(func() { os.RemoveAll(ctlDir) }) // after Close, which runs first
-	c := dial(t, testTarget(t), ctlDir)
-	if !strings.HasPrefix(c.ControlPath(), ctlDir) {
-		t.Fatalf("control path %q is not in %q", c.ControlPath(), ctlDir)
+	return agentPath
+}
+
+// sshProcsWith counts this machine's ssh clients whose command line holds
+// s; on loopback the remote user's processes hold it too, and are left out.
+func sshProcsWith(t *testing.T, s string) int {
+	t.Helper()
+	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	n := 0
+	for _, f := range cmdlines {
+		b, err := os.ReadFile(f)
+		if err == nil && bytes.HasPrefix(b, []byte("ssh\x00")) && bytes.Contains(b, []byte(s)) {
+			n++
+		}
 	}
+	return n
+}
+
+// Not parallel: it lowers directMin, so the 1.5 MB file goes on a session
+// of its own, straight into its local file.
+func TestFetch(t *testing.T) {
+	defer func(d int64) { directMin = d }(directMin)
+	directMin = 1 << 20
+	agent := ShellQuote(remoteAgent(t))
+	c := dial(t, testTarget(t), "")
 	rd := remoteDir(t, c)
 	q := ShellQuote(rd)
-	run(t, c, "cd "+q+" && mkdir 'sub dir' && head -c 1500000 /dev/urandom > a.bin && printf hi > \"sub dir/it's.txt\""+
-		" && head -c 2200000 /dev/urandom > 'big file.bin'")
+	run(t, c, "cd "+q+" && mkdir -p 'sub dir/deep' && head -c 1500000 /dev/urandom > a.bin && printf hi > \"sub dir/it's.txt\""+
+		" && head -c 500000 /dev/urandom > 'sub dir/deep/c.bin' && head -c 2200000 /dev/urandom > 'big file.bin'"+
+		" && ln -s /etc/passwd link && mkfifo fifo")
 	a := run(t, c, "cat "+ShellQuote(rd+"/a.bin"))
+	cb := run(t, c, "cat "+ShellQuote(rd+"/sub dir/deep/c.bin"))
 
 	local := filepath.Join(t.TempDir(), "art ifacts")
 	var calls [][2]int64
-	err = c.RsyncFrom(guard(t), rd, local, RsyncOptions{
+	err := c.Fetch(guard(t), agent, "~/"+rd, local, FetchOptions{
 		MaxSizeMB:    2,
 		StallTimeout: 20 * time.Second,
 		Progress:     func(done, total int64) { calls = append(calls, [2]int64{done, total}) },
@@ -437,7 +479,7 @@ func TestRsyncFrom(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const want = 1500000 + 2
+	const want = 1500000 + 2 + 500000
 	if len(calls) == 0 {
 		t.Fatal("no progress reported")
 	}
@@ -453,11 +495,19 @@ func TestRsyncFrom(t *testing.T) {
 	if got, err := os.ReadFile(filepath.Join(local, "a.bin")); err != nil || !bytes.Equal(got, []byte(a)) {
 		t.Errorf("a.bin: %d bytes, %v; want the remote file", len(got), err)
 	}
+	if got, err := os.ReadFile(filepath.Join(local, "sub dir", "deep", "c.bin")); err != nil || !bytes.Equal(got, []byte(cb)) {
+		t.Errorf("sub dir/deep/c.bin: %d bytes, %v; want the remote file", len(got), err)
+	}
 	if got, err := os.ReadFile(filepath.Join(local, "sub dir", "it's.txt")); err != nil || string(got) != "hi" {
 		t.Errorf("sub dir/it's.txt: %q, %v", got, err)
 	}
-	if _, err := os.Stat(filepath.Join(local, "big file.bin")); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("big file.bin, over MaxSizeMB, was copied: %v", err)
+	for _, n := range []string{"big file.bin", "link", "fifo"} {
+		if _, err := os.Lstat(filepath.Join(local, n)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s was copied: %v", n, err)
+		}
+	}
+	if ents, _ := os.ReadDir(local); len(ents) != 2 {
+		t.Errorf("local directory holds %d entries, want a.bin and sub dir", len(ents))
 	}
 
 	large, err := c.ListLarge(guard(t), "~/"+rd, 2)
@@ -471,44 +521,66 @@ func TestRsyncFrom(t *testing.T) {
 		t.Errorf("ListLarge over 3 MB = %q, %v; want none", large, err)
 	}
 
-	err = c.RsyncFrom(guard(t), rd+"/missing", t.TempDir(), RsyncOptions{})
-	if err == nil || !strings.Contains(err.Error(), "No such file or directory") {
-		t.Errorf("rsync of a missing directory: %v", err)
-	}
-	var ce *ConnError
-	if errors.As(err, &ce) {
-		t.Errorf("a missing remote directory is not ssh's failure: %v", err)
+	err = c.Fetch(guard(t), agent, rd+"/missing", t.TempDir(), FetchOptions{})
+	var re *RemoteError
+	if !errors.As(err, &re) || !strings.Contains(err.Error(), "no such file or directory") {
+		t.Errorf("fetch of a missing directory: %v, want a *RemoteError naming the missing directory", err)
 	}
 }
 
-// TestRsyncStall: the remote rsync is started as "sleep 6; rsync", so the
-// copy sends nothing at all for 6 s; the watchdog, at 2 s, must stop it with
-// SPEC F7's message and leave no local rsync behind.
-func TestRsyncStall(t *testing.T) {
-	t.Parallel()
+// TestFetchStall: two faults hard to cause for real on loopback, made
+// with a wrapper around the remote agent that sends nothing for 6 s,
+// either before the tar stream or before a file sent apart. The
+// watchdog, at 2 s, must stop the copy with SPEC F7's message, leave no
+// ssh client of it behind, and leave no file that looks whole but is not.
+// Not parallel: it lowers directMin.
+func TestFetchStall(t *testing.T) {
+	defer func(d int64) { directMin = d }(directMin)
+	directMin = 1 << 20
+	agent := remoteAgent(t)
 	c := dial(t, testTarget(t), "")
 	rd := remoteDir(t, c)
-	run(t, c, "printf data > "+ShellQuote(rd+"/model.bin"))
-	local := filepath.Join(t.TempDir(), "stalled")
-	err := c.RsyncFrom(guard(t), rd, local, RsyncOptions{
-		StallTimeout: 2 * time.Second,
-		RsyncPath:    "sleep 6; rsync",
-		Progress:     func(done, total int64) {},
-	})
-	var se *StallError
-	if !errors.As(err, &se) {
-		t.Fatalf("RsyncFrom: %v (%T), want a *StallError", err, err)
-	}
-	if got, want := err.Error(), "The copy from potato-test sent nothing for 2 s"; got != want {
-		t.Errorf("got %q, want %q", got, want)
-	}
-	if n := procsWith(t, local); n != 0 {
-		t.Errorf("%d processes of the stopped copy are left", n)
-	}
-	if _, err := os.Stat(filepath.Join(local, "model.bin")); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("model.bin arrived after all: %v", err)
-	}
-	if got := run(t, c, "echo up"); got != "up\n" {
-		t.Errorf("master after the stopped copy: %q", got)
+	run(t, c, "cd "+ShellQuote(rd)+" && printf data > a.txt && head -c 1500000 /dev/zero > model.bin")
+	wrapper := filepath.Join(filepath.Dir(agent), "slow-"+randomHex(4))
+	os.WriteFile(wrapper, []byte("#!/bin/sh\ncase \" $* \" in *\" --file \"*) sleep 6 ;; esac\nexec "+agent+" \"$@\"\n"), 0o755)
+	for _, tc := range []struct {
+		name, prefix, agent string
+		whole               []string // the files that arrive before the stall
+	}{
+		{"before the stream", "sleep 6; ", ShellQuote(agent), nil},
+		{"before a file sent apart", "", ShellQuote(wrapper), []string{"a.txt"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			local := filepath.Join(t.TempDir(), "stalled")
+			marker := "potato-stall-" + randomHex(4)
+			err := c.Fetch(guard(t), tc.agent, rd, local, FetchOptions{
+				StallTimeout: 2 * time.Second,
+				Prefix:       ": " + marker + "; " + tc.prefix,
+				Progress:     func(done, total int64) {},
+			})
+			var se *StallError
+			if !errors.As(err, &se) {
+				t.Fatalf("Fetch: %v (%T), want a *StallError", err, err)
+			}
+			if got, want := err.Error(), "The copy from potato-test sent nothing for 2 s"; got != want {
+				t.Errorf("got %q, want %q", got, want)
+			}
+			if n := sshProcsWith(t, marker); n != 0 {
+				t.Errorf("%d ssh clients of the stopped copy are left", n)
+			}
+			var names []string
+			filepath.WalkDir(local, func(p string, d os.DirEntry, err error) error {
+				if err == nil && !d.IsDir() {
+					names = append(names, d.Name())
+				}
+				return nil
+			})
+			if !reflect.DeepEqual(names, tc.whole) {
+				t.Errorf("local files %q, want %q", names, tc.whole)
+			}
+			if got := run(t, c, "echo up"); got != "up\n" {
+				t.Errorf("master after the stopped copy: %q", got)
+			}
+		})
 	}
 }

@@ -1,4 +1,5 @@
-// Package sshx builds the ssh and rsync command lines of a backend and translates ssh's failures.
+// Package sshx builds the ssh command lines of a backend, copies files
+// back over its connection and translates ssh's failures.
 //
 // A run opens one Conn, an ssh ControlMaster, and every step of the run (the
 // probe, the code copy, the agent, the artifacts' copy back) goes through it,
@@ -138,18 +139,6 @@ func isShellSafe(r rune) bool {
 		return true
 	}
 	return strings.ContainsRune("_@%+:,./-", r)
-}
-
-// rsyncQuote quotes s as one word of rsync's -e string, which rsync splits
-// at spaces itself (no shell); inside single quotes a doubled quote stands
-// for one:
-//
-//	it's here  ->  'it''s here'
-func rsyncQuote(s string) string {
-	if s != "" && !strings.ContainsAny(s, " '\"") {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
 }
 
 // homeRelative makes a remote path usable in quotes: a remote command starts

@@ -132,21 +132,6 @@ func TestShellQuoteRoundTrip(t *testing.T) {
 	}
 }
 
-func TestRsyncQuote(t *testing.T) {
-	for _, tc := range []struct{ in, want string }{
-		{"-S", "-S"},
-		{"/tmp/potato-ssh-1/abc", "/tmp/potato-ssh-1/abc"},
-		{"/tmp/my dir/abc", "'/tmp/my dir/abc'"},
-		{"it's", "'it''s'"},
-		{`say "hi"`, `'say "hi"'`},
-		{"", "''"},
-	} {
-		if got := rsyncQuote(tc.in); got != tc.want {
-			t.Errorf("rsyncQuote(%q) = %s, want %s", tc.in, got, tc.want)
-		}
-	}
-}
-
 func TestHomeRelative(t *testing.T) {
 	for in, want := range map[string]string{
 		"~": ".", "~/": ".", "~/.cache/potato-training": ".cache/potato-training",

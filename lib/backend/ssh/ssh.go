@@ -575,9 +575,10 @@ func (s *Backend) Collect(ctx context.Context, job *backend.Job) error {
 		stall = time.Duration(v) * time.Second
 	}
 	last := time.Time{}
-	err = s.conn.RsyncFrom(ctx, remoteArtifacts, job.Run.Path(rundir.ArtifactsDir), sshx.RsyncOptions{
-		// The backend's env (PATH above all) applies to the remote rsync too.
-		RsyncPath:    s.envPrefix() + "rsync",
+	// The agent that ran the job writes the files as a tar stream on the
+	// connection; the backend's env applies to it as to the agent.
+	err = s.conn.Fetch(ctx, s.codeDir+"/potato-agent", remoteArtifacts, job.Run.Path(rundir.ArtifactsDir), sshx.FetchOptions{
+		Prefix:       s.envPrefix() + testFetchWrapper(),
 		MaxSizeMB:    s.b.MaxArtifactMB,
 		StallTimeout: stall,
 		Progress: func(done, total int64) {

@@ -386,56 +386,81 @@ sleep 60`)
 }
 
 // A model file over max_artifact_mb stays on the host and is named in the
-// run log; the small one comes back; the job directory is kept.
+// run log; the small one and the one over 16 MiB, which comes on a session
+// of its own, come back whole; the job directory is kept.
 func TestArtifactOverTheLimit(t *testing.T) {
-	e := setup(t, "", "      max_artifact_mb: 1\n", "")
-	tr := testproject.Trainer(t, shared(t, 0o755), `mkdir -p artifacts
-head -c 2500000 /dev/zero > artifacts/big.bin
+	e := setup(t, "", "      max_artifact_mb: 20\n", "")
+	tr := testproject.Trainer(t, shared(t, 0o755), `mkdir -p artifacts/sub
+head -c 22000000 /dev/zero > artifacts/big.bin
+head -c 17000000 /dev/urandom > artifacts/sub/direct.bin
 echo small > artifacts/small.txt
 `+testproject.ResultLines)
 	r := e.run("--trainer", tr, "--schemas", "sentiment")
 	log := e.file(r.id, "run.log")
-	if r.code != 0 || !strings.Contains(log, "big.bin is over max_artifact_mb (1 MB): it stays on potato-test") {
+	if r.code != 0 || !strings.Contains(log, "big.bin is over max_artifact_mb (20 MB): it stays on potato-test") {
 		t.Errorf("exit %d:\n%s", r.code, log)
 	}
 	art := filepath.Join(e.root().RunDir(r.id), "artifacts")
-	if _, err := os.Stat(filepath.Join(art, "small.txt")); err != nil {
-		t.Errorf("small.txt did not come back: %v", err)
+	if b, err := os.ReadFile(filepath.Join(art, "small.txt")); err != nil || string(b) != "small\n" {
+		t.Errorf("small.txt did not come back: %q %v", b, err)
+	}
+	got, err := os.ReadFile(filepath.Join(art, "sub", "direct.bin"))
+	want, _ := os.ReadFile(filepath.Join(e.remoteDir, "jobs", r.id, "artifacts", "sub", "direct.bin"))
+	if err != nil || len(want) != 17000000 || !bytes.Equal(got, want) {
+		t.Errorf("sub/direct.bin: %d bytes, %v; want the host's %d bytes", len(got), err, len(want))
 	}
 	if _, err := os.Stat(filepath.Join(art, "big.bin")); err == nil {
 		t.Errorf("big.bin came back")
 	}
-	if info := e.info(r.id); !strings.HasPrefix(info.ArtifactURI, "ssh://") {
-		t.Errorf("artifact_uri %q", info.ArtifactURI)
+	if info := e.info(r.id); !strings.HasPrefix(info.ArtifactURI, "ssh://") || info.Progress == nil ||
+		info.Progress.Phase != "fetch" || info.Progress.Current != 17000006 || info.Progress.Total != 17000006 {
+		t.Errorf("artifact_uri %q, progress %+v", info.ArtifactURI, info.Progress)
 	}
 	if _, err := os.Stat(filepath.Join(e.remoteDir, "jobs", r.id, "artifacts", "big.bin")); err != nil {
 		t.Errorf("big.bin is not on the host: %v", err)
 	}
 }
 
-// A stalled copy (F7): the remote rsync is a wrapper that sends nothing
-// for 30 s before it starts the real one, a fault hard to cause for real
-// on loopback. The stall timeout is 2 s here. The predictions are kept and
-// published; the model stays on the host.
+// A stalled copy (F7), a fault hard to cause for real on loopback: the
+// remote agent's copy back runs under a wrapper that sends nothing for
+// 30 s before it starts the sender. The test build's seam
+// POTATO_TRAINING_TEST_FETCH_WRAPPER names the wrapper
+// (fetchwrapper_potatotest.go). The stall timeout is 2 s here. The
+// predictions are kept and published; the model stays on the host.
 func TestStalledCopy(t *testing.T) {
 	e := setup(t, "", "", "")
-	os.WriteFile(filepath.Join(e.fakes, "rsync"), []byte("#!/bin/sh\nsleep 30\nexec /usr/bin/rsync \"$@\"\n"), 0o755)
+	wrapper := filepath.Join(e.fakes, "slow-sender")
+	pidFile := filepath.Join(e.remoteDir, "sleep.pid")
+	os.WriteFile(wrapper, []byte("#!/bin/sh\nsleep 30 & echo $! > "+pidFile+"\nwait $!\nexec \"$@\"\n"), 0o755)
 	tr := testproject.Trainer(t, shared(t, 0o755), `mkdir -p artifacts
 echo model > artifacts/a.txt
 `+testproject.ResultLines)
-	r := e.run("--trainer", tr, "--schemas", "sentiment")
-	info := e.info(r.id)
-	log := e.file(r.id, "run.log")
-	if r.code != 0 || info.State != rundir.StateSuccess || !strings.Contains(log, "The copy from potato-test sent nothing for 2 s: the run's predictions are already kept; only the model files are missing from artifacts/") {
-		t.Errorf("exit %d state %s:\n%s", r.code, info.State, log)
+	cmd := e.dispatch("run", e.cfg, "--trainer", tr, "--schemas", "sentiment")
+	cmd.Env = append(cmd.Env, "POTATO_TRAINING_TEST_FETCH_WRAPPER="+wrapper)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("dispatch: %v", err)
 	}
-	if _, err := os.Stat(filepath.Join(e.root().RunDir(r.id), "predictions.jsonl")); err != nil {
+	id := strings.TrimSpace(string(out))
+	info := e.info(id)
+	log := e.file(id, "run.log")
+	if info.State != rundir.StateSuccess || !strings.Contains(log, "The copy from potato-test sent nothing for 2 s: the run's predictions are already kept; only the model files are missing from artifacts/") {
+		t.Errorf("state %s:\n%s", info.State, log)
+	}
+	if _, err := os.Stat(filepath.Join(e.root().RunDir(id), "predictions.jsonl")); err != nil {
 		t.Errorf("predictions: %v", err)
 	}
-	if _, err := os.Stat(filepath.Join(e.remoteDir, "jobs", r.id, "artifacts", "a.txt")); err != nil {
+	if _, err := os.Stat(filepath.Join(e.root().RunDir(id), "artifacts", "a.txt")); err == nil {
+		t.Errorf("a.txt arrived after all")
+	}
+	if _, err := os.Stat(filepath.Join(e.remoteDir, "jobs", id, "artifacts", "a.txt")); err != nil {
 		t.Errorf("the model is not kept on the host: %v", err)
 	}
-	exec.Command("pkill", "-u", "potatotest", "-f", "sleep 30").Run()
+	if b, err := os.ReadFile(pidFile); err == nil {
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 0 {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
 }
 
 func remoteUID(t *testing.T) uint32 {

@@ -1,0 +1,19 @@
+//go:build potatotest
+
+package ssh
+
+import (
+	"os"
+
+	"potato-training/lib/sshx"
+)
+
+// testFetchWrapper names a remote program that the copy back's command
+// runs under, so the test of a stalled copy (F7) can delay the sender.
+// Only the test suite's builds (go build -tags potatotest) have it.
+func testFetchWrapper() string {
+	if w := os.Getenv("POTATO_TRAINING_TEST_FETCH_WRAPPER"); w != "" {
+		return sshx.ShellQuote(w) + " "
+	}
+	return ""
+}

@@ -1,0 +1,347 @@
+package sshx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"potato-training/lib/bundle"
+)
+
+// SendTreeCommand is the word that follows a potato-agent on the remote
+// command line of Fetch: `potato-agent send-tree --max-bytes N -- DIR`
+// writes DIR's tree stream (bundle.WriteTree) on its standard output.
+const SendTreeCommand = "send-tree"
+
+// directMin is the size over which a file is not sent in the tar stream
+// but on a session of its own, whose standard output is the local file
+// itself: the master then writes the bytes straight into it, and no
+// process of ours copies them. On loopback that is about 1.4 times the
+// throughput of reading the stream through a pipe.
+var directMin int64 = 16 << 20
+
+// FetchOptions tunes Fetch.
+type FetchOptions struct {
+	// MaxSizeMB leaves files over this many MiB on the host; ListLarge
+	// names them. 0 copies every file.
+	MaxSizeMB int
+
+	// Progress, when set, is called as bytes arrive, with the bytes of
+	// file content written so far and the total to copy, which the host
+	// sends before the first file. A copy that succeeds ends with a call
+	// where done equals total.
+	Progress func(done, total int64)
+
+	// StallTimeout stops the copy with a *StallError when no bytes have
+	// arrived for this long; 0 waits for ever.
+	StallTimeout time.Duration
+
+	// Prefix goes before the remote command, e.g. a backend's env as
+	// exports ("export PATH=...; ").
+	Prefix string
+}
+
+// Fetch copies the regular files of the remote directory into localDir
+// through the master. The host runs, on one session,
+//
+//	PREFIX AGENT send-tree --max-bytes BYTES --direct-min 16777216 -- DIR
+//
+// where AGENT is the remote potato-agent as a shell word: it writes a tar
+// stream of the files (bundle.WriteTree), which is read here by
+// bundle.UnpackStream, with its checks of names and types and its
+// temporary names. Files over 16 MiB are announced in the stream and
+// fetched each on a session of its own,
+//
+//	PREFIX AGENT send-tree --file NAME --size N -- DIR
+//
+// whose standard output is the local temporary file, so their bytes go
+// from the master straight into it. Nothing but the toolkit's own agent is
+// needed on the host: no rsync, tar or find, whose flavours differ.
+//
+// The copy is complete when every session ended with exit status 0 and
+// the stream was read to its end. A remote failure is a *RemoteError with
+// the agent's message, ssh's own a *ConnError. Stopped by ctx or by the
+// stall watchdog, the sessions are killed and the file being written is
+// removed; the files already whole stay in localDir.
+func (c *Conn) Fetch(ctx context.Context, agent, remoteDir, localDir string, opt FetchOptions) error {
+	if agent == "" || remoteDir == "" || localDir == "" {
+		return errors.New("fetch needs the remote agent, a remote and a local directory")
+	}
+	maxBytes := int64(0)
+	if opt.MaxSizeMB > 0 {
+		maxBytes = int64(opt.MaxSizeMB) << 20
+	}
+	dir := ShellQuote(homeRelative(remoteDir))
+	remote := opt.Prefix + agent + " " + SendTreeCommand + " --max-bytes " + strconv.FormatInt(maxBytes, 10) +
+		" --direct-min " + strconv.FormatInt(directMin, 10) + " -- " + dir
+
+	// The session lends its stdout and stderr, these pipes, to the
+	// master, which keeps them while the remote end lives; so both are
+	// read here, and not waited for once the copy is stopped.
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer outR.Close()
+	growPipe(outR)
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outW.Close()
+		return err
+	}
+	defer errR.Close()
+	cmd := c.Command(context.WithoutCancel(ctx), remote)
+	cmd.Stdout, cmd.Stderr = outW, errW
+	err = cmd.Start()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		return fmt.Errorf("fetch from %s: %w", c.t.Host, err)
+	}
+	stderr := newTailBuffer(64 << 10)
+	stderrDone := make(chan struct{})
+	go func() {
+		io.Copy(stderr, errR)
+		close(stderrDone)
+	}()
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+
+	var (
+		total atomic.Int64
+		done  atomic.Int64
+	)
+	total.Store(-1)
+	in := &activityReader{r: outR, moved: make(chan struct{}, 1)}
+	quit := make(chan struct{}) // closed to stop a direct copy
+	unpacked := make(chan error, 1)
+	go func() {
+		err := bundle.UnpackStream(in, localDir, bundle.StreamOptions{
+			MaxFileBytes: maxBytes,
+			Total: func(n int64) {
+				total.Store(n)
+				if opt.Progress != nil {
+					opt.Progress(0, n)
+				}
+			},
+			Progress: func(n int64) {
+				done.Store(n)
+				if opt.Progress != nil {
+					opt.Progress(n, max(total.Load(), n))
+				}
+			},
+			Direct: func(name string, size int64, f *os.File) error {
+				base := done.Load()
+				return c.fetchFile(ctx, opt.Prefix+agent+" "+SendTreeCommand+" --file "+ShellQuote(name)+
+					" --size "+strconv.FormatInt(size, 10)+" -- "+dir, f, quit, in.moved, func(n int64) {
+					done.Store(base + n)
+					if opt.Progress != nil {
+						opt.Progress(base+n, max(total.Load(), base+n))
+					}
+				})
+			},
+		})
+		if err == nil {
+			// What follows the archive's end: tar's padding, at most.
+			_, err = io.Copy(io.Discard, io.LimitReader(in, 1<<20))
+		}
+		unpacked <- err
+	}()
+
+	var (
+		timer *time.Timer
+		stall <-chan time.Time // nil, never ready, without a watchdog
+	)
+	if opt.StallTimeout > 0 {
+		timer = time.NewTimer(opt.StallTimeout)
+		defer timer.Stop()
+		stall = timer.C
+	}
+	// stop ends the session and the unpacking, which removes the file it
+	// was writing.
+	stop := func() {
+		close(quit)
+		stopGroup(cmd.Process.Pid, waited)
+		outR.Close()
+		<-unpacked
+	}
+	for {
+		select {
+		case uerr := <-unpacked:
+			var werr error
+			ended := true
+			select {
+			case werr = <-waited:
+			case <-time.After(waitDelay):
+				// A sender left blocked by a refused stream, or a session
+				// that lingers after its stream.
+				stopGroup(cmd.Process.Pid, waited)
+				ended = false
+			}
+			if ended {
+				select {
+				case <-stderrDone:
+				case <-time.After(waitDelay):
+				}
+			}
+			cut := uerr == nil || errors.Is(uerr, io.ErrUnexpectedEOF)
+			switch {
+			case ended && werr != nil && cut:
+				// The remote side's failure explains a cut stream best.
+				return c.fetchError(ctx, remote, werr, stderr.Bytes())
+			case uerr != nil:
+				return fmt.Errorf("fetch from %s: %w", c.t.Host, uerr)
+			case !ended:
+				return fmt.Errorf("fetch from %s: the session did not end after the stream", c.t.Host)
+			}
+			if t := total.Load(); opt.Progress != nil && t >= 0 && done.Load() < t {
+				opt.Progress(t, t)
+			}
+			return nil
+		case <-in.moved:
+			if timer != nil {
+				timer.Reset(opt.StallTimeout)
+			}
+		case <-stall:
+			stop()
+			return &StallError{Host: c.t.Host, Seconds: int(math.Round(opt.StallTimeout.Seconds()))}
+		case <-ctx.Done():
+			stop()
+			return fmt.Errorf("fetch from %s: %w", c.t.Host, context.Cause(ctx))
+		}
+	}
+}
+
+// errStopped ends a direct copy that Fetch stopped; Fetch returns its own
+// reason instead.
+var errStopped = errors.New("stopped")
+
+// fetchFile runs remote, which writes one file's content, with f as its
+// standard output: the master writes into f directly. It reports the
+// file's growth to progress and as activity on moved, and stops when quit
+// is closed.
+func (c *Conn) fetchFile(ctx context.Context, remote string, f *os.File, quit <-chan struct{}, moved chan<- struct{}, progress func(int64)) error {
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer errR.Close()
+	cmd := c.Command(context.WithoutCancel(ctx), remote)
+	cmd.Stdout, cmd.Stderr = f, errW
+	err = cmd.Start()
+	errW.Close()
+	if err != nil {
+		return fmt.Errorf("fetch from %s: %w", c.t.Host, err)
+	}
+	stderr := newTailBuffer(64 << 10)
+	stderrDone := make(chan struct{})
+	go func() {
+		io.Copy(stderr, errR)
+		close(stderrDone)
+	}()
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	var last int64
+	grew := func() {
+		if st, err := f.Stat(); err == nil && st.Size() > last {
+			last = st.Size()
+			progress(last)
+			select {
+			case moved <- struct{}{}:
+			default:
+			}
+		}
+	}
+	for {
+		select {
+		case werr := <-waited:
+			grew()
+			select {
+			case <-stderrDone:
+			case <-time.After(waitDelay):
+			}
+			if werr != nil {
+				return c.fetchError(ctx, remote, werr, stderr.Bytes())
+			}
+			return nil
+		case <-tick.C:
+			grew()
+		case <-quit:
+			stopGroup(cmd.Process.Pid, waited)
+			return errStopped
+		}
+	}
+}
+
+// fetchError classifies the end of a Fetch's session that failed.
+func (c *Conn) fetchError(ctx context.Context, remote string, werr error, stderr []byte) error {
+	var ee *exec.ExitError
+	if !errors.As(werr, &ee) {
+		return fmt.Errorf("fetch from %s: %w", c.t.Host, werr)
+	}
+	return c.CommandError(ctx, remote, werr, stderr)
+}
+
+// activityReader signals moved, without blocking, whenever a read brings
+// bytes.
+type activityReader struct {
+	r     io.Reader
+	moved chan struct{}
+}
+
+func (a *activityReader) Read(p []byte) (int, error) {
+	n, err := a.r.Read(p)
+	if n > 0 {
+		select {
+		case a.moved <- struct{}{}:
+		default:
+		}
+	}
+	return n, err
+}
+
+// stopGroup ends a process group: SIGTERM, then SIGKILL after 3 s.
+func stopGroup(pid int, waited <-chan error) {
+	syscall.Kill(-pid, syscall.SIGTERM)
+	select {
+	case <-waited:
+	case <-time.After(3 * time.Second):
+		syscall.Kill(-pid, syscall.SIGKILL)
+		<-waited
+	}
+}
+
+// ListLarge names, relative to remoteDir and sorted, the regular files
+// under it over maxMB MiB: those Fetch with MaxSizeMB maxMB leaves on the
+// host. maxMB 0 or less lists nothing. It uses only POSIX find.
+func (c *Conn) ListLarge(ctx context.Context, remoteDir string, maxMB int) ([]string, error) {
+	if maxMB <= 0 {
+		return nil, nil
+	}
+	script := fmt.Sprintf(`cd %s && find . -type f -size +%dc -exec printf '%%s\000' {} +`,
+		ShellQuote(homeRelative(remoteDir)), int64(maxMB)<<20)
+	out, _, err := c.Run(ctx, script, nil)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, n := range strings.Split(string(out), "\x00") {
+		if n = strings.TrimPrefix(n, "./"); n != "" {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	return names, nil
+}
