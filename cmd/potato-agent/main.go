@@ -20,6 +20,7 @@ import (
 	"potato-training/internal/cli"
 	"potato-training/lib/agent"
 	"potato-training/lib/agentproto"
+	"potato-training/lib/slurm"
 	"potato-training/lib/trainer"
 )
 
@@ -73,6 +74,9 @@ type agentCmd struct {
 	Once      bool   `help:"Exit after one job."`
 	Workdir   string `help:"Where jobs are unpacked and run." default:"~/.cache/potato-training" env:"POTATO_TRAINING_WORKDIR"`
 	Keep      bool   `help:"Keep each job's bundle."`
+	// SLURMConfig makes the agent submit each job's training process with
+	// sbatch (SPEC M5, M9): a JSON object of the backend's SLURM keys.
+	SLURMConfig string `name:"slurm-config" help:"JSON file of SLURM keys (job_python, partition, gres, time, ...): submit each job with sbatch." type:"path" env:"POTATO_TRAINING_SLURM_CONFIG"`
 }
 
 func (c *agentCmd) Run(ctx *cli.Context) error {
@@ -89,10 +93,18 @@ func (c *agentCmd) Run(ctx *cli.Context) error {
 		return err
 	}
 	workdir := expandHome(c.Workdir)
+	var so *slurm.Options
+	if c.SLURMConfig != "" {
+		o, err := slurm.ReadOptions(expandHome(c.SLURMConfig))
+		if err != nil {
+			return cli.Failf(cli.ExitUsage, "--slurm-config: %v", err)
+		}
+		so = &o
+	}
 	sctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer stop()
 	err = agent.Run(sctx, agent.Options{Client: client, Backend: c.Backend, Workdir: workdir, Python: expandHome(c.Python),
-		Once: c.Once, Keep: c.Keep, Worker: self, Lost: lost, Log: ctx.Stderr, AllowExec: c.Socket != ""})
+		Once: c.Once, Keep: c.Keep, Worker: self, Lost: lost, Log: ctx.Stderr, AllowExec: c.Socket != "", SLURM: so})
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return cli.Failf(cli.ExitNo, "%v", err)
 	}

@@ -20,6 +20,7 @@ import (
 	"potato-training/lib/bundle"
 	"potato-training/lib/events"
 	"potato-training/lib/rundir"
+	"potato-training/lib/slurm"
 	"potato-training/lib/trainer"
 )
 
@@ -45,6 +46,9 @@ type Options struct {
 	// (exec:PATH). Only an agent started over ssh by the dispatch of the
 	// machine's own user allows it; a polling agent never does.
 	AllowExec bool
+	// SLURM, when set, makes this an agent on a login node: each job's
+	// training process is submitted with sbatch (SPEC M5, M9).
+	SLURM *slurm.Options
 }
 
 // LostSession is how the agent's result says it stopped its job because
@@ -121,6 +125,7 @@ type job struct {
 	cancel bool
 	grace  time.Duration
 	proc   *trainer.Process
+	sj     *slurmJob // the submitted job, in SLURM mode
 	// predictions is the result event's predictions_file.
 	predictions string
 	postMu      sync.Mutex
@@ -167,7 +172,13 @@ func runJob(ctx context.Context, o Options, claim *agentproto.Claim, host string
 		stop()
 		return report(ctx, o, claim, -1, "", err)
 	}
-	code, errText := j.train(ctx, spec, specPath, env)
+	var code int
+	var errText string
+	if o.SLURM != nil {
+		code, errText = j.trainSLURM(ctx, spec, specPath)
+	} else {
+		code, errText = j.train(ctx, spec, specPath, env)
+	}
 	// The trainer's last events go first; the posts go on during the
 	// upload, so a large predictions file does not look like a silent agent.
 	j.post(ctx)
@@ -288,6 +299,9 @@ func (j *job) stop(why string, grace time.Duration) {
 	j.o.logf("%s: stopping the training process (SIGKILL after %s)", why, grace)
 	if j.proc != nil {
 		j.proc.Terminate(grace)
+	}
+	if j.sj != nil {
+		go j.sj.cancel(grace)
 	}
 }
 

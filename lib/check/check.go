@@ -32,9 +32,17 @@ type Report struct {
 	Python        string `json:"python,omitempty"`
 	PythonVersion string `json:"python_version,omitempty"`
 	// Missing lists, per Python trainer, the packages the host lacks.
-	Missing  map[string][]string `json:"missing_packages,omitempty"`
-	Warnings []string            `json:"warnings"`
-	Problems []string            `json:"problems"`
+	Missing map[string][]string `json:"missing_packages,omitempty"`
+	// JobPython is the interpreter a SLURM job runs on the compute node;
+	// Shell the login node's shell; Commands the scheduler's commands
+	// found on its PATH (slurm).
+	JobPython string            `json:"job_python,omitempty"`
+	Shell     string            `json:"shell,omitempty"`
+	Commands  map[string]string `json:"commands,omitempty"`
+	Warnings  []string          `json:"warnings"`
+	Problems  []string          `json:"problems"`
+	// Hints say how to fix the problems.
+	Hints []string `json:"hints,omitempty"`
 }
 
 // GPUInfo is one GPU as nvidia-smi lists it.
@@ -82,6 +90,8 @@ func Backend(ctx context.Context, cfg *config.Config, b *config.Backend, gp gpu.
 		return Local(ctx, cfg, gp)
 	case config.TypeSSH:
 		return SSH(ctx, b)
+	case config.TypeSLURM:
+		return SLURM(ctx, b)
 	}
 	msg := fmt.Sprintf("checking %s backends is not available in this version", b.Type)
 	return Report{Backend: b.Name, Type: b.Type, Summary: b.Label() + ": " + msg,
@@ -94,6 +104,15 @@ func WriteText(w io.Writer, r Report) error {
 	b.WriteString(r.Summary + "\n")
 	if r.Python != "" {
 		fmt.Fprintf(&b, "  python: %s\n", strings.TrimSpace(r.Python+" "+r.PythonVersion))
+	}
+	if r.Shell != "" {
+		fmt.Fprintf(&b, "  shell: %s\n", r.Shell)
+	}
+	for _, c := range slices.Sorted(maps.Keys(r.Commands)) {
+		fmt.Fprintf(&b, "  %s: %s\n", c, r.Commands[c])
+	}
+	if r.JobPython != "" {
+		fmt.Fprintf(&b, "  job_python: %s (on the compute nodes; its packages cannot be seen from the login node)\n", r.JobPython)
 	}
 	for _, g := range r.GPUs {
 		util := "utilisation unknown"
@@ -123,6 +142,9 @@ func WriteText(w io.Writer, r Report) error {
 		if !strings.HasSuffix(r.Summary, p) {
 			b.WriteString("  problem: " + p + "\n")
 		}
+	}
+	for _, h := range r.Hints {
+		b.WriteString("  hint: " + h + "\n")
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -15,8 +15,10 @@ import (
 	"sync"
 	"time"
 
+	"potato-training/lib/agent"
 	"potato-training/lib/backend"
 	"potato-training/lib/backend/local"
+	slurmbackend "potato-training/lib/backend/slurm"
 	sshbackend "potato-training/lib/backend/ssh"
 	"potato-training/lib/bundle"
 	"potato-training/lib/config"
@@ -96,6 +98,8 @@ func defaultBackend(b *config.Backend) (backend.Backend, error) {
 		return local.New(), nil
 	case config.TypeSSH:
 		return sshbackend.New(b), nil
+	case config.TypeSLURM:
+		return slurmbackend.New(b), nil
 	}
 	return nil, fmt.Errorf("backend %s is of type %s, which this version of potato-dispatch cannot run yet", b.Name, b.Type)
 }
@@ -146,7 +150,7 @@ func check(cfg *config.Config, opt *Options) (*config.Backend, error) {
 		}
 	}
 	switch b.Type {
-	case config.TypeLocal, config.TypeSSH:
+	case config.TypeLocal, config.TypeSSH, config.TypeSLURM:
 	default:
 		return nil, usagef("backend %s is of type %s, which this version of potato-dispatch cannot run yet", b.Name, b.Type)
 	}
@@ -522,6 +526,11 @@ func (d *dispatcher) onEvent(job *backend.Job, e events.Event) {
 			d.set(func(r *rundir.Record) { r.Progress = &p })
 		}
 	case events.KindLog:
+		if e.String("source") == agent.SourceAgent {
+			// The remote agent's own line: "Submitted SLURM job 4242 (...)".
+			d.logf("%s", e.String("msg"))
+			break
+		}
 		d.logf("trainer %s: %s", e.String("level"), e.String("msg"))
 	case events.KindError:
 		var f events.Failure

@@ -131,6 +131,12 @@ type Facts struct {
 	// (-cu12, -cu13 or unsuffixed), "13.0.48"; "" when none is installed.
 	// With several, the first whose CUDA major differs from torch's.
 	NvrtcCUDA string `json:"nvrtc_cuda,omitempty"`
+
+	// Commands maps each of sbatch, squeue, scancel and scontrol found on
+	// the host's PATH to its path.
+	Commands map[string]string `json:"commands,omitempty"`
+	// Shell is the login shell ($SHELL of the session).
+	Shell string `json:"shell,omitempty"`
 }
 
 // Script is the text to feed to `sh` on the host's standard input: a
@@ -223,6 +229,15 @@ func Parse(report []byte) (Facts, error) {
 			if len(fields) > 1 && fields[1] != "none" {
 				f.TorchCUDA = fields[1]
 			}
+		case "command":
+			if name, path, ok := strings.Cut(value, " "); ok {
+				if f.Commands == nil {
+					f.Commands = map[string]string{}
+				}
+				f.Commands[name] = strings.TrimSpace(path)
+			}
+		case "shell":
+			f.Shell = value
 		case "torch-arch":
 			f.TorchArch = strings.Fields(value)
 		case "torch-error":

@@ -135,6 +135,13 @@ potato_probe() {
 	else
 		echo 'nvidia-smi-missing'
 	fi
+	# The scheduler's commands, for a SLURM login node (SPEC M2, M4), and
+	# the login shell.
+	for c in sbatch squeue scancel scontrol; do
+		p=$(command -v "$c" 2>/dev/null </dev/null) && echo "command: $c $p"
+	done
+	shell=$(getent passwd "$(id -u 2>/dev/null </dev/null)" 2>/dev/null </dev/null | cut -d: -f7)
+	echo "shell: $shell"
 	echo 'potato-probe-end'
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // SqueueArgs ask squeue for one job, one line, fields split by '|':
@@ -166,6 +167,16 @@ func Ended(id, reason string) string {
 func IsEnded(msg string) bool {
 	return strings.HasPrefix(msg, EndedPrefix) && strings.Contains(msg, " ended before the worker finished: ")
 }
+
+// NoExitCode is the failure of a job that left the queue without writing
+// exit_code: its success is never guessed.
+func NoExitCode(id, state, dir string, waited time.Duration) string {
+	return fmt.Sprintf("%s%s left the queue (%s) but wrote no exit_code in %s within %s", EndedPrefix, id, state, dir, waited)
+}
+
+// IsJobFailure reports whether msg is Ended's or NoExitCode's: the job,
+// not the training process, decides the run's failure.
+func IsJobFailure(msg string) bool { return strings.HasPrefix(msg, EndedPrefix) }
 
 // Reason is why the scheduler ended a job, from its final state and the
 // lines SLURM wrote into slurm.out; "" when the scheduler did not end it

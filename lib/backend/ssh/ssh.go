@@ -53,11 +53,29 @@ const (
 // environment variable POTATO_TRAINING_STALL_TIMEOUT_S overrides it (tests).
 var StallTimeout = 180 * time.Second
 
+// Flavor adapts an ssh run to a backend that starts the same agent over
+// the same connection but runs the training process another way: the
+// SLURM backend (lib/backend/slurm), whose agent submits it with sbatch.
+type Flavor interface {
+	// Host replaces the GPU choice and the venv: it judges the host's
+	// facts and sets the run's device.
+	Host(job *backend.Job, f probe.Facts) error
+	// Python is the interpreter the agent hands Python trainers.
+	Python() string
+	// AgentArgs are more arguments of the agent, shell words; it may put
+	// files into the job directory (a shell word) first.
+	AgentArgs(ctx context.Context, conn *sshx.Conn, jobDir string) ([]string, error)
+	// ResultError is the run's failure when the agent's result is one
+	// of the flavor's own (a job the scheduler ended), else nil.
+	ResultError(res agentproto.Result) error
+}
+
 // Backend runs one run on an ssh host.
 type Backend struct {
-	b    *config.Backend
-	conn *sshx.Conn
-	job  *backend.Job
+	b      *config.Backend
+	flavor Flavor
+	conn   *sshx.Conn
+	job    *backend.Job
 
 	facts   probe.Facts
 	python  string // the interpreter the agent gets: the venv's, with packages
@@ -92,6 +110,13 @@ type Backend struct {
 // New returns the backend of b.
 func New(b *config.Backend) *Backend {
 	return &Backend{b: b, resultCh: make(chan struct{}), sessDone: make(chan error, 1)}
+}
+
+// NewFlavored returns the backend of b adapted by f.
+func NewFlavored(b *config.Backend, f Flavor) *Backend {
+	s := New(b)
+	s.flavor = f
+	return s
 }
 
 // remoteWord turns a remote path into a shell word: a leading ~/ becomes
@@ -134,7 +159,11 @@ func (s *Backend) Prepare(ctx context.Context, job *backend.Job) error {
 		return err
 	}
 	s.facts = facts
-	if err := s.chooseDevice(job); err != nil {
+	if s.flavor != nil {
+		if err := s.flavor.Host(job, facts); err != nil {
+			return err
+		}
+	} else if err := s.chooseDevice(job); err != nil {
 		return err
 	}
 	if s.b.NumThreads > 0 {
@@ -147,6 +176,10 @@ func (s *Backend) Prepare(ctx context.Context, job *backend.Job) error {
 	s.bundle = agentproto.BundleInfo{Bytes: n, SHA256: sum}
 	if err := s.copyCode(ctx, job); err != nil {
 		return err
+	}
+	if s.flavor != nil {
+		s.python = s.flavor.Python()
+		return nil
 	}
 	return s.makeVenv(ctx, job)
 }
@@ -214,8 +247,10 @@ func (s *Backend) probe(ctx context.Context, job *backend.Job) (probe.Facts, err
 	info, _ := trainer.Lookup(job.Spec.Trainer)
 	// A program named by exec: brings its own interpreter, if any.
 	info.Builtin = info.Builtin || strings.HasPrefix(job.Spec.Trainer, agent.ExecPrefix)
+	// A flavored host (a login node) does not run Python trainers itself.
+	needPython := !info.Builtin && s.flavor == nil
 	var pkgs []string
-	if !info.Builtin {
+	if needPython {
 		pkgs = TrainerPackages(job.Spec.Trainer)
 	}
 	f, err := Probe(ctx, s.conn, s.b, pkgs)
@@ -223,10 +258,10 @@ func (s *Backend) probe(ctx context.Context, job *backend.Job) (probe.Facts, err
 		return f, err
 	}
 	switch {
-	case f.PythonMissing && !info.Builtin:
+	case f.PythonMissing && needPython:
 		return f, f.PythonError(s.b.Host)
 	case f.PythonMissing:
-		job.Logf("%s: %s, no %s (the built-in trainer needs none)", s.b.Host, f.OS+" "+f.Arch, s.b.Python)
+		job.Logf("%s: %s, no %s (the agent there needs none)", s.b.Host, f.OS+" "+f.Arch, s.b.Python)
 	default:
 		job.Logf("%s: %s %s, Python %s (%s)", s.b.Host, f.OS, f.Arch, f.PythonVersion, f.Python)
 	}
@@ -236,7 +271,7 @@ func (s *Backend) probe(ctx context.Context, job *backend.Job) (probe.Facts, err
 	if f.TorchError != "" {
 		job.Logf("warning: torch on %s does not import: %s", s.b.Host, f.TorchError)
 	}
-	if len(f.Missing) > 0 && !info.Builtin {
+	if len(f.Missing) > 0 && needPython {
 		msg, hint := probe.ImportError(job.Spec.Trainer, f.Missing)
 		return f, &cli.ExitError{Code: 1, Err: errors.New(msg), Hints: []string{hint}}
 	}
@@ -434,6 +469,13 @@ func (s *Backend) Start(ctx context.Context, job *backend.Job) error {
 	cmd := s.envPrefix() + "mkdir -p " + s.jobDir + " && cd " + s.jobDir + " && exec " + s.codeDir + "/potato-agent" +
 		" --socket " + sshx.ShellQuote(remoteSock) + " --once --backend " + sshx.ShellQuote(s.b.Name) +
 		" --workdir " + remoteWord(s.b.RemoteDir) + " --python " + sshx.ShellQuote(s.python)
+	if s.flavor != nil {
+		more, err := s.flavor.AgentArgs(ctx, s.conn, s.jobDir)
+		if err != nil {
+			return err
+		}
+		cmd += " " + strings.Join(more, " ")
+	}
 	sess := s.conn.Command(ctx, cmd, "-R", remoteSock+":"+path, "-o", "StreamLocalBindUnlink=yes")
 	sess.Stdout, sess.Stderr = log, log
 	stdin, err := sess.StdinPipe()
@@ -516,6 +558,11 @@ func (s *Backend) outcome() (backend.Outcome, error) {
 	defer s.mu.Unlock()
 	if strings.HasPrefix(s.result.Error, agent.LostSession) {
 		return backend.Outcome{ExitCode: -1}, fmt.Errorf(msgSession, s.b.Host, s.result.Error)
+	}
+	if s.flavor != nil {
+		if err := s.flavor.ResultError(*s.result); err != nil {
+			return backend.Outcome{ExitCode: -1}, err
+		}
 	}
 	out := backend.Outcome{ExitCode: s.result.ExitCode}
 	if strings.Contains(s.result.Error, "SIGKILL") {

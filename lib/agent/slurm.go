@@ -1,0 +1,538 @@
+package agent
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"potato-training/lib/events"
+	"potato-training/lib/slurm"
+	"potato-training/lib/trainer"
+)
+
+// The files of a SLURM job directory that the agent reads (SPEC M5).
+const (
+	jobScript    = "job.sh"
+	jobEvents    = "events.jsonl"
+	jobExitCode  = "exit_code"
+	jobSlurmOut  = "slurm.out"
+	defaultPollS = 10
+)
+
+// ExitCodeWait is how long the agent waits for exit_code once the job has
+// left the queue: on a shared file system the compute node's last write
+// may reach the login node late (NFS attribute caching). The environment
+// variable POTATO_TRAINING_EXIT_CODE_WAIT_S overrides it.
+var ExitCodeWait = 30 * time.Second
+
+func exitCodeWait() time.Duration {
+	if v, err := strconv.Atoi(os.Getenv("POTATO_TRAINING_EXIT_CODE_WAIT_S")); err == nil && v >= 0 {
+		return time.Duration(v) * time.Second
+	}
+	return ExitCodeWait
+}
+
+// SourceAgent marks a log event the agent itself wrote, so the run log
+// shows it as the agent's line, not as the trainer's.
+const SourceAgent = "agent"
+
+// agentLine is a log event of the agent's own.
+func agentLine(msg string) events.Event {
+	e := events.Log("info", msg)
+	e.Fields["source"] = SourceAgent
+	return e
+}
+
+// slurmJob is the scheduler's side of one run: the submitted job, its
+// last known queue state, and the cancel sequence (M6).
+type slurmJob struct {
+	j    *job
+	opt  slurm.Options
+	dir  string
+	env  []string // the environment of sbatch, squeue, scancel
+	id   string
+	poll time.Duration
+
+	mu        sync.Mutex
+	state     string // the last state squeue gave
+	desc      string // the last state as the run log wrote it
+	restarts  int    // scontrol's Restarts when last seen
+	cancelled bool   // the agent asked for the cancel
+	nudge     chan struct{}
+}
+
+// slurmEnv is the agent's environment less its token, for the scheduler's
+// commands: sbatch hands its environment to the job.
+func slurmEnv() []string { return withoutToken(os.Environ()) }
+
+// jobEnv are the variables job.sh sets for the training process: the
+// device (the scheduler sets CUDA_VISIBLE_DEVICES from gres; no gres, no
+// GPU), the thread variables and the interpreter for Python trainers.
+func jobEnv(o slurm.Options, spec *trainer.Spec, python string) []string {
+	var env []string
+	if o.WithGPU() {
+		spec.Limits.Device = "cuda"
+	} else {
+		spec.Limits.Device = "cpu"
+		env = append(env, "CUDA_VISIBLE_DEVICES=")
+	}
+	env = append(env, "POTATO_TRAINING_DEVICE="+spec.Limits.Device)
+	if n := o.NumThreads; n > 0 {
+		spec.Limits.NumThreads = n
+		for _, k := range []string{"MKL_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"} {
+			env = append(env, k+"="+strconv.Itoa(n))
+		}
+	}
+	if python != "" {
+		env = append(env, "POTATO_TRAINING_PYTHON="+python)
+	}
+	return env
+}
+
+// trainSLURM is train for an agent on a login node (M5): job.sh into the
+// job directory, sbatch, then events.jsonl relayed as it grows and squeue
+// polled until the job has left the queue. It returns the training
+// process's exit code and, when the run did not end normally, why.
+func (j *job) trainSLURM(ctx context.Context, spec trainer.Spec, specPath string) (int, string) {
+	o := *j.o.SLURM
+	python := o.JobPython
+	if python == "" {
+		python = j.o.Python
+	}
+	env := jobEnv(o, &spec, python)
+	if err := spec.Write(specPath); err != nil {
+		return -1, err.Error()
+	}
+	command := []string{j.o.Worker, "worker", "--spec", specPath}
+	if p, ok := strings.CutPrefix(spec.Trainer, ExecPrefix); ok {
+		command = []string{p, "--spec", specPath}
+	}
+	if err := os.WriteFile(filepath.Join(j.dir, jobScript), []byte(o.Script(spec.RunID, j.dir, command, env)), 0o755); err != nil {
+		return -1, err.Error()
+	}
+	// A previous attempt of the same run leaves nothing to misread.
+	for _, f := range []string{jobEvents, jobExitCode, jobSlurmOut} {
+		os.Remove(filepath.Join(j.dir, f))
+	}
+	poll := time.Duration(o.PollIntervalS) * time.Second
+	if poll <= 0 {
+		poll = defaultPollS * time.Second
+	}
+	sj := &slurmJob{j: j, opt: o, dir: j.dir, env: slurmEnv(), poll: poll, nudge: make(chan struct{}, 1)}
+
+	j.mu.Lock()
+	if j.cancel {
+		j.mu.Unlock()
+		return -1, "cancelled before the job was submitted"
+	}
+	j.mu.Unlock()
+	args := o.SbatchArgs(spec.RunID, j.dir)
+	out, stderr, err := sj.command(ctx, "sbatch", args...)
+	if err != nil {
+		return -1, "sbatch: " + commandError(err, stderr)
+	}
+	id, err := slurm.ParseSubmit(out)
+	if err != nil {
+		return -1, err.Error()
+	}
+	sj.id = id
+	flags := strings.Join(o.Flags(), " ")
+	if flags == "" {
+		flags = "no options"
+	}
+	j.emit(agentLine(fmt.Sprintf("Submitted SLURM job %s (%s)", id, flags)))
+	j.mu.Lock()
+	j.sj = sj
+	cancelled := j.cancel
+	j.mu.Unlock()
+	if cancelled {
+		go sj.cancel(j.grace)
+	}
+	return sj.follow(ctx)
+}
+
+// command runs one of the scheduler's commands, bounded in time.
+func (sj *slurmJob) command(ctx context.Context, name string, args ...string) ([]byte, []byte, error) {
+	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, name, args...)
+	cmd.Dir = sj.dir
+	cmd.Env = sj.env
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	return stdout.Bytes(), stderr.Bytes(), err
+}
+
+func commandError(err error, stderr []byte) string {
+	if msg := strings.TrimSpace(string(stderr)); msg != "" {
+		lines := strings.Split(msg, "\n")
+		return lines[len(lines)-1]
+	}
+	return err.Error()
+}
+
+// follow relays events.jsonl and watches the queue until the job has
+// left it, then reads how it ended.
+func (sj *slurmJob) follow(ctx context.Context) (int, string) {
+	j := sj.j
+	// The scheduler's commands outlive ctx: a stopped agent still cancels
+	// its job, so the GPU is released (M6).
+	bg := context.WithoutCancel(ctx)
+	t := &tailer{path: filepath.Join(sj.dir, jobEvents), emit: j.emit, raw: func(l string) {
+		j.mu.Lock()
+		j.raw = append(j.raw, []byte(l))
+		j.mu.Unlock()
+	}}
+	// POTATO_TRAINING_NO_INOTIFY leaves the size poll alone, for a file
+	// system whose inotify misbehaves.
+	var w *fsnotify.Watcher
+	err := errors.New("turned off")
+	if os.Getenv("POTATO_TRAINING_NO_INOTIFY") == "" {
+		w, err = fsnotify.NewWatcher()
+	}
+	var watch <-chan fsnotify.Event
+	var watchErr <-chan error
+	if err == nil {
+		defer w.Close()
+		if w.Add(sj.dir) == nil {
+			watch, watchErr = w.Events, w.Errors
+		}
+	}
+	// A size poll as well: inotify does not see writes that another NFS
+	// client (the compute node) makes.
+	fast := time.NewTicker(time.Second)
+	defer fast.Stop()
+	queue := time.NewTimer(0)
+	defer queue.Stop()
+	lost := j.o.Lost
+	done := ctx.Done()
+	for {
+		select {
+		case ev := <-watch:
+			switch filepath.Base(ev.Name) {
+			case jobEvents:
+				t.read()
+			case jobExitCode:
+				// The job is ending: look at the queue now, not at the
+				// next poll.
+				queue.Reset(0)
+			}
+			continue
+		case <-watchErr:
+			// An overflowed queue loses events: read what is there.
+			t.read()
+			continue
+		case <-fast.C:
+			t.read()
+			continue
+		case <-sj.nudge:
+			queue.Reset(0)
+			continue
+		case <-lost:
+			lost = nil
+			j.stop(LostSession, j.grace)
+			continue
+		case <-done:
+			done = nil
+			j.stop("the agent was stopped", j.grace)
+			continue
+		case <-queue.C:
+		}
+		active, err := sj.check(bg)
+		if err != nil {
+			j.emit(agentLine(fmt.Sprintf("warning: squeue: %v", err)))
+		}
+		if !active {
+			break
+		}
+		next := sj.poll
+		if _, err := os.Stat(filepath.Join(sj.dir, jobExitCode)); err == nil && next > time.Second {
+			next = time.Second
+		}
+		queue.Reset(next)
+	}
+	code, why := sj.ended(bg, t)
+	t.read()
+	t.flush()
+	if why == "" && ctx.Err() != nil {
+		why = "the agent was stopped: it cancelled SLURM job " + sj.id
+	}
+	return code, why
+}
+
+// check runs squeue once and logs a change of the job's queue state; it
+// reports whether the job is still in the queue.
+func (sj *slurmJob) check(ctx context.Context) (bool, error) {
+	out, stderr, err := sj.command(ctx, "squeue", slurm.SqueueArgs(sj.id)...)
+	if err != nil {
+		if slurm.InvalidJob(stderr) {
+			return false, nil
+		}
+		// The scheduler may be briefly unreachable: keep waiting.
+		return true, errors.New(commandError(err, stderr))
+	}
+	q, ok, err := slurm.ParseSqueue(out, sj.id)
+	if err != nil {
+		return true, err
+	}
+	if !ok || !slurm.Active(q.State) {
+		return false, nil
+	}
+	sj.mu.Lock()
+	sj.state = q.State
+	sj.mu.Unlock()
+	desc := q.Describe()
+	if desc != sj.lastDesc() {
+		sj.setDesc(desc)
+		line := fmt.Sprintf("SLURM job %s: %s", sj.id, desc)
+		if q.State == slurm.StatePending {
+			// A job that ran may be back: scontrol's Restarts says so even
+			// when it ran between two polls.
+			line += sj.requeued(ctx)
+		}
+		sj.j.emit(agentLine(line))
+		state := "queued"
+		if q.State == slurm.StateRunning {
+			state = "running"
+		}
+		sj.j.emit(events.Status(state, fmt.Sprintf("SLURM job %s: %s", sj.id, desc)))
+	}
+	return true, nil
+}
+
+// requeued says, for a pending job, whether the scheduler requeued it
+// (after a node failure or a preemption) since the last look: then it
+// starts again from the beginning and the run keeps waiting. "" when not.
+func (sj *slurmJob) requeued(ctx context.Context) string {
+	out, _, err := sj.command(ctx, "scontrol", slurm.ScontrolArgs(sj.id)...)
+	if err != nil {
+		return ""
+	}
+	job, err := slurm.ParseScontrol(out)
+	sj.mu.Lock()
+	seen := sj.restarts
+	if err == nil && job.Restarts > seen {
+		sj.restarts = job.Restarts
+	}
+	sj.mu.Unlock()
+	if err != nil || job.Restarts <= seen {
+		return ""
+	}
+	restarts := fmt.Sprintf(", Restarts=%d", job.Restarts)
+	why := ""
+	if b, err := os.ReadFile(filepath.Join(sj.dir, jobSlurmOut)); err == nil {
+		switch slurm.Reason("", b, false) {
+		case slurm.ReasonNodeFail:
+			why = " after a node failure"
+		case slurm.ReasonPreempted:
+			why = " after a preemption"
+		}
+	}
+	return fmt.Sprintf(": requeued by the scheduler%s%s; it will run again from the start", why, restarts)
+}
+
+func (sj *slurmJob) lastDesc() string {
+	sj.mu.Lock()
+	defer sj.mu.Unlock()
+	return sj.desc
+}
+
+func (sj *slurmJob) setDesc(d string) {
+	sj.mu.Lock()
+	sj.desc = d
+	sj.mu.Unlock()
+}
+
+// ended reads how a job that has left the queue ended: scontrol's state
+// and slurm.out for a scheduler's reason (M7), then exit_code, which the
+// agent waits for but never guesses.
+func (sj *slurmJob) ended(ctx context.Context, t *tailer) (int, string) {
+	state := ""
+	if out, _, err := sj.command(ctx, "scontrol", slurm.ScontrolArgs(sj.id)...); err == nil {
+		if job, err := slurm.ParseScontrol(out); err == nil {
+			state = job.State
+			sj.j.emit(agentLine(fmt.Sprintf("SLURM job %s: %s (ExitCode=%d:%d, RunTime=%s)", sj.id, job.State, job.ExitCode, job.Signal, job.RunTime)))
+		}
+	}
+	slurmOut, _ := os.ReadFile(filepath.Join(sj.dir, jobSlurmOut))
+	sj.mu.Lock()
+	cancelled := sj.cancelled
+	sj.mu.Unlock()
+	if r := slurm.Reason(state, slurmOut, cancelled); r != "" {
+		return -1, slurm.Ended(sj.id, r)
+	}
+	wait := exitCodeWait()
+	deadline := time.Now().Add(wait)
+	for {
+		b, err := os.ReadFile(filepath.Join(sj.dir, jobExitCode))
+		if err == nil {
+			n, perr := strconv.Atoi(strings.TrimSpace(string(b)))
+			if perr != nil {
+				return -1, fmt.Sprintf("SLURM job %s wrote exit_code %q, not a number", sj.id, strings.TrimSpace(string(b)))
+			}
+			if n > 128 && n < 160 {
+				return -1, "killed by " + signalName(syscall.Signal(n-128))
+			}
+			if cancelled {
+				return n, "cancel requested: SLURM job " + sj.id + " was cancelled"
+			}
+			return n, ""
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+		t.read()
+		time.Sleep(250 * time.Millisecond)
+	}
+	if cancelled {
+		return -1, "cancel requested: SLURM job " + sj.id + " was cancelled"
+	}
+	if state == "" {
+		state = "state unknown to scontrol"
+	}
+	return -1, slurm.NoExitCode(sj.id, state, sj.dir, wait)
+}
+
+func signalName(s syscall.Signal) string {
+	switch s {
+	case syscall.SIGKILL:
+		return "SIGKILL"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	}
+	return s.String()
+}
+
+// cancel is M6: a pending job gets a plain scancel; a running one
+// scancel --full --signal=TERM, then a plain scancel after grace if it is
+// still in the queue.
+func (sj *slurmJob) cancel(grace time.Duration) {
+	ctx := context.Background()
+	sj.mu.Lock()
+	sj.cancelled = true
+	pending := sj.state == "" || sj.state == slurm.StatePending
+	sj.mu.Unlock()
+	if pending {
+		sj.j.emit(agentLine(fmt.Sprintf("cancelling SLURM job %s: scancel", sj.id)))
+		if _, stderr, err := sj.command(ctx, "scancel", sj.id); err != nil {
+			sj.j.emit(agentLine(fmt.Sprintf("warning: scancel %s: %s", sj.id, commandError(err, stderr))))
+		}
+		sj.poke()
+		return
+	}
+	sj.j.emit(agentLine(fmt.Sprintf("cancelling SLURM job %s: scancel --full --signal=TERM, then scancel after %s", sj.id, grace)))
+	if _, stderr, err := sj.command(ctx, "scancel", "--full", "--signal=TERM", sj.id); err != nil {
+		sj.j.emit(agentLine(fmt.Sprintf("warning: scancel --full --signal=TERM %s: %s", sj.id, commandError(err, stderr))))
+	}
+	sj.poke()
+	time.Sleep(grace)
+	if out, _, err := sj.command(ctx, "squeue", slurm.SqueueArgs(sj.id)...); err == nil {
+		if q, ok, _ := slurm.ParseSqueue(out, sj.id); !ok || !slurm.Active(q.State) {
+			return
+		}
+	}
+	if _, stderr, err := sj.command(ctx, "scancel", sj.id); err != nil {
+		sj.j.emit(agentLine(fmt.Sprintf("warning: scancel %s: %s", sj.id, commandError(err, stderr))))
+	}
+	sj.poke()
+}
+
+func (sj *slurmJob) poke() {
+	select {
+	case sj.nudge <- struct{}{}:
+	default:
+	}
+}
+
+// tailer reads events.jsonl as it grows: whole lines only, from where it
+// stopped; a file that shrank (a requeued job starting again) is read
+// from the start.
+type tailer struct {
+	path    string
+	off     int64
+	partial []byte
+	emit    func(events.Event)
+	raw     func(string)
+	mu      sync.Mutex
+}
+
+func (t *tailer) read() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	f, err := os.Open(t.path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return
+	}
+	if st.Size() < t.off {
+		t.off, t.partial = 0, nil
+	}
+	if st.Size() == t.off {
+		return
+	}
+	if _, err := f.Seek(t.off, io.SeekStart); err != nil {
+		return
+	}
+	r := bufio.NewReaderSize(io.LimitReader(f, st.Size()-t.off), 64<<10)
+	for {
+		chunk, err := r.ReadBytes('\n')
+		t.off += int64(len(chunk))
+		if err != nil {
+			// Not a whole line yet: keep it for the next read.
+			t.partial = append(t.partial, chunk...)
+			if len(t.partial) > events.MaxLine {
+				t.line(t.partial)
+				t.partial = nil
+			}
+			return
+		}
+		if len(t.partial) > 0 {
+			chunk = append(t.partial, chunk...)
+			t.partial = nil
+		}
+		t.line(chunk)
+	}
+}
+
+// flush hands on a last line that lacks its newline.
+func (t *tailer) flush() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.partial) > 0 {
+		t.line(t.partial)
+		t.partial = nil
+	}
+}
+
+func (t *tailer) line(b []byte) {
+	b = bytes.TrimRight(b, "\r\n")
+	if len(bytes.TrimSpace(b)) == 0 {
+		return
+	}
+	if e, err := events.Parse(b); err == nil {
+		t.emit(e)
+		return
+	}
+	if len(b) > 4096 {
+		b = b[:4096]
+	}
+	t.raw(string(b))
+}

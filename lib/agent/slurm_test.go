@@ -1,0 +1,180 @@
+package agent_test
+
+// An agent started by hand on a login node (SPEC M9): potato-agent
+// --server URL --slurm-config slurm.json polls a server over loopback
+// HTTP and submits each job with sbatch. The server here is the protocol's
+// own handler (lib/agentproto) serving one run the test makes; the
+// scheduler is potato-slurm-shim, the stand-in for sbatch, squeue,
+// scancel and scontrol, first on PATH.
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"potato-training/internal/testcli"
+	"potato-training/internal/testproject"
+	"potato-training/lib/agentproto"
+	"potato-training/lib/bundle"
+	"potato-training/lib/dispatch"
+	"potato-training/lib/events"
+	"potato-training/lib/trainer"
+)
+
+func TestMain(m *testing.M) { os.Exit(testcli.Main(m)) }
+
+// oneRun serves one run to whichever agent claims it.
+type oneRun struct {
+	dir    string
+	claim  *agentproto.Claim
+	mu     sync.Mutex
+	given  bool
+	events []events.Event
+	result *agentproto.Result
+	done   chan struct{}
+}
+
+func (r *oneRun) Claim(ctx context.Context, req agentproto.ClaimRequest) (*agentproto.Claim, error) {
+	r.mu.Lock()
+	if r.given {
+		r.mu.Unlock()
+		<-ctx.Done()
+		return nil, nil
+	}
+	r.given = true
+	r.mu.Unlock()
+	return r.claim, nil
+}
+
+func (r *oneRun) BundlePath(id string) (string, error) {
+	return filepath.Join(r.dir, "bundle.tar.gz"), nil
+}
+
+func (r *oneRun) Events(id string, evs []events.Event, bad []string) (agentproto.Reply, error) {
+	r.mu.Lock()
+	r.events = append(r.events, evs...)
+	r.mu.Unlock()
+	return agentproto.Reply{}, nil
+}
+
+func (r *oneRun) Predictions(id string, body io.Reader) error {
+	return agentproto.StoreFile(filepath.Join(r.dir, "predictions.jsonl"), body)
+}
+
+func (r *oneRun) Result(id string, res agentproto.Result) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.result == nil {
+		r.result = &res
+		close(r.done)
+	}
+	return nil
+}
+
+func (r *oneRun) logHas(text string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, e := range r.events {
+		if strings.Contains(e.String("msg"), text) || strings.Contains(e.String("step"), text) {
+			return true
+		}
+	}
+	return false
+}
+
+func TestManualAgentSubmitsToSLURM(t *testing.T) {
+	bin := testcli.Binaries(t)
+	dir := t.TempDir()
+	cfgPath := testproject.Write(t, dir, 120, 100, "")
+	cfg, err := dispatch.LoadConfig(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := bundle.Build(cfg, filepath.Join(dir, "bundle"), []string{"sentiment"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, n, err := bundle.PackFile(filepath.Join(dir, "bundle"), filepath.Join(dir, "bundle.tar.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const runID = "20261202-120000-abcd"
+	run := &oneRun{dir: dir, done: make(chan struct{}), claim: &agentproto.Claim{
+		RunID: runID, RunToken: "", GraceSeconds: 2, HeartbeatTimeoutS: 60, MaxPredictionsMB: 16,
+		Bundle: agentproto.BundleInfo{Bytes: n, SHA256: sum},
+		Spec:   trainer.Spec{V: 1, RunID: runID, Trainer: "tfidf-logreg", Schemas: m.Schemas, BundleDir: "x", Workdir: "x", Params: map[string]string{}},
+	}}
+	token := strings.Repeat("ab", 32)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := agentproto.Serve(l, agentproto.NewHandler(run, agentproto.HandlerOptions{TokenSHA256: sha256.Sum256([]byte(token))}))
+	defer srv.Close()
+
+	// The scheduler: the shim's links first on PATH.
+	shimBin, state, work := t.TempDir(), t.TempDir(), t.TempDir()
+	for _, c := range []string{"sbatch", "squeue", "scancel", "scontrol"} {
+		if err := os.Symlink(filepath.Join(bin, "potato-slurm-shim"), filepath.Join(shimBin, c)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := append(os.Environ(), "PATH="+shimBin+":"+os.Getenv("PATH"), "POTATO_SLURM_SHIM_DIR="+state)
+	init := exec.Command(filepath.Join(bin, "potato-slurm-shim"), "init", "--node", "node07", "--kill-wait", "1")
+	init.Env = env
+	if out, err := init.CombinedOutput(); err != nil {
+		t.Fatalf("shim init: %v %s", err, out)
+	}
+	// The prelude keeps the job's environment, to show the token is not in it.
+	jobEnv := filepath.Join(work, "job.env")
+	slurmJSON, _ := json.Marshal(map[string]any{"partition": "debug", "time": "5:00", "poll_interval_s": 1,
+		"prelude": []string{"env >" + jobEnv}})
+	sj := filepath.Join(work, "slurm.json")
+	os.WriteFile(sj, slurmJSON, 0o644)
+
+	agent := exec.Command(filepath.Join(bin, "potato-agent"), "--server", "http://"+l.Addr().String(),
+		"--backend", "cluster", "--workdir", work, "--slurm-config", sj, "--once")
+	agent.Env = append(env, "POTATO_TRAINING_TOKEN="+token)
+	var stderr strings.Builder
+	agent.Stderr = &stderr
+	if err := agent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer agent.Process.Kill()
+	select {
+	case <-run.done:
+	case <-time.After(90 * time.Second):
+		t.Fatalf("no result\n%s", stderr.String())
+	}
+	agent.Wait()
+	if run.result.ExitCode != 0 || run.result.Error != "" {
+		t.Errorf("result %+v\n%s", run.result, stderr.String())
+	}
+	for _, want := range []string{"Submitted SLURM job ", "(--partition=debug --time=5:00)", ": RUNNING on node07"} {
+		if !run.logHas(want) {
+			t.Errorf("no event says %q", want)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "predictions.jsonl")); err != nil || len(b) == 0 {
+		t.Errorf("no predictions uploaded: %v", err)
+	}
+	b, err := os.ReadFile(jobEnv)
+	if err != nil {
+		t.Fatalf("the prelude did not run: %v", err)
+	}
+	if strings.Contains(string(b), token) || strings.Contains(string(b), "POTATO_TRAINING_TOKEN") {
+		t.Error("the job's environment holds the agent's token")
+	}
+	if !strings.Contains(string(b), "SLURM_JOB_ID=") {
+		t.Errorf("the prelude did not run inside the job:\n%s", b)
+	}
+}

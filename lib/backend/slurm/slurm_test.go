@@ -1,0 +1,740 @@
+package slurm_test
+
+// These tests run whole runs through the system's ssh against the real
+// sshd of scripts/test-sshd: the agent on the "login node" (user
+// potatotest on loopback) submits with sbatch. Most use
+// potato-slurm-shim, the stand-in for sbatch, squeue, scancel and
+// scontrol, put first on the login node's PATH through the backend's env;
+// its admin verb causes the faults (node failure, preemption, out of
+// memory) that are hard to cause on a real scheduler. The tests named
+// TestReal* submit to the real single-node SLURM of scripts/test-slurm.
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"potato-training/internal/testcli"
+	"potato-training/internal/testproject"
+	"potato-training/lib/rundir"
+)
+
+func TestMain(m *testing.M) { os.Exit(testcli.Main(m)) }
+
+type user struct{ uid, gid int }
+
+func potatotest(t *testing.T) user {
+	t.Helper()
+	var u user
+	for i, flag := range []string{"-u", "-g"} {
+		out, err := exec.Command("id", flag, "potatotest").Output()
+		if err != nil {
+			t.Fatalf("id %s potatotest: %v", flag, err)
+		}
+		n, _ := strconv.Atoi(strings.TrimSpace(string(out)))
+		if i == 0 {
+			u.uid = n
+		} else {
+			u.gid = n
+		}
+	}
+	return u
+}
+
+// sharedDir is a directory the remote user owns. remote_dir must not be
+// under /tmp (SPEC V1), so it lives in that user's home.
+func sharedDir(t *testing.T, under string) string {
+	t.Helper()
+	u := potatotest(t)
+	d, err := os.MkdirTemp(under, "potato-slurm-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(d, 0o755)
+	os.Chown(d, u.uid, u.gid)
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
+
+type cluster struct {
+	t        *testing.T
+	bin      string // the login node's PATH first: the shim's links, or nothing
+	stateDir string // the shim's state directory; "" on the real scheduler
+	conf     string // SLURM_CONF of the real scheduler
+	// onlyBin makes bin the login node's whole PATH.
+	onlyBin bool
+}
+
+// shim sets up potato-slurm-shim as the login node's scheduler, with
+// slots job slots and two GPUs.
+func shim(t *testing.T, slots int) *cluster {
+	t.Helper()
+	testcli.SSHD(t)
+	c := &cluster{t: t, bin: sharedDir(t, "/tmp"), stateDir: sharedDir(t, "/tmp")}
+	src := filepath.Join(testcli.Binaries(t), "potato-slurm-shim")
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(c.bin, "potato-slurm-shim")
+	if err := os.WriteFile(dst, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"sbatch", "squeue", "scancel", "scontrol"} {
+		if err := os.Symlink(dst, filepath.Join(c.bin, n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.admin("init", "--slots", strconv.Itoa(slots), "--gpus", "0,1", "--kill-wait", "1", "--node", "node07")
+	t.Cleanup(func() {
+		// Nothing of a test's jobs outlives it.
+		out, _ := c.cmd("squeue", "-h", "-o", "%i").Output()
+		for _, id := range strings.Fields(string(out)) {
+			c.cmd("scancel", id).Run()
+		}
+	})
+	return c
+}
+
+// cmd runs a scheduler command as the remote user, as the agent does.
+func (c *cluster) cmd(name string, args ...string) *exec.Cmd {
+	u := potatotest(c.t)
+	path := name
+	if c.bin != "" {
+		path = filepath.Join(c.bin, name)
+	}
+	cmd := exec.Command(path, args...)
+	cmd.Dir = "/"
+	cmd.Env = append(os.Environ(), "POTATO_SLURM_SHIM_DIR="+c.stateDir)
+	if c.conf != "" {
+		cmd.Env = append(cmd.Env, "SLURM_CONF="+c.conf)
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.uid), Gid: uint32(u.gid)}}
+	return cmd
+}
+
+func (c *cluster) admin(args ...string) string {
+	c.t.Helper()
+	out, err := c.cmd("potato-slurm-shim", args...).CombinedOutput()
+	if err != nil {
+		c.t.Fatalf("potato-slurm-shim %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// blocker fills a job slot until its returned function ends it.
+func (c *cluster) blocker(args ...string) (string, func()) {
+	c.t.Helper()
+	a := append([]string{"--parsable", "--job-name=blocker", "--output=/dev/null"}, args...)
+	out, err := c.cmd("sbatch", append(a, "--wrap", "sleep 300")...).CombinedOutput()
+	if err != nil {
+		c.t.Fatalf("sbatch blocker: %v\n%s", err, out)
+	}
+	id := strings.TrimSpace(string(out))
+	return id, func() { c.cmd("scancel", id).Run() }
+}
+
+// state is scontrol's JobState of a job.
+func (c *cluster) state(id string) string {
+	out, _ := c.cmd("scontrol", "show", "job", id).Output()
+	m := regexp.MustCompile(`JobState=(\S+)`).FindSubmatch(out)
+	if m == nil {
+		return ""
+	}
+	return string(m[1])
+}
+
+type env struct {
+	t         *testing.T
+	c         *cluster
+	dir       string
+	cfg       string
+	remoteDir string
+}
+
+// setup writes a project whose default backend "cluster" is a SLURM
+// login node reached over the test sshd; backend holds more keys.
+func setup(t *testing.T, c *cluster, backend string) *env {
+	sd := testcli.SSHD(t)
+	e := &env{t: t, c: c, dir: t.TempDir(), remoteDir: sharedDir(t, "/home/potatotest")}
+	path := "/usr/local/bin:/usr/bin:/bin"
+	if c.bin != "" {
+		path = c.bin + ":" + path
+	}
+	if c.onlyBin {
+		path = c.bin
+	}
+	envs := fmt.Sprintf(`PATH: "%s", POTATO_TRAINING_EXIT_CODE_WAIT_S: "3"`, path)
+	if c.stateDir != "" {
+		envs += fmt.Sprintf(`, POTATO_SLURM_SHIM_DIR: "%s"`, c.stateDir)
+	}
+	if c.conf != "" {
+		envs += fmt.Sprintf(`, SLURM_CONF: "%s"`, c.conf)
+	}
+	block := fmt.Sprintf(`  backend: cluster
+  backends:
+    cluster:
+      type: slurm
+      host: potato-test
+      ssh_config: %s/ssh_config
+      remote_dir: %s
+      heartbeat_timeout_s: 30
+      poll_interval_s: 1
+      env: {%s}
+`, sd, e.remoteDir, envs) + backend
+	e.cfg = testproject.Write(t, e.dir, 120, 100, block)
+	return e
+}
+
+type result struct {
+	code   int
+	id     string
+	stderr string
+}
+
+func (e *env) command(name string, args ...string) *exec.Cmd {
+	bin := testcli.Binaries(e.t)
+	cmd := exec.Command(filepath.Join(bin, name), args...)
+	cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"))
+	return cmd
+}
+
+func (e *env) run(args ...string) result {
+	e.t.Helper()
+	cmd := e.command("potato-dispatch", append([]string{"run", e.cfg}, args...)...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		e.t.Fatal(err)
+	}
+	return result{code, strings.TrimSpace(out.String()), errb.String()}
+}
+
+func (e *env) detach(args ...string) string {
+	e.t.Helper()
+	r := e.run(append(args, "--detach")...)
+	if r.code != 0 {
+		e.t.Fatalf("detach: exit %d: %s", r.code, r.stderr)
+	}
+	// A run a failed test leaves behind is cancelled, so its dispatch
+	// and job do not outlive the test.
+	e.t.Cleanup(func() {
+		if i, err := e.root().Read(r.id); err == nil && !i.Finished {
+			e.command("potato-dispatch", "cancel", e.cfg, r.id).Run()
+			for n := 0; n < 300 && !e.info(r.id).Finished; n++ {
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
+	})
+	return r.id
+}
+
+func (e *env) root() *rundir.Root {
+	return &rundir.Root{Dir: filepath.Join(e.dir, "annotation_output", "training")}
+}
+
+func (e *env) info(id string) rundir.Info {
+	e.t.Helper()
+	i, err := e.root().Read(id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return i
+}
+
+func (e *env) file(id, name string) string {
+	b, _ := os.ReadFile(filepath.Join(e.root().RunDir(id), name))
+	return string(b)
+}
+
+func (e *env) wait(id string) rundir.Info {
+	e.t.Helper()
+	return e.waitFor(id, 90*time.Second)
+}
+
+// waitFor waits for the run's end, at most bound (a guard against a hang,
+// never a speed target), and shows the logs when it does not come.
+func (e *env) waitFor(id string, bound time.Duration) rundir.Info {
+	e.t.Helper()
+	deadline := time.Now().Add(bound)
+	for {
+		info := e.info(id)
+		if info.Finished {
+			return info
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("the run did not end within %s\n%s", bound, e.dump(id))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// jobID is the SLURM job of a run, from its run log.
+func (e *env) jobID(id string) string {
+	m := regexp.MustCompile(`Submitted SLURM job (\d+)`).FindStringSubmatch(e.file(id, "run.log"))
+	if m == nil {
+		return ""
+	}
+	return m[1]
+}
+
+func (e *env) waitJob(id string) string {
+	e.t.Helper()
+	testproject.WaitFor(e.t, "the submission", func() bool { return e.jobID(id) != "" || e.info(id).Finished })
+	j := e.jobID(id)
+	if j == "" {
+		e.t.Fatalf("the run ended without a job\n%s\n%s", e.file(id, "run.log"), e.file(id, "agent.log"))
+	}
+	return j
+}
+
+func (e *env) logHas(id, text string) bool { return strings.Contains(e.file(id, "run.log"), text) }
+
+func (e *env) dump(id string) string {
+	return "run.log:\n" + e.file(id, "run.log") + "\nagent.log:\n" + e.file(id, "agent.log")
+}
+
+// sleeper is a training process that says it started, then works until
+// stopped; with trapTERM it exits 4 on SIGTERM (as the built-in trainer
+// does), else it ignores SIGTERM.
+func sleeper(t *testing.T, trapTERM bool) string {
+	trap := `trap '' TERM`
+	if trapTERM {
+		trap = `trap 'echo "{\"v\":1,\"event\":\"log\",\"level\":\"info\",\"msg\":\"got TERM\"}"; exit 4' TERM`
+	}
+	return testproject.Trainer(t, sharedDir(t, "/tmp"), trap+`
+echo '{"v":1,"event":"status","state":"fitting","step":"working"}'
+i=0
+while [ $i -lt 600 ]; do sleep 0.2; i=$((i+1)); done
+`+testproject.ResultLines)
+}
+
+func TestEndToEndPendingThenRunning(t *testing.T) {
+	c := shim(t, 1)
+	e := setup(t, c, "      gres: gpu:1\n      time: \"10:00\"\n      partition: debug\n      job_python: /usr/bin/python3\n")
+	_, unblock := c.blocker()
+	defer unblock()
+	// The built-in trainer, after a pause so that squeue sees it running.
+	tr := testproject.Trainer(t, sharedDir(t, "/tmp"), `sleep 2
+sed 's|"trainer": *"[^"]*"|"trainer": "tfidf-logreg"|' "$2" >spec-builtin.json
+exec "$(ls `+e.remoteDir+`/code/*/potato-agent | head -n 1)" worker --spec spec-builtin.json`)
+	id := e.detach("--trainer", tr, "--schemas", "sentiment")
+	testproject.WaitFor(t, "PENDING (Priority)", func() bool { return e.logHas(id, "SLURM job ") && e.logHas(id, ": PENDING (Priority)") })
+	if step := e.info(id).Step; !regexp.MustCompile(`^SLURM job \d+: PENDING \(Priority\)$`).MatchString(step) {
+		t.Errorf("step line while pending: %q", step)
+	}
+	unblock()
+	info := e.wait(id)
+	log := e.file(id, "run.log")
+	if info.State != rundir.StateSuccess || info.Heldout == nil || info.RanOn != "cluster (slurm via potato-test)" {
+		t.Fatalf("state %s heldout %v ran_on %q error %q\n%s", info.State, info.Heldout, info.RanOn, info.Error, e.dump(id))
+	}
+	job := e.jobID(id)
+	for _, want := range []string{
+		"Submitted SLURM job " + job + " (--partition=debug --gres=gpu:1 --time=10:00)",
+		"SLURM job " + job + ": PENDING (Priority)",
+		"SLURM job " + job + ": RUNNING on node07",
+		"GPUs: gres gpu:1, CUDA_VISIBLE_DEVICES set by the scheduler",
+		"the job runs /usr/bin/python3 on the compute node (job_python)",
+	} {
+		if !strings.Contains(log, want) {
+			t.Errorf("run log lacks %q\n%s", want, log)
+		}
+	}
+	// Progress came through events.jsonl on the shared file system.
+	if ev := e.file(id, "events.jsonl"); !strings.Contains(ev, `"event":"progress"`) || !strings.Contains(ev, `"event":"result"`) {
+		t.Errorf("events.jsonl lacks the trainer's progress and result:\n%.2000s", ev)
+	}
+	if st := c.state(job); st != "COMPLETED" {
+		t.Errorf("job state %q, want COMPLETED", st)
+	}
+	// The job directory is gone after the copy back.
+	if _, err := os.Stat(filepath.Join(e.remoteDir, "jobs", id)); !os.IsNotExist(err) {
+		t.Errorf("the remote job directory is still there (%v)", err)
+	}
+	if info.Writeback["n_written"] == 0 {
+		t.Errorf("no prelabels written: %+v", info.Writeback)
+	}
+}
+
+func TestCancelWhilePending(t *testing.T) {
+	c := shim(t, 1)
+	e := setup(t, c, "")
+	_, unblock := c.blocker()
+	defer unblock()
+	id := e.detach("--trainer", "tfidf-logreg", "--schemas", "sentiment")
+	job := e.waitJob(id)
+	testproject.WaitFor(t, "PENDING", func() bool { return e.logHas(id, ": PENDING (Priority)") })
+	if r := e.command("potato-dispatch", "cancel", e.cfg, id); r.Run() != nil {
+		t.Fatal("potato-dispatch cancel failed")
+	}
+	info := e.wait(id)
+	if info.State != rundir.StateCancelled {
+		t.Errorf("state %s error %q\n%s", info.State, info.Error, e.dump(id))
+	}
+	testproject.WaitFor(t, "the job cancelled", func() bool { return c.state(job) == "CANCELLED" })
+	if !e.logHas(id, "cancelling SLURM job "+job+": scancel") {
+		t.Errorf("the run log does not say how the job was cancelled\n%s", e.dump(id))
+	}
+}
+
+// A running job gets scancel --full --signal=TERM; a training process
+// that ignores it is ended by the plain scancel after grace_seconds.
+func TestCancelWhileRunningIgnoringTERM(t *testing.T) {
+	c := shim(t, 2)
+	e := setup(t, c, "")
+	id := e.detach("--trainer", sleeper(t, false), "--schemas", "sentiment")
+	job := e.waitJob(id)
+	testproject.WaitFor(t, "the trainer", func() bool { return e.info(id).Step == "working" })
+	if err := e.command("potato-dispatch", "cancel", e.cfg, id).Run(); err != nil {
+		t.Fatal(err)
+	}
+	info := e.wait(id)
+	if info.State != rundir.StateCancelled {
+		t.Errorf("state %s error %q\n%s", info.State, info.Error, e.dump(id))
+	}
+	testproject.WaitFor(t, "the job to leave the queue", func() bool {
+		s := c.state(job)
+		return s != "RUNNING" && s != "PENDING" && s != "COMPLETING"
+	})
+	if !e.logHas(id, "scancel --full --signal=TERM") {
+		t.Errorf("no TERM through scancel --full\n%s", e.dump(id))
+	}
+}
+
+// scancel --full --signal=TERM to a training process that exits on TERM:
+// SLURM calls the job COMPLETED; the run is still cancelled, not a
+// success, because the agent remembers it asked.
+func TestCancelWhileRunningTrappingTERM(t *testing.T) {
+	c := shim(t, 2)
+	e := setup(t, c, "")
+	id := e.detach("--trainer", sleeper(t, true), "--schemas", "sentiment")
+	job := e.waitJob(id)
+	testproject.WaitFor(t, "the trainer", func() bool { return e.info(id).Step == "working" })
+	if err := e.command("potato-dispatch", "cancel", e.cfg, id).Run(); err != nil {
+		t.Fatal(err)
+	}
+	info := e.wait(id)
+	if info.State != rundir.StateCancelled {
+		t.Errorf("state %s error %q\n%s", info.State, info.Error, e.dump(id))
+	}
+	testproject.WaitFor(t, "the job to leave the queue", func() bool { s := c.state(job); return s != "RUNNING" && s != "" })
+}
+
+// The scheduler ends the job: each fault's run error is F9's sentence.
+func TestSchedulerEndsTheJob(t *testing.T) {
+	cases := []struct {
+		name, backend string
+		fault         []string // the shim's admin verb, after the job id
+		want          string
+	}{
+		{"time limit", "      time: \"0:04\"\n", nil, "it reached its time limit"},
+		{"node failure", "", []string{"node_fail"}, "its node failed"},
+		{"preemption", "", []string{"preempted"}, "it was preempted"},
+		{"out of memory", "", []string{"out_of_memory"}, "it ran out of memory"},
+		{"external scancel", "", []string{"scancel"}, "it was cancelled from outside (scancel)"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := shim(t, 2)
+			e := setup(t, c, tc.backend)
+			id := e.detach("--trainer", sleeper(t, true), "--schemas", "sentiment")
+			job := e.waitJob(id)
+			testproject.WaitFor(t, "the trainer", func() bool { return e.info(id).Step == "working" || e.info(id).Finished })
+			switch {
+			case tc.fault == nil:
+			case tc.fault[0] == "scancel":
+				if out, err := c.cmd("scancel", job).CombinedOutput(); err != nil {
+					t.Fatalf("scancel: %v %s", err, out)
+				}
+			default:
+				c.admin(append([]string{"fail", job}, tc.fault...)...)
+			}
+			info := e.wait(id)
+			want := "SLURM job " + job + " ended before the worker finished: " + tc.want
+			if info.State != rundir.StateError || !strings.HasPrefix(info.Error, want) {
+				t.Errorf("state %s error %q, want %q\n%s", info.State, info.Error, want, e.dump(id))
+			}
+		})
+	}
+}
+
+// A job requeued after a node failure goes back to PENDING; the run log
+// says so and the run keeps waiting, then succeeds on the second attempt.
+func TestRequeuedJobRunsAgain(t *testing.T) {
+	c := shim(t, 2)
+	e := setup(t, c, "")
+	marker := sharedDir(t, "/tmp")
+	os.Chmod(marker, 0o777)
+	// The first attempt works until it is stopped; the second finishes.
+	tr := testproject.Trainer(t, sharedDir(t, "/tmp"), `if [ ! -e `+marker+`/first ]; then
+	: > `+marker+`/first
+	echo '{"v":1,"event":"status","state":"fitting","step":"working"}'
+	sleep 300
+fi
+`+testproject.ResultLines)
+	id := e.detach("--trainer", tr, "--schemas", "sentiment")
+	job := e.waitJob(id)
+	testproject.WaitFor(t, "the first attempt", func() bool { return e.info(id).Step == "working" })
+	c.admin("fail", job, "node_fail", "--requeue")
+	info := e.wait(id)
+	if info.State != rundir.StateSuccess {
+		t.Fatalf("state %s error %q\n%s", info.State, info.Error, e.dump(id))
+	}
+	log := e.file(id, "run.log")
+	if !regexp.MustCompile(`SLURM job ` + job + `: PENDING( \(\w+\))?: requeued by the scheduler after a node failure, Restarts=1`).MatchString(log) {
+		t.Errorf("the run log does not say the job was requeued\n%s", e.dump(id))
+	}
+}
+
+// The job leaves the queue but its exit_code never appears (the batch
+// shell was killed): the run fails saying so; success is never guessed.
+func TestJobVanishesBeforeExitCode(t *testing.T) {
+	c := shim(t, 2)
+	e := setup(t, c, "")
+	tr := testproject.Trainer(t, sharedDir(t, "/tmp"), testproject.ResultLines+`
+kill -KILL $PPID`)
+	id := e.detach("--trainer", tr, "--schemas", "sentiment")
+	info := e.wait(id)
+	if info.State != rundir.StateError || !strings.Contains(info.Error, "but wrote no exit_code") {
+		t.Errorf("state %s error %q\n%s", info.State, info.Error, e.dump(id))
+	}
+}
+
+// The ssh session to the login node is killed: the agent cancels its job
+// so the GPU is released.
+func TestSSHSessionKilledCancelsTheJob(t *testing.T) {
+	c := shim(t, 2)
+	e := setup(t, c, "")
+	id := e.detach("--trainer", sleeper(t, true), "--schemas", "sentiment")
+	job := e.waitJob(id)
+	testproject.WaitFor(t, "the trainer", func() bool { return e.info(id).Step == "working" })
+	out, _ := exec.Command("pgrep", "-u", "root", "-f", "ssh .*--socket /tmp/potato-"+id).Output()
+	if len(strings.Fields(string(out))) == 0 {
+		t.Fatal("no ssh session process found")
+	}
+	for _, p := range strings.Fields(string(out)) {
+		pid, _ := strconv.Atoi(p)
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	info := e.wait(id)
+	if info.State != rundir.StateError {
+		t.Errorf("state %s error %q", info.State, info.Error)
+	}
+	testproject.WaitFor(t, "the job to be cancelled", func() bool {
+		s := c.state(job)
+		return s == "CANCELLED" || s == "COMPLETED"
+	})
+}
+
+// F8: a login node without sbatch on PATH; the run and the check both say
+// so, with the fix.
+func TestNoSbatchOnPath(t *testing.T) {
+	// A PATH with every program of /usr/bin but SLURM's (/bin is /usr/bin
+	// on Debian, and this machine may have the real scheduler).
+	c := &cluster{t: t, bin: sharedDir(t, "/tmp")}
+	ents, err := os.ReadDir("/usr/bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, de := range ents {
+		switch de.Name() {
+		case "sbatch", "squeue", "scancel", "scontrol":
+			continue
+		}
+		os.Symlink(filepath.Join("/usr/bin", de.Name()), filepath.Join(c.bin, de.Name()))
+	}
+	c.onlyBin = true
+	e := setup(t, c, "")
+	r := e.run("--trainer", "tfidf-logreg", "--schemas", "sentiment")
+	want := "potato-test has no sbatch on PATH, so it cannot submit jobs"
+	if r.code != 1 || !strings.Contains(e.info(r.id).Error, want) {
+		t.Errorf("exit %d error %q\n%s", r.code, e.info(r.id).Error, r.stderr)
+	}
+	var out bytes.Buffer
+	cmd := e.command("potato-check", "cluster", e.cfg)
+	cmd.Stdout, cmd.Stderr = &out, io.Discard
+	err = cmd.Run()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+		t.Errorf("potato-check: %v, want exit 1", err)
+	}
+	for _, w := range []string{want, "hint: set PATH under the backend's env"} {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("check report lacks %q:\n%s", w, out.String())
+		}
+	}
+}
+
+func TestCheckCluster(t *testing.T) {
+	c := shim(t, 1)
+	e := setup(t, c, "      job_python: /opt/conda/bin/python3\n      gres: gpu:1\n")
+	var out bytes.Buffer
+	cmd := e.command("potato-check", "cluster", e.cfg)
+	cmd.Stdout, cmd.Stderr = &out, os.Stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("potato-check: %v\n%s", err, out.String())
+	}
+	for _, w := range []string{"cluster (slurm via potato-test)", ": a run can start", "sbatch: " + c.bin + "/sbatch",
+		"scontrol: " + c.bin + "/scontrol", "shell: /bin/bash", "job_python: /opt/conda/bin/python3", "a SLURM job with gres gpu:1"} {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("check report lacks %q:\n%s", w, out.String())
+		}
+	}
+}
+
+// real is the single-node SLURM of scripts/test-slurm.
+func real(t *testing.T) *cluster {
+	t.Helper()
+	dir := testcli.SLURM(t)
+	// The cluster may be shared: a test cancels only the jobs it made
+	// (blockers by their own function, runs by the cleanup of detach).
+	return &cluster{t: t, conf: filepath.Join(dir, "slurm.conf")}
+}
+
+// asRoot runs a scheduler command as root (scontrol update).
+func (c *cluster) asRoot(name string, args ...string) ([]byte, error) {
+	cmd := exec.Command(name, args...)
+	cmd.Env = append(os.Environ(), "SLURM_CONF="+c.conf)
+	return cmd.CombinedOutput()
+}
+
+func (c *cluster) node() string {
+	out, err := c.asRoot("sinfo", "-h", "-N", "-o", "%N")
+	if err != nil {
+		c.t.Fatalf("sinfo: %v %s", err, out)
+	}
+	return strings.Fields(string(out))[0]
+}
+
+// The whole sequence on the real scheduler: submission with its options,
+// PENDING while both GPUs are taken, RUNNING, events relayed, success.
+func TestRealSubmitQueueRelay(t *testing.T) {
+	c := real(t)
+	e := setup(t, c, "      gres: gpu:1\n      time: \"10:00\"\n")
+	_, unblock := c.blocker("--gres=gpu:2")
+	defer unblock()
+	id := e.detach("--trainer", "tfidf-logreg", "--schemas", "sentiment")
+	job := e.waitJob(id)
+	testproject.WaitFor(t, "PENDING", func() bool { return e.logHas(id, "SLURM job "+job+": PENDING") })
+	unblock()
+	info := e.wait(id)
+	if info.State != rundir.StateSuccess || info.Heldout == nil {
+		t.Fatalf("state %s error %q\n%s", info.State, info.Error, e.dump(id))
+	}
+	log := e.file(id, "run.log")
+	node := c.node()
+	for _, want := range []string{"Submitted SLURM job " + job + " (--gres=gpu:1 --time=10:00)",
+		"SLURM job " + job + ": RUNNING on " + node, "SLURM job " + job + ": COMPLETED (ExitCode=0:0"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("run log lacks %q\n%s", want, log)
+		}
+	}
+	if !regexp.MustCompile(`SLURM job ` + job + `: PENDING \((Resources|Priority|None)\)`).MatchString(log) {
+		t.Errorf("run log lacks the pending state\n%s", log)
+	}
+	if ev := e.file(id, "events.jsonl"); !strings.Contains(ev, `"event":"progress"`) {
+		t.Errorf("no progress relayed:\n%.2000s", ev)
+	}
+	t.Logf("run log of a real SLURM run:\n%s", log)
+}
+
+func TestRealCancel(t *testing.T) {
+	c := real(t)
+	e := setup(t, c, "")
+	id := e.detach("--trainer", sleeper(t, true), "--schemas", "sentiment")
+	job := e.waitJob(id)
+	testproject.WaitFor(t, "the trainer", func() bool { return e.info(id).Step == "working" })
+	if err := e.command("potato-dispatch", "cancel", e.cfg, id).Run(); err != nil {
+		t.Fatal(err)
+	}
+	info := e.wait(id)
+	if info.State != rundir.StateCancelled {
+		t.Errorf("state %s error %q\n%s", info.State, info.Error, e.dump(id))
+	}
+	testproject.WaitFor(t, "the job to end", func() bool {
+		out, _ := c.cmd("squeue", "-h", "-j", job, "-o", "%T").Output()
+		return strings.TrimSpace(string(out)) == ""
+	})
+}
+
+// A one-minute time limit, which the real scheduler enforces within
+// about 74 to 86 s.
+func TestRealTimeLimit(t *testing.T) {
+	c := real(t)
+	e := setup(t, c, "      time: \"1\"\n")
+	id := e.detach("--trainer", sleeper(t, true), "--schemas", "sentiment")
+	job := e.waitJob(id)
+	info := e.waitFor(id, 240*time.Second)
+	want := "SLURM job " + job + " ended before the worker finished: it reached its time limit"
+	if info.State != rundir.StateError || info.Error != want {
+		t.Errorf("state %s error %q, want %q\n%s", info.State, info.Error, want, e.dump(id))
+	}
+	t.Logf("run log of the time-limit run:\n%s", e.file(id, "run.log"))
+}
+
+func TestRealExternalScancel(t *testing.T) {
+	c := real(t)
+	e := setup(t, c, "")
+	id := e.detach("--trainer", sleeper(t, true), "--schemas", "sentiment")
+	job := e.waitJob(id)
+	testproject.WaitFor(t, "the trainer", func() bool { return e.info(id).Step == "working" })
+	if out, err := c.cmd("scancel", job).CombinedOutput(); err != nil {
+		t.Fatalf("scancel: %v %s", err, out)
+	}
+	info := e.wait(id)
+	want := "SLURM job " + job + " ended before the worker finished: it was cancelled from outside (scancel)"
+	if info.State != rundir.StateError || info.Error != want {
+		t.Errorf("state %s error %q, want %q\n%s", info.State, info.Error, want, e.dump(id))
+	}
+}
+
+// The node is set down while the job runs: the real scheduler requeues
+// the job (Restarts=1); the run log says so, the run keeps waiting, and
+// once the node is back the second attempt finishes.
+func TestRealNodeDownRequeues(t *testing.T) {
+	c := real(t)
+	e := setup(t, c, "")
+	node := c.node()
+	t.Cleanup(func() { c.asRoot("scontrol", "update", "nodename="+node, "state=resume") })
+	marker := sharedDir(t, "/tmp")
+	os.Chmod(marker, 0o777)
+	tr := testproject.Trainer(t, sharedDir(t, "/tmp"), `if [ ! -e `+marker+`/first ]; then
+	: > `+marker+`/first
+	echo '{"v":1,"event":"status","state":"fitting","step":"working"}'
+	sleep 300
+fi
+`+testproject.ResultLines)
+	id := e.detach("--trainer", tr, "--schemas", "sentiment")
+	job := e.waitJob(id)
+	testproject.WaitFor(t, "the first attempt", func() bool { return e.info(id).Step == "working" })
+	if out, err := c.asRoot("scontrol", "update", "nodename="+node, "state=down", "reason=potato-test"); err != nil {
+		t.Fatalf("scontrol update: %v %s", err, out)
+	}
+	testproject.WaitFor(t, "the requeue in the run log", func() bool {
+		return e.logHas(id, "requeued by the scheduler") || e.info(id).Finished
+	})
+	if out, err := c.asRoot("scontrol", "update", "nodename="+node, "state=resume"); err != nil {
+		t.Fatalf("scontrol update: %v %s", err, out)
+	}
+	info := e.waitFor(id, 300*time.Second)
+	log := e.file(id, "run.log")
+	if info.State != rundir.StateSuccess {
+		t.Errorf("state %s error %q\n%s", info.State, info.Error, e.dump(id))
+	}
+	if !regexp.MustCompile(`SLURM job ` + job + `: PENDING( \(\w+\))?: requeued by the scheduler after a node failure, Restarts=1`).MatchString(log) {
+		t.Errorf("the run log does not say the job was requeued after the node failure\n%s", log)
+	}
+}

@@ -1,0 +1,69 @@
+package check
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+
+	slurmbackend "potato-training/lib/backend/slurm"
+	sshbackend "potato-training/lib/backend/ssh"
+	"potato-training/lib/config"
+	"potato-training/lib/sshx"
+)
+
+// SLURM connects to a cluster's login node (SPEC M4, F8): sbatch, squeue
+// and scancel on PATH with the backend's env, scontrol where present,
+// remote_dir not under /tmp, and the login node's Python and shell; it
+// names the job_python the job will use, whose packages it cannot see
+// from the login node.
+func SLURM(ctx context.Context, b *config.Backend) Report {
+	r := Report{Backend: b.Name, Type: b.Type, GPUs: []GPUInfo{}, Warnings: []string{}, Problems: []string{}}
+	conn, err := sshx.Dial(ctx, sshx.TargetOf(b), "")
+	if err != nil {
+		r.Summary = b.Label() + ": " + err.Error()
+		r.Problems = append(r.Problems, err.Error())
+		return r
+	}
+	defer conn.Close()
+	f, err := sshbackend.Probe(ctx, conn, b, nil)
+	if err != nil {
+		r.Summary = b.Label() + ": " + err.Error()
+		r.Problems = append(r.Problems, err.Error())
+		return r
+	}
+	r.Python = f.Python
+	if r.Python == "" {
+		r.Python = b.Python
+	}
+	r.PythonVersion = f.PythonVersion
+	if f.PythonMissing {
+		r.Warnings = append(r.Warnings, fmt.Sprintf("%s is not on the login node (the agent needs none there)", b.Python))
+	}
+	r.JobPython = b.JobPython
+	if r.JobPython == "" {
+		r.JobPython = b.Python
+	}
+	r.Shell = f.Shell
+	r.Commands = map[string]string{}
+	for _, k := range slices.Sorted(maps.Keys(f.Commands)) {
+		r.Commands[k] = f.Commands[k]
+	}
+	c := slurmbackend.CheckHost(b, f)
+	r.Problems = append(r.Problems, c.Problems...)
+	r.Warnings = append(r.Warnings, c.Warnings...)
+	r.Hints = append(r.Hints, c.Hints...)
+	r.Device = &DeviceInfo{Kind: "slurm", Name: "SLURM job", Device: "cpu", Describe: "a SLURM job without gres (CPU only)"}
+	if g := b.Gres; g != "" {
+		r.Device.Device = "cuda"
+		r.Device.Describe = "a SLURM job with gres " + g
+	}
+	host := fmt.Sprintf("%s (%s %s)", b.Label(), f.OS, f.Arch)
+	r.OK = len(r.Problems) == 0
+	if r.OK {
+		r.Summary = host + ": a run can start"
+	} else {
+		r.Summary = host + ": " + r.Problems[0]
+	}
+	return r
+}
