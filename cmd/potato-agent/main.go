@@ -12,8 +12,10 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/alecthomas/kong"
 
@@ -104,7 +106,7 @@ func (c *agentCmd) Run(ctx *cli.Context) error {
 	sctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer stop()
 	err = agent.Run(sctx, agent.Options{Client: client, Backend: c.Backend, Workdir: workdir, Python: expandHome(c.Python),
-		Once: c.Once, Keep: c.Keep, Worker: self, Lost: lost, Log: ctx.Stderr, AllowExec: c.Socket != "", SLURM: so})
+		Once: c.Once, Keep: c.Keep, Worker: self, Lost: lost, Log: ctx.Stderr, AllowExec: c.Socket != "", SLURM: so, Unreachable: unreachable()})
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return cli.Failf(cli.ExitNo, "%v", err)
 	}
@@ -144,6 +146,15 @@ func (c *agentCmd) credentials(ctx *cli.Context) (server, token string, lost cha
 		return "", "", nil, cli.Failf(cli.ExitUsage, "no token: set POTATO_TRAINING_TOKEN or give --token-file")
 	}
 	return server, token, lost, nil
+}
+
+// unreachable is how long the server may be out of reach during a job;
+// POTATO_TRAINING_UNREACHABLE_S shortens G9's 300 s (for tests).
+func unreachable() time.Duration {
+	if n, err := strconv.Atoi(os.Getenv("POTATO_TRAINING_UNREACHABLE_S")); err == nil && n > 0 {
+		return time.Duration(n) * time.Second
+	}
+	return agent.DefaultUnreachable
 }
 
 func expandHome(p string) string {

@@ -49,7 +49,17 @@ type Options struct {
 	// SLURM, when set, makes this an agent on a login node: each job's
 	// training process is submitted with sbatch (SPEC M5, M9).
 	SLURM *slurm.Options
+	// Unreachable is how long the server may fail every post during a job
+	// before the agent stops the job itself (SPEC G9; default 300 s).
+	Unreachable time.Duration
 }
+
+// DefaultUnreachable is G9's limit.
+const DefaultUnreachable = 300 * time.Second
+
+// MsgUnreachable is why an agent stopped a job whose server it could not
+// reach.
+const MsgUnreachable = "the server could not be reached for %d seconds"
 
 // LostSession is how the agent's result says it stopped its job because
 // its ssh session (standard input) ended.
@@ -74,6 +84,9 @@ func Run(ctx context.Context, o Options) error {
 	}
 	if o.MaxBundleBytes <= 0 {
 		o.MaxBundleBytes = 64 << 30
+	}
+	if o.Unreachable <= 0 {
+		o.Unreachable = DefaultUnreachable
 	}
 	host, _ := os.Hostname()
 	for {
@@ -129,6 +142,10 @@ type job struct {
 	// predictions is the result event's predictions_file.
 	predictions string
 	postMu      sync.Mutex
+	// lastOK is when a post last reached the server.
+	lastOK time.Time
+	// why the job was stopped, once it was.
+	why string
 }
 
 func runJob(ctx context.Context, o Options, claim *agentproto.Claim, host string) error {
@@ -136,7 +153,7 @@ func runJob(ctx context.Context, o Options, claim *agentproto.Claim, host string
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return report(ctx, o, claim, -1, "", err)
 	}
-	j := &job{o: o, claim: claim, dir: dir, grace: time.Duration(claim.GraceSeconds) * time.Second}
+	j := &job{o: o, claim: claim, dir: dir, grace: time.Duration(claim.GraceSeconds) * time.Second, lastOK: time.Now()}
 	if j.grace <= 0 {
 		j.grace = DefaultGrace
 	}
@@ -277,8 +294,17 @@ func (j *job) post(ctx context.Context) {
 		j.raw = append(raw, j.raw...)
 		j.mu.Unlock()
 		j.o.logf("posting events: %v", err)
+		j.mu.Lock()
+		silent := time.Since(j.lastOK)
+		j.mu.Unlock()
+		if silent > j.o.Unreachable {
+			j.stop(fmt.Sprintf(MsgUnreachable, int(j.o.Unreachable/time.Second)), j.grace)
+		}
 		return
 	}
+	j.mu.Lock()
+	j.lastOK = time.Now()
+	j.mu.Unlock()
 	if reply.Cancel {
 		g := j.grace
 		if reply.GraceSeconds > 0 {
@@ -296,6 +322,7 @@ func (j *job) stop(why string, grace time.Duration) {
 		return
 	}
 	j.cancel = true
+	j.why = why
 	j.o.logf("%s: stopping the training process (SIGKILL after %s)", why, grace)
 	if j.proc != nil {
 		j.proc.Terminate(grace)

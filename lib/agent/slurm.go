@@ -268,9 +268,6 @@ func (sj *slurmJob) follow(ctx context.Context) (int, string) {
 	code, why := sj.ended(bg, t)
 	t.read()
 	t.flush()
-	if why == "" && ctx.Err() != nil {
-		why = "the agent was stopped: it cancelled SLURM job " + sj.id
-	}
 	return code, why
 }
 
@@ -388,7 +385,7 @@ func (sj *slurmJob) ended(ctx context.Context, t *tailer) (int, string) {
 				return -1, "killed by " + signalName(syscall.Signal(n-128))
 			}
 			if cancelled {
-				return n, "cancel requested: SLURM job " + sj.id + " was cancelled"
+				return n, sj.stopped()
 			}
 			return n, ""
 		}
@@ -399,12 +396,23 @@ func (sj *slurmJob) ended(ctx context.Context, t *tailer) (int, string) {
 		time.Sleep(250 * time.Millisecond)
 	}
 	if cancelled {
-		return -1, "cancel requested: SLURM job " + sj.id + " was cancelled"
+		return -1, sj.stopped()
 	}
 	if state == "" {
 		state = "state unknown to scontrol"
 	}
 	return -1, slurm.NoExitCode(sj.id, state, sj.dir, wait)
+}
+
+// stopped is the result's error of a job the agent cancelled.
+func (sj *slurmJob) stopped() string {
+	sj.j.mu.Lock()
+	why := sj.j.why
+	sj.j.mu.Unlock()
+	if why == "" {
+		why = "cancel requested"
+	}
+	return why + ": it cancelled SLURM job " + sj.id
 }
 
 func signalName(s syscall.Signal) string {
@@ -426,6 +434,12 @@ func (sj *slurmJob) cancel(grace time.Duration) {
 	sj.cancelled = true
 	pending := sj.state == "" || sj.state == slurm.StatePending
 	sj.mu.Unlock()
+	// The last poll may be up to poll_interval_s old: ask the queue now.
+	if out, _, err := sj.command(ctx, "squeue", slurm.SqueueArgs(sj.id)...); err == nil {
+		if q, ok, _ := slurm.ParseSqueue(out, sj.id); ok {
+			pending = q.State == slurm.StatePending
+		}
+	}
 	if pending {
 		sj.j.emit(agentLine(fmt.Sprintf("cancelling SLURM job %s: scancel", sj.id)))
 		if _, stderr, err := sj.command(ctx, "scancel", sj.id); err != nil {

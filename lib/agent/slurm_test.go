@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -91,7 +92,19 @@ func (r *oneRun) logHas(text string) bool {
 	return false
 }
 
-func TestManualAgentSubmitsToSLURM(t *testing.T) {
+// manual is an agent started by hand against a server on loopback.
+type manual struct {
+	run    *oneRun
+	srv    *http.Server
+	agent  *exec.Cmd
+	stderr *strings.Builder
+	shim   string // the shim's binary
+	env    []string
+	jobEnv string
+}
+
+func startManual(t *testing.T, prelude []string, extraEnv ...string) *manual {
+	t.Helper()
 	bin := testcli.Binaries(t)
 	dir := t.TempDir()
 	cfgPath := testproject.Write(t, dir, 120, 100, "")
@@ -109,7 +122,7 @@ func TestManualAgentSubmitsToSLURM(t *testing.T) {
 	}
 	const runID = "20261202-120000-abcd"
 	run := &oneRun{dir: dir, done: make(chan struct{}), claim: &agentproto.Claim{
-		RunID: runID, RunToken: "", GraceSeconds: 2, HeartbeatTimeoutS: 60, MaxPredictionsMB: 16,
+		RunID: runID, GraceSeconds: 2, HeartbeatTimeoutS: 60, MaxPredictionsMB: 16,
 		Bundle: agentproto.BundleInfo{Bytes: n, SHA256: sum},
 		Spec:   trainer.Spec{V: 1, RunID: runID, Trainer: "tfidf-logreg", Schemas: m.Schemas, BundleDir: "x", Workdir: "x", Params: map[string]string{}},
 	}}
@@ -119,7 +132,7 @@ func TestManualAgentSubmitsToSLURM(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := agentproto.Serve(l, agentproto.NewHandler(run, agentproto.HandlerOptions{TokenSHA256: sha256.Sum256([]byte(token))}))
-	defer srv.Close()
+	t.Cleanup(func() { srv.Close() })
 
 	// The scheduler: the shim's links first on PATH.
 	shimBin, state, work := t.TempDir(), t.TempDir(), t.TempDir()
@@ -129,52 +142,88 @@ func TestManualAgentSubmitsToSLURM(t *testing.T) {
 		}
 	}
 	env := append(os.Environ(), "PATH="+shimBin+":"+os.Getenv("PATH"), "POTATO_SLURM_SHIM_DIR="+state)
-	init := exec.Command(filepath.Join(bin, "potato-slurm-shim"), "init", "--node", "node07", "--kill-wait", "1")
-	init.Env = env
-	if out, err := init.CombinedOutput(); err != nil {
-		t.Fatalf("shim init: %v %s", err, out)
-	}
+	mg := &manual{run: run, srv: srv, shim: filepath.Join(bin, "potato-slurm-shim"), env: env, stderr: &strings.Builder{}}
+	mg.admin(t, "init", "--node", "node07", "--kill-wait", "1")
 	// The prelude keeps the job's environment, to show the token is not in it.
-	jobEnv := filepath.Join(work, "job.env")
+	mg.jobEnv = filepath.Join(work, "job.env")
 	slurmJSON, _ := json.Marshal(map[string]any{"partition": "debug", "time": "5:00", "poll_interval_s": 1,
-		"prelude": []string{"env >" + jobEnv}})
+		"prelude": append([]string{"env >" + mg.jobEnv}, prelude...)})
 	sj := filepath.Join(work, "slurm.json")
 	os.WriteFile(sj, slurmJSON, 0o644)
 
-	agent := exec.Command(filepath.Join(bin, "potato-agent"), "--server", "http://"+l.Addr().String(),
+	mg.agent = exec.Command(filepath.Join(bin, "potato-agent"), "--server", "http://"+l.Addr().String(),
 		"--backend", "cluster", "--workdir", work, "--slurm-config", sj, "--once")
-	agent.Env = append(env, "POTATO_TRAINING_TOKEN="+token)
-	var stderr strings.Builder
-	agent.Stderr = &stderr
-	if err := agent.Start(); err != nil {
+	mg.agent.Env = append(append(env, "POTATO_TRAINING_TOKEN="+token), extraEnv...)
+	mg.agent.Stderr = mg.stderr
+	if err := mg.agent.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer agent.Process.Kill()
+	t.Cleanup(func() { mg.agent.Process.Kill(); mg.agent.Wait() })
+	return mg
+}
+
+func (mg *manual) admin(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(mg.shim, args...)
+	cmd.Env = mg.env
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("potato-slurm-shim %v: %v %s", args, err, out)
+	}
+	return string(out)
+}
+
+func TestManualAgentSubmitsToSLURM(t *testing.T) {
+	mg := startManual(t, []string{"sleep 2"})
+	run := mg.run
 	select {
 	case <-run.done:
 	case <-time.After(90 * time.Second):
-		t.Fatalf("no result\n%s", stderr.String())
+		t.Fatalf("no result\n%s", mg.stderr.String())
 	}
-	agent.Wait()
+	mg.agent.Wait()
 	if run.result.ExitCode != 0 || run.result.Error != "" {
-		t.Errorf("result %+v\n%s", run.result, stderr.String())
+		t.Errorf("result %+v\n%s", run.result, mg.stderr.String())
 	}
 	for _, want := range []string{"Submitted SLURM job ", "(--partition=debug --time=5:00)", ": RUNNING on node07"} {
 		if !run.logHas(want) {
 			t.Errorf("no event says %q", want)
 		}
 	}
-	if b, err := os.ReadFile(filepath.Join(dir, "predictions.jsonl")); err != nil || len(b) == 0 {
+	if b, err := os.ReadFile(filepath.Join(run.dir, "predictions.jsonl")); err != nil || len(b) == 0 {
 		t.Errorf("no predictions uploaded: %v", err)
 	}
-	b, err := os.ReadFile(jobEnv)
+	b, err := os.ReadFile(mg.jobEnv)
 	if err != nil {
 		t.Fatalf("the prelude did not run: %v", err)
 	}
-	if strings.Contains(string(b), token) || strings.Contains(string(b), "POTATO_TRAINING_TOKEN") {
+	if strings.Contains(string(b), "POTATO_TRAINING_TOKEN") || strings.Contains(string(b), strings.Repeat("ab", 32)) {
 		t.Error("the job's environment holds the agent's token")
 	}
 	if !strings.Contains(string(b), "SLURM_JOB_ID=") {
 		t.Errorf("the prelude did not run inside the job:\n%s", b)
+	}
+}
+
+// The fault: the server goes away while the job runs. Expected: after
+// the (shortened) unreachable limit the agent cancels its job itself, so
+// the GPU is released, and says why.
+func TestManualAgentCancelsItsJobWhenTheServerIsGone(t *testing.T) {
+	mg := startManual(t, []string{"sleep 300"}, "POTATO_TRAINING_UNREACHABLE_S=2")
+	testproject.WaitFor(t, "the job to run", func() bool { return mg.run.logHas(": RUNNING on node07") })
+	mg.srv.Close()
+	done := make(chan error, 1)
+	go func() { done <- mg.agent.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the agent did not stop\n%s", mg.stderr.String())
+	}
+	if !strings.Contains(mg.stderr.String(), "the server could not be reached for 2 seconds") {
+		t.Errorf("the agent does not say why it stopped:\n%s", mg.stderr.String())
+	}
+	out := mg.admin(t, "list")
+	if strings.Contains(out, "RUNNING") || strings.Contains(out, "PENDING") {
+		t.Errorf("the job is still in the queue:\n%s", out)
 	}
 }
