@@ -65,3 +65,9 @@ type Backend interface {
 type Closer interface {
 	Close()
 }
+
+// Claimable is implemented by a backend whose run waits for an agent to
+// claim it (agent backends): the run stays queued until then (SPEC G6).
+type Claimable interface {
+	Claimed() bool
+}

@@ -17,6 +17,7 @@ import (
 
 	"potato-training/lib/agent"
 	"potato-training/lib/backend"
+	agentbackend "potato-training/lib/backend/agent"
 	"potato-training/lib/backend/local"
 	slurmbackend "potato-training/lib/backend/slurm"
 	sshbackend "potato-training/lib/backend/ssh"
@@ -100,6 +101,8 @@ func defaultBackend(b *config.Backend) (backend.Backend, error) {
 		return sshbackend.New(b), nil
 	case config.TypeSLURM:
 		return slurmbackend.New(b), nil
+	case config.TypeAgent:
+		return agentbackend.New(b), nil
 	}
 	return nil, fmt.Errorf("backend %s is of type %s, which this version of potato-dispatch cannot run yet", b.Name, b.Type)
 }
@@ -150,7 +153,7 @@ func check(cfg *config.Config, opt *Options) (*config.Backend, error) {
 		}
 	}
 	switch b.Type {
-	case config.TypeLocal, config.TypeSSH, config.TypeSLURM:
+	case config.TypeLocal, config.TypeSSH, config.TypeSLURM, config.TypeAgent:
 	default:
 		return nil, usagef("backend %s is of type %s, which this version of potato-dispatch cannot run yet", b.Name, b.Type)
 	}
@@ -401,6 +404,9 @@ func (d *dispatcher) execute(ctx context.Context) int {
 	// The backend's own step line ("waiting for the agent on HOST") stays
 	// until the trainer reports one.
 	d.set(func(r *rundir.Record) {
+		if c, ok := be.(backend.Claimable); ok && !c.Claimed() {
+			return // queued until an agent claims it
+		}
 		r.State = rundir.StateRunning
 		if r.Step == "starting the training process" {
 			r.Step = "training"

@@ -1,0 +1,304 @@
+package agent_test
+
+// Runs on an agent backend, end to end with the real binaries on
+// loopback: potato-server, potato-dispatch started detached, and
+// potato-agent polling the server with the backend's token.
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"potato-training/internal/testcli"
+	"potato-training/internal/testproject"
+	"potato-training/lib/rundir"
+)
+
+func TestMain(m *testing.M) { os.Exit(testcli.Main(m)) }
+
+type env struct {
+	t      *testing.T
+	bin    string
+	dir    string
+	cfg    string
+	addr   string
+	token  string
+	srv    *exec.Cmd
+	srvLog *bytes.Buffer
+}
+
+// setup writes a project whose default backend "lab" is of type agent,
+// issues its token and starts potato-server on a free loopback port.
+func setup(t *testing.T, backend string) *env {
+	e := &env{t: t, bin: testcli.Binaries(t), dir: t.TempDir()}
+	e.cfg = testproject.Write(t, e.dir, 120, 100, `  backend: lab
+  backends:
+    lab:
+      type: agent
+`+backend)
+	tok, err := e.root().IssueToken("lab", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.token = tok
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.addr = l.Addr().String()
+	l.Close()
+	e.startServer()
+	return e
+}
+
+func (e *env) root() *rundir.Root {
+	return &rundir.Root{Dir: filepath.Join(e.dir, "annotation_output", "training")}
+}
+
+func (e *env) startServer() {
+	e.t.Helper()
+	e.srvLog = &bytes.Buffer{}
+	e.srv = exec.Command(filepath.Join(e.bin, "potato-server"), e.cfg, "--listen", e.addr)
+	e.srv.Stderr = e.srvLog
+	if err := e.srv.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	srv := e.srv
+	e.t.Cleanup(func() { srv.Process.Kill(); srv.Wait() })
+	testproject.WaitFor(e.t, "the server", func() bool {
+		c, err := net.Dial("tcp", e.addr)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+}
+
+func (e *env) stopServer() {
+	e.srv.Process.Signal(syscall.SIGTERM)
+	e.srv.Wait()
+}
+
+func (e *env) detach(args ...string) string {
+	e.t.Helper()
+	cmd := exec.Command(filepath.Join(e.bin, "potato-dispatch"), append([]string{"run", e.cfg, "--detach"}, args...)...)
+	out, err := cmd.Output()
+	if err != nil {
+		e.t.Fatalf("detach: %v", err)
+	}
+	id := strings.TrimSpace(string(out))
+	e.t.Cleanup(func() {
+		if i, err := e.root().Read(id); err == nil && !i.Finished {
+			exec.Command(filepath.Join(e.bin, "potato-dispatch"), "cancel", e.cfg, id).Run()
+			for n := 0; n < 100 && !e.info(id).Finished; n++ {
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
+	})
+	return id
+}
+
+func (e *env) info(id string) rundir.Info {
+	e.t.Helper()
+	i, err := e.root().Read(id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return i
+}
+
+func (e *env) file(id, name string) string {
+	b, _ := os.ReadFile(filepath.Join(e.root().RunDir(id), name))
+	return string(b)
+}
+
+func (e *env) wait(id string) rundir.Info {
+	e.t.Helper()
+	testproject.WaitFor(e.t, "the run's end", func() bool { return e.info(id).Finished })
+	return e.info(id)
+}
+
+type agentProc struct {
+	cmd    *exec.Cmd
+	stderr *bytes.Buffer
+}
+
+// agent starts potato-agent polling the server, the token in its
+// environment.
+func (e *env) agent(token string, args ...string) *agentProc {
+	e.t.Helper()
+	work := e.t.TempDir()
+	cmd := exec.Command(filepath.Join(e.bin, "potato-agent"), append([]string{"--server", "http://" + e.addr,
+		"--backend", "lab", "--workdir", work}, args...)...)
+	cmd.Env = append(os.Environ(), "POTATO_TRAINING_TOKEN="+token)
+	a := &agentProc{cmd: cmd, stderr: &bytes.Buffer{}}
+	cmd.Stderr = a.stderr
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { cmd.Process.Kill() })
+	return a
+}
+
+func (e *env) dump(id string) string {
+	return "run.log:\n" + e.file(id, "run.log") + "\nserver:\n" + e.srvLog.String()
+}
+
+func TestAgentRunEndToEnd(t *testing.T) {
+	e := setup(t, "      heartbeat_timeout_s: 30\n")
+	id := e.detach("--trainer", "tfidf-logreg", "--schemas", "sentiment")
+	testproject.WaitFor(t, "the run to wait for an agent", func() bool { return e.info(id).Step == "waiting for an agent on lab" })
+	if st := e.info(id).State; st != rundir.StateQueued {
+		t.Errorf("state %s while waiting for an agent, want queued", st)
+	}
+	a := e.agent(e.token, "--once")
+	info := e.wait(id)
+	if info.State != rundir.StateSuccess || info.Heldout == nil || info.Writeback["n_written"] == 0 {
+		t.Fatalf("state %s error %q\n%s\nagent:\n%s", info.State, info.Error, e.dump(id), a.stderr.String())
+	}
+	if info.RanOn != "lab (agent)" || info.ArtifactURI == "" {
+		t.Errorf("ran_on %q artifact_uri %q", info.RanOn, info.ArtifactURI)
+	}
+	if !strings.Contains(e.file(id, "run.log"), "claimed the run") {
+		t.Errorf("the run log does not say who claimed it\n%s", e.dump(id))
+	}
+	rec, err := e.root().Agent("lab")
+	if err != nil || rec.LastSeen == nil || rec.LastHost == "" {
+		t.Errorf("last_seen not recorded: %+v %v", rec, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("agent --once: %v\n%s", err, a.stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("agent --once did not exit after its job")
+	}
+}
+
+// G6: without an agent the run stays queued, then fails after
+// queue_timeout_s.
+func TestQueuedUntilQueueTimeout(t *testing.T) {
+	e := setup(t, "      queue_timeout_s: 2\n")
+	id := e.detach("--trainer", "tfidf-logreg", "--schemas", "sentiment")
+	info := e.wait(id)
+	if info.State != rundir.StateError || !strings.Contains(info.Error, "no agent of backend lab claimed the run within 2 seconds") {
+		t.Errorf("state %s error %q", info.State, info.Error)
+	}
+}
+
+func TestCancelWhileWaitingForAnAgent(t *testing.T) {
+	e := setup(t, "")
+	id := e.detach("--trainer", "tfidf-logreg", "--schemas", "sentiment")
+	testproject.WaitFor(t, "the run to wait for an agent", func() bool { return e.info(id).Step == "waiting for an agent on lab" })
+	if err := exec.Command(filepath.Join(e.bin, "potato-dispatch"), "cancel", e.cfg, id).Run(); err != nil {
+		t.Fatal(err)
+	}
+	if info := e.wait(id); info.State != rundir.StateCancelled {
+		t.Errorf("state %s error %q", info.State, info.Error)
+	}
+}
+
+// A wrong or replaced token gets 401 and nothing else.
+func TestWrongTokenGets401(t *testing.T) {
+	e := setup(t, "")
+	old := e.token
+	if _, err := e.root().IssueToken("lab", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	for _, tok := range []string{old, "", strings.Repeat("0", 64)} {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+e.addr+"/api/training/agent/v1/claim",
+			strings.NewReader(`{"backend":"lab","host":"x","workdir":"/w","version":"1"}`))
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body bytes.Buffer
+		body.ReadFrom(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized || strings.Contains(body.String(), "run") {
+			t.Errorf("token %.8q: %d %s", tok, resp.StatusCode, body.String())
+		}
+	}
+}
+
+// Two agents poll one backend: one run, one claim.
+func TestTwoAgentsOneClaims(t *testing.T) {
+	e := setup(t, "      heartbeat_timeout_s: 30\n")
+	a1 := e.agent(e.token, "--once")
+	a2 := e.agent(e.token, "--once")
+	id := e.detach("--trainer", "tfidf-logreg", "--schemas", "sentiment")
+	info := e.wait(id)
+	if info.State != rundir.StateSuccess {
+		t.Fatalf("state %s error %q\n%s", info.State, info.Error, e.dump(id))
+	}
+	if n := strings.Count(e.file(id, "run.log"), "claimed the run"); n != 1 {
+		t.Errorf("%d claims of one run\n%s", n, e.dump(id))
+	}
+	// One agent ran it and exits; the other still polls.
+	exited := make(chan *agentProc, 2)
+	for _, a := range []*agentProc{a1, a2} {
+		go func() { a.cmd.Wait(); exited <- a }()
+	}
+	select {
+	case a := <-exited:
+		if !a.cmd.ProcessState.Success() {
+			t.Errorf("the agent that ran the job: %v\n%s", a.cmd.ProcessState, a.stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("neither agent exited after the job")
+	}
+	select {
+	case a := <-exited:
+		t.Errorf("both agents exited: %v\n%s", a.cmd.ProcessState, a.stderr.String())
+	case <-time.After(2 * time.Second):
+	}
+}
+
+// The server restarts while the run goes on: the run completes and its
+// predictions arrive (the dispatch, not the server, holds the run).
+func TestServerRestartMidRun(t *testing.T) {
+	e := setup(t, "      heartbeat_timeout_s: 60\n")
+	id := e.detach("--trainer", "tfidf-logreg", "--schemas", "sentiment")
+	testproject.WaitFor(t, "the run to wait for an agent", func() bool { return e.info(id).Step == "waiting for an agent on lab" })
+	e.stopServer()
+	a := e.agent(e.token, "--once")
+	time.Sleep(2 * time.Second) // the agent finds no server meanwhile
+	e.startServer()
+	info := e.wait(id)
+	if info.State != rundir.StateSuccess || info.Writeback["n_written"] == 0 {
+		t.Errorf("state %s error %q\n%s\nagent:\n%s", info.State, info.Error, e.dump(id), a.stderr.String())
+	}
+	if _, err := os.Stat(filepath.Join(e.root().RunDir(id), rundir.PredictionsFile)); err != nil {
+		t.Errorf("no predictions: %v", err)
+	}
+}
+
+// G9 on the server's side: an agent that falls silent (stopped with
+// SIGSTOP) fails the run with the exact text.
+func TestSilentAgentFailsTheRun(t *testing.T) {
+	e := setup(t, "      heartbeat_timeout_s: 3\n")
+	id := e.detach("--trainer", "tfidf-logreg", "--schemas", "sentiment", "--param", "epochs=100000")
+	a := e.agent(e.token, "--once")
+	testproject.WaitFor(t, "the claim", func() bool { return e.info(id).State == rundir.StateRunning || e.info(id).Finished })
+	a.cmd.Process.Signal(syscall.SIGSTOP)
+	defer a.cmd.Process.Signal(syscall.SIGCONT)
+	info := e.wait(id)
+	want := fmt.Sprintf("No word from the agent on lab for %d seconds", 3)
+	if info.Error != want && !strings.Contains(info.Error, want) {
+		t.Errorf("state %s error %q, want %q\n%s", info.State, info.Error, want, e.dump(id))
+	}
+}

@@ -1,0 +1,344 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"potato-training/lib/agentproto"
+	"potato-training/lib/config"
+	"potato-training/lib/rundir"
+)
+
+const agentPrefix = agentproto.PathPrefix
+
+// seenEvery bounds how often a backend's last_seen is written: a thousand
+// agents polling must not mean a thousand writes a minute.
+const seenEvery = 10 * time.Second
+
+// serveAgent is the agent routes (SPEC G1-G7): a claim is checked against
+// the backend's token here and handed to the oldest queued run of that
+// backend whose dispatch listens; a run's other routes are proxied to its
+// dispatch's socket, which checks the run's token.
+func (s *Server) serveAgent(w http.ResponseWriter, r *http.Request) {
+	rest := strings.TrimPrefix(r.URL.Path, agentPrefix+"/")
+	if rest == "claim" {
+		s.claim(w, r)
+		return
+	}
+	parts := strings.Split(rest, "/")
+	if len(parts) != 3 || parts[0] != "runs" || !rundir.ValidID(parts[1]) {
+		jsonError(w, http.StatusNotFound, "no such route")
+		return
+	}
+	if bearer(r) == "" {
+		w.Header().Set("WWW-Authenticate", "Bearer")
+		jsonError(w, http.StatusUnauthorized, "missing bearer token")
+		return
+	}
+	sock := s.socketOf(parts[1])
+	if sock == "" {
+		jsonError(w, http.StatusNotFound, "no such run, or its dispatch is not listening")
+		return
+	}
+	proxyTo(sock).ServeHTTP(w, r)
+}
+
+func bearer(r *http.Request) string {
+	scheme, tok, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !strings.EqualFold(scheme, "Bearer") {
+		return ""
+	}
+	return strings.TrimSpace(tok)
+}
+
+func jsonError(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
+}
+
+// socketOf is the socket a run's dispatch serves, if it is there.
+func (s *Server) socketOf(id string) string {
+	info, err := s.Root.Read(id)
+	if err != nil || info.Finished || info.Gone {
+		return ""
+	}
+	sock := info.AgentSocket
+	if sock == "" {
+		sock = filepath.Join(s.Root.RunDir(id), rundir.SocketFile)
+	}
+	if st, err := os.Stat(sock); err != nil || st.Mode()&os.ModeSocket == 0 {
+		return ""
+	}
+	return sock
+}
+
+func unixTransport(sock string) *http.Transport {
+	return &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", sock)
+		},
+		DisableKeepAlives:     true,
+		ResponseHeaderTimeout: 2 * time.Minute,
+	}
+}
+
+// proxyTo forwards a request, body and Range included, to a dispatch.
+func proxyTo(sock string) http.Handler {
+	target := &url.URL{Scheme: "http", Host: "agent"}
+	p := httputil.NewSingleHostReverseProxy(target)
+	p.Transport = unixTransport(sock)
+	p.FlushInterval = -1
+	p.ErrorHandler = func(w http.ResponseWriter, r *http.Request, err error) {
+		jsonError(w, http.StatusBadGateway, "the run's dispatch did not answer")
+	}
+	return p
+}
+
+// claim checks the backend's token, then waits, at most LongPoll, for a
+// run of that backend to hand to the agent.
+func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		jsonError(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed here")
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20+1))
+	if err != nil || len(body) > 1<<20 {
+		jsonError(w, http.StatusBadRequest, "the claim's body is unreadable or too large")
+		return
+	}
+	var req agentproto.ClaimRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		jsonError(w, http.StatusBadRequest, "the claim's body is not JSON: "+err.Error())
+		return
+	}
+	tok := bearer(r)
+	b, ok := s.Config.Backend(req.Backend)
+	if tok == "" || !ok || b.Type != config.TypeAgent || !s.Root.CheckToken(req.Backend, tok) {
+		// One answer for every refusal: a prober learns nothing.
+		w.Header().Set("WWW-Authenticate", "Bearer")
+		jsonError(w, http.StatusUnauthorized, "wrong token")
+		return
+	}
+	s.broker.seen(req.Backend, req.Host)
+	ctx, cancel := context.WithTimeout(r.Context(), s.LongPoll)
+	defer cancel()
+	for {
+		changed := s.broker.changed(req.Backend)
+		for _, id := range s.broker.candidates(req.Backend) {
+			resp, out, err := s.forwardClaim(ctx, id, tok, body)
+			if err != nil || resp == http.StatusNoContent {
+				continue
+			}
+			s.broker.handed(id)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(resp)
+			_, _ = w.Write(out)
+			if resp == http.StatusOK {
+				s.logf("run %s claimed by an agent of %s on %s", id, req.Backend, req.Host)
+			}
+			return
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+	}
+}
+
+// forwardClaim asks one run's dispatch for the run; 204 means it is taken.
+func (s *Server) forwardClaim(ctx context.Context, id, tok string, body []byte) (int, []byte, error) {
+	sock := s.socketOf(id)
+	if sock == "" {
+		return 0, nil, errors.New("not listening")
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(cctx, http.MethodPost, "http://agent"+agentPrefix+"/claim", bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := (&http.Client{Transport: unixTransport(sock)}).Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return 0, nil, err
+	}
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusNoContent {
+		return 0, nil, errors.New(resp.Status)
+	}
+	return resp.StatusCode, out, nil
+}
+
+// broker keeps, for each backend, the runs an agent may claim, from a
+// scan of the run directories on every change (fsnotify) and every
+// second (a missed event), and wakes the claims waiting on a backend.
+type broker struct {
+	root *rundir.Root
+
+	mu       sync.Mutex
+	runs     map[string][]string // backend -> queued run ids, oldest first
+	wake     map[string]chan struct{}
+	taken    map[string]time.Time // runs handed out, not offered again
+	lastSeen map[string]time.Time
+	kick     chan struct{}
+}
+
+func newBroker(root *rundir.Root) *broker {
+	return &broker{root: root, runs: map[string][]string{}, wake: map[string]chan struct{}{},
+		taken: map[string]time.Time{}, lastSeen: map[string]time.Time{}, kick: make(chan struct{}, 1)}
+}
+
+func (b *broker) run(ctx context.Context) {
+	var events <-chan fsnotify.Event
+	if w, err := fsnotify.NewWatcher(); err == nil {
+		defer w.Close()
+		if w.Add(filepath.Join(b.root.Dir, "runs")) == nil {
+			events = w.Events
+		}
+		go func() {
+			for range w.Errors {
+			}
+		}()
+	}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	b.scan()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-events:
+			// A burst of events (a run being written) is one scan.
+			time.Sleep(50 * time.Millisecond)
+		case <-tick.C:
+		case <-b.kick:
+		}
+		b.scan()
+	}
+}
+
+// scan finds the queued runs whose dispatch serves a socket.
+func (b *broker) scan() {
+	entries, err := os.ReadDir(filepath.Join(b.root.Dir, "runs"))
+	if err != nil {
+		return
+	}
+	runs := map[string][]string{}
+	for _, e := range entries {
+		id := e.Name()
+		dir := b.root.RunDir(id)
+		if !e.IsDir() || !rundir.ValidID(id) {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(dir, rundir.ExitCodeFile)); err == nil {
+			continue // over: the cheap test first
+		}
+		info, err := b.root.Read(id)
+		if err != nil || info.Finished || info.Gone || info.BackendType != config.TypeAgent || info.State != rundir.StateQueued {
+			continue
+		}
+		runs[info.Backend] = append(runs[info.Backend], id) // ids sort by time
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for id, t := range b.taken {
+		if time.Since(t) > time.Minute {
+			delete(b.taken, id)
+		}
+	}
+	for backend, ids := range runs {
+		if !equal(b.runs[backend], ids) {
+			b.signal(backend)
+		}
+	}
+	b.runs = runs
+}
+
+func equal(a, c []string) bool {
+	if len(a) != len(c) {
+		return false
+	}
+	for i := range a {
+		if a[i] != c[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// signal wakes the claims waiting on backend; b.mu is held.
+func (b *broker) signal(backend string) {
+	if ch, ok := b.wake[backend]; ok {
+		close(ch)
+		delete(b.wake, backend)
+	}
+}
+
+// changed is closed when backend's runs change.
+func (b *broker) changed(backend string) <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ch, ok := b.wake[backend]
+	if !ok {
+		ch = make(chan struct{})
+		b.wake[backend] = ch
+	}
+	return ch
+}
+
+func (b *broker) candidates(backend string) []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []string
+	for _, id := range b.runs[backend] {
+		if _, gone := b.taken[id]; !gone {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// handed marks a run as given out.
+func (b *broker) handed(id string) {
+	b.mu.Lock()
+	b.taken[id] = time.Now()
+	b.mu.Unlock()
+}
+
+// seen records an agent's visit, at most once per seenEvery per backend.
+func (b *broker) seen(backend, host string) {
+	b.mu.Lock()
+	last := b.lastSeen[backend]
+	due := time.Since(last) >= seenEvery
+	if due {
+		b.lastSeen[backend] = time.Now()
+	}
+	b.mu.Unlock()
+	if due {
+		_ = b.root.AgentSeen(backend, host, time.Now())
+	}
+}

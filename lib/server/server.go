@@ -1,0 +1,90 @@
+// Package server is potato-server, the thin server of potato-server(1): the
+// HTTP API under /admin/training/api, the agent routes under
+// /api/training/agent/v1, which hand queued runs to polling agents and
+// proxy their requests to each run's dispatch, and the Training page. It
+// keeps no state of its own: runs are potato-dispatch processes and
+// their run directories (potato-rundir(5)), so a run goes on while the
+// server restarts.
+package server
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"potato-training/lib/config"
+	"potato-training/lib/rundir"
+)
+
+// Server serves one project.
+type Server struct {
+	// ConfigPath is the project's config, as given; Config is it loaded.
+	ConfigPath string
+	Config     *config.Config
+	Root       *rundir.Root
+	// Dispatch and Check are the potato-dispatch and potato-check
+	// executables the server starts.
+	Dispatch string
+	Check    string
+	// LongPoll bounds a claim's wait (default 25 s).
+	LongPoll time.Duration
+	// Logf, when set, receives the server's log lines.
+	Logf func(format string, args ...any)
+
+	once   sync.Once
+	broker *broker
+}
+
+func (s *Server) logf(format string, args ...any) {
+	if s.Logf != nil {
+		s.Logf(format, args...)
+	}
+}
+
+func (s *Server) init() {
+	s.once.Do(func() {
+		if s.LongPoll <= 0 {
+			s.LongPoll = 25 * time.Second
+		}
+		s.broker = newBroker(s.Root)
+	})
+}
+
+// Run serves until ctx ends, watching the run directories meanwhile.
+func (s *Server) Run(ctx context.Context, srv *http.Server) error {
+	s.init()
+	go s.broker.run(ctx)
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	err := srv.ListenAndServe()
+	if err == http.ErrServerClosed {
+		return nil
+	}
+	return err
+}
+
+// Handler routes a request to the agent routes, the API or the page.
+func (s *Server) Handler() http.Handler {
+	s.init()
+	mux := http.NewServeMux()
+	mux.HandleFunc(agentPrefix+"/", s.serveAgent)
+	s.mountAPI(mux)
+	return withHeaders(mux)
+}
+
+// withHeaders sets the headers every answer carries.
+func withHeaders(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		if strings.HasPrefix(r.URL.Path, "/api/") || strings.HasPrefix(r.URL.Path, "/admin/training/api/") {
+			w.Header().Set("Cache-Control", "no-store")
+		}
+		h.ServeHTTP(w, r)
+	})
+}
