@@ -67,7 +67,6 @@ func (c *command) Run(ctx *cli.Context) error {
 	return nil
 }
 
-
 func main() {
 	os.Exit(cli.Main("potato-server", "The thin server of a Potato project's model training: page, HTTP API and agent routes.",
 		"potato-server(1)", &command{}, cli.OSEnv()))
