@@ -10,6 +10,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"potato-training/lib/config"
 	"potato-training/lib/gpu"
@@ -39,8 +40,20 @@ type Report struct {
 	JobPython string            `json:"job_python,omitempty"`
 	Shell     string            `json:"shell,omitempty"`
 	Commands  map[string]string `json:"commands,omitempty"`
-	Warnings  []string          `json:"warnings"`
-	Problems  []string          `json:"problems"`
+	// TokenIssuedAt is when the agent backend's token was issued; absent
+	// before registration. LastSeen and LastHost are when and from which
+	// host an agent last polled with it, LastSeenAgoS how many seconds
+	// before the check; AgentPolling is true when that was within
+	// heartbeat_timeout_s. AgentRun is the run an agent is training now
+	// (agent).
+	TokenIssuedAt *time.Time `json:"token_issued_at,omitempty"`
+	LastSeen      *time.Time `json:"last_seen,omitempty"`
+	LastHost      string     `json:"last_host,omitempty"`
+	LastSeenAgoS  *int64     `json:"last_seen_ago_s,omitempty"`
+	AgentPolling  bool       `json:"agent_polling,omitempty"`
+	AgentRun      string     `json:"agent_run,omitempty"`
+	Warnings      []string   `json:"warnings"`
+	Problems      []string   `json:"problems"`
 	// Hints say how to fix the problems.
 	Hints []string `json:"hints,omitempty"`
 }
@@ -92,6 +105,8 @@ func Backend(ctx context.Context, cfg *config.Config, b *config.Backend, gp gpu.
 		return SSH(ctx, b)
 	case config.TypeSLURM:
 		return SLURM(ctx, b)
+	case config.TypeAgent:
+		return Agent(cfg, b, time.Now())
 	}
 	msg := fmt.Sprintf("checking %s backends is not available in this version", b.Type)
 	return Report{Backend: b.Name, Type: b.Type, Summary: b.Label() + ": " + msg,
@@ -128,6 +143,15 @@ func WriteText(w io.Writer, r Report) error {
 			mark = " " + probe.NoKernelsMark
 		}
 		fmt.Fprintf(&b, "  GPU %d: %s, %s, %s%s\n", g.Index, g.Name, mem, util, mark)
+	}
+	if r.TokenIssuedAt != nil {
+		fmt.Fprintf(&b, "  token: issued %s\n", r.TokenIssuedAt.UTC().Format(time.RFC3339))
+		switch {
+		case r.LastSeen == nil || r.LastSeenAgoS == nil:
+			b.WriteString("  last_seen: never (" + msgNeverSet + ")\n")
+		default:
+			fmt.Fprintf(&b, "  last_seen: %s on %s (%s ago)\n", r.LastSeen.UTC().Format(time.RFC3339), hostOr(r.LastHost), ago(*r.LastSeenAgoS))
+		}
 	}
 	if r.Device != nil && r.Type != config.TypeLocal {
 		fmt.Fprintf(&b, "  a run would get: %s\n", r.Device.Describe)
