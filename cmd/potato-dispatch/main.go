@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/alecthomas/kong"
 
@@ -110,6 +111,39 @@ func (c *statusCmd) Run(ctx *cli.Context) error {
 	return exitError(dispatch.Status(ctx.Stdout, dispatch.StatusOptions{ConfigPath: c.Config, RunID: c.RunID, JSON: c.JSON, LogLines: c.Lines}))
 }
 
+type autoCmd struct {
+	Config string `arg:"" help:"The project's config file."`
+	Quiet  bool   `short:"q" help:"Say nothing when no run starts; errors are still printed." env:"POTATO_AUTO_QUIET"`
+}
+
+// Run starts an automatic run when model_training.auto_retrain calls for
+// one: its id on stdout, as run --detach prints it. Otherwise one line on
+// stderr says why not, and the exit status is 0: for cron, nothing to do
+// is not a failure.
+func (c *autoCmd) Run(ctx *cli.Context) error {
+	plan, err := dispatch.PlanAuto(c.Config, time.Now())
+	if err != nil {
+		return exitError(err)
+	}
+	defer plan.Close()
+	if !plan.Start {
+		if !c.Quiet {
+			fmt.Fprintf(ctx.Stderr, "potato-dispatch: no run: %s\n", plan.Reason)
+		}
+		return nil
+	}
+	id, err := startDetached(ctx, plan.Args())
+	if err != nil {
+		return err
+	}
+	err = plan.Started(id, time.Now())
+	fmt.Fprintln(ctx.Stdout, id)
+	if err != nil {
+		return cli.Failf(cli.ExitNo, "run %s started, but %s was not written: %v", id, dispatch.AutoStateFile, err)
+	}
+	return nil
+}
+
 // exitError maps lib/dispatch's errors to exit statuses: 2 for a usage
 // error, 1 for anything else.
 func exitError(err error) error {
@@ -127,6 +161,7 @@ type command struct {
 	Run     runCmd           `cmd:"" help:"Start a run; print its id at once; wait for its end unless --detach."`
 	Cancel  cancelCmd        `cmd:"" help:"Cancel a run."`
 	Status  statusCmd        `cmd:"" help:"Show the runs, or one run."`
+	Auto    autoCmd          `cmd:"" help:"Start a run when model_training.auto_retrain calls for one (for cron)."`
 	Version kong.VersionFlag `help:"Print the version and exit."`
 }
 

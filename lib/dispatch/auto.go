@@ -1,0 +1,237 @@
+package dispatch
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"potato-training/lib/config"
+	"potato-training/lib/project"
+	"potato-training/lib/rundir"
+)
+
+// Files of potato-dispatch auto under training/.
+const (
+	// AutoStateFile records the last automatic run: its id, when it was
+	// started and the annotation count it was started at.
+	AutoStateFile = "auto.json"
+	autoLockFile  = "auto.lock"
+)
+
+// Why potato-dispatch auto starts no run: one of these, filled in.
+const (
+	msgAutoOff      = "model_training.auto_retrain.enabled is not true in %s"
+	msgTrainingOff  = "model_training.enabled is not true in %s"
+	msgAutoBusy     = "run %s is %s: an automatic run waits until no run is queued or running"
+	msgAutoInterval = "the last automatic run, %s, started %s ago: min_interval_s is %d"
+	msgAutoFew      = "%d new annotation(s) since the last automatic run: update_frequency is %d"
+	msgAutoLocked   = "another potato-dispatch auto is deciding for this project"
+)
+
+// AutoState is training/auto.json: the last run potato-dispatch auto
+// started. Annotations is the count of labelled (item, schema) pairs of
+// auto_retrain.schemas, over every annotator, when it was started.
+type AutoState struct {
+	RunID       string    `json:"run_id"`
+	StartedAt   time.Time `json:"started_at"`
+	Annotations int       `json:"annotations"`
+}
+
+// AutoPlan is potato-dispatch auto's decision (SPEC B10). When Start is
+// false, Reason says why in one line; otherwise the run to start is
+// Trainer, Schemas, Backend and Params with trigger auto, and Started
+// must be called with its id. Close releases the plan's lock, which keeps
+// two auto checks of a project from starting two runs.
+type AutoPlan struct {
+	Start  bool
+	Reason string
+
+	Trainer string
+	Schemas []string
+	Backend string // auto_retrain.backend, else model_training.backend, else local
+	Params  map[string]string
+	// Annotations is the count now; New the part of it since the last
+	// automatic run.
+	Annotations int
+	New         int
+
+	configPath string
+	root       *rundir.Root
+	lock       *os.File
+}
+
+// PlanAuto decides whether an automatic run starts now: auto_retrain is
+// enabled, no run of the project is queued or running, min_interval_s
+// has passed since the last automatic run, and at least update_frequency
+// annotations were added since it.
+//
+// An annotation is one annotator's label for one item in one of
+// auto_retrain.schemas, as their user_state.json holds it now: a new
+// label adds one, a changed label none, a retracted one takes one away.
+// Counts are compared with the count the last automatic run recorded in
+// auto.json (0 before the first), so manual runs do not reset it.
+func PlanAuto(configPath string, now time.Time) (*AutoPlan, error) {
+	cfg, err := LoadConfig(configPath)
+	if err != nil {
+		return nil, err
+	}
+	ar := cfg.Training.AutoRetrain
+	p := &AutoPlan{configPath: configPath, Trainer: ar.Trainer, Schemas: ar.Schemas, Params: autoParams(ar.Params)}
+	p.Backend = ar.Backend
+	if p.Backend == "" {
+		p.Backend = cfg.Training.Backend
+	}
+	if p.Backend == "" {
+		p.Backend = config.LocalBackend.Name
+	}
+	if !ar.Enabled {
+		return p.no(msgAutoOff, configPath), nil
+	}
+	if !cfg.Training.Enabled {
+		return p.no(msgTrainingOff, configPath), nil
+	}
+	if p.root, err = Root(cfg); err != nil {
+		return nil, err
+	}
+	p.lock, err = os.OpenFile(filepath.Join(p.root.Dir, autoLockFile), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(p.lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		p.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return p.no(msgAutoLocked), nil
+		}
+		return nil, fmt.Errorf("%s: %w", autoLockFile, err)
+	}
+	runs, err := p.root.List()
+	if err != nil {
+		p.Close()
+		return nil, err
+	}
+	last, err := readAutoState(p.root)
+	if err != nil {
+		p.Close()
+		return nil, err
+	}
+	for _, r := range runs {
+		if !r.Finished && !r.Gone && !rundir.Finished(r.State) {
+			return p.no(msgAutoBusy, r.RunID, r.State), nil
+		}
+		// A run started by hand with --trigger auto counts as well.
+		if r.Trigger == "auto" && r.CreatedAt.After(last.StartedAt) {
+			last.RunID, last.StartedAt = r.RunID, r.CreatedAt
+		}
+	}
+	if wait := time.Duration(ar.MinIntervalS) * time.Second; last.RunID != "" && now.Sub(last.StartedAt) < wait {
+		return p.no(msgAutoInterval, last.RunID, now.Sub(last.StartedAt).Truncate(time.Second), ar.MinIntervalS), nil
+	}
+	p.Annotations, err = countAnnotations(cfg, ar.Schemas)
+	if err != nil {
+		p.Close()
+		return nil, err
+	}
+	p.New = max(p.Annotations-last.Annotations, 0)
+	if p.New < ar.UpdateFrequency {
+		return p.no(msgAutoFew, p.New, ar.UpdateFrequency), nil
+	}
+	p.Start = true
+	return p, nil
+}
+
+func (p *AutoPlan) no(format string, args ...any) *AutoPlan {
+	p.Close()
+	p.Start, p.Reason = false, fmt.Sprintf(format, args...)
+	return p
+}
+
+// Args are potato-dispatch's arguments for the run: "run CONFIG
+// --trainer ... --trigger auto".
+func (p *AutoPlan) Args() []string {
+	args := []string{"run", p.configPath, "--trainer", p.Trainer, "--schemas", strings.Join(p.Schemas, ","), "--backend", p.Backend, "--trigger", "auto"}
+	for _, k := range slices.Sorted(maps.Keys(p.Params)) {
+		args = append(args, "--param", k+"="+p.Params[k])
+	}
+	return args
+}
+
+// Started records the run started for the plan in auto.json.
+func (p *AutoPlan) Started(runID string, at time.Time) error {
+	if p.root == nil {
+		return errors.New("no automatic run was planned")
+	}
+	b, err := json.MarshalIndent(AutoState{RunID: runID, StartedAt: at.UTC(), Annotations: p.Annotations}, "", "  ")
+	if err != nil {
+		return err
+	}
+	return rundir.WriteFileAtomic(filepath.Join(p.root.Dir, AutoStateFile), append(b, '\n'), 0o644)
+}
+
+// Close releases the lock.
+func (p *AutoPlan) Close() {
+	if p.lock != nil {
+		p.lock.Close()
+		p.lock = nil
+	}
+}
+
+func readAutoState(root *rundir.Root) (AutoState, error) {
+	var st AutoState
+	path := filepath.Join(root.Dir, AutoStateFile)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return st, nil
+	}
+	if err != nil {
+		return st, err
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		return st, fmt.Errorf("%s: %w (remove it to count annotations from 0)", path, err)
+	}
+	return st, nil
+}
+
+// countAnnotations counts the labelled (item, schema) pairs of schemas
+// over every annotator.
+func countAnnotations(cfg *config.Config, schemas []string) (int, error) {
+	a, err := project.ReadAnnotations(cfg.AnnotationDir, cfg.Schemes)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil // nobody has annotated yet
+	}
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, id := range a.ItemIDs() {
+		for _, s := range schemas {
+			n += len(a.Votes(id, s))
+		}
+	}
+	return n, nil
+}
+
+// autoParams turns auto_retrain.params into --param values: strings as
+// they are, anything else as JSON.
+func autoParams(m map[string]any) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		if s, ok := v.(string); ok {
+			out[k] = s
+			continue
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			b = []byte(fmt.Sprint(v))
+		}
+		out[k] = string(b)
+	}
+	return out
+}

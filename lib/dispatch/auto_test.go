@@ -1,0 +1,196 @@
+package dispatch_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"potato-training/internal/testproject"
+	"potato-training/lib/dispatch"
+	"potato-training/lib/rundir"
+)
+
+// autoProject is a project of 60 items, 40 of them labelled by one
+// annotator, with auto_retrain set by extra (indented under it).
+func autoProject(t *testing.T, extra string) (dir, cfg string) {
+	return project(t, 60, 40, "  auto_retrain:\n    trainer: tfidf-logreg\n    schemas: [sentiment]\n"+extra)
+}
+
+func writeAutoState(t *testing.T, dir string, st dispatch.AutoState) {
+	t.Helper()
+	b, _ := json.Marshal(st)
+	if err := os.MkdirAll(root(dir).Dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root(dir).Dir, dispatch.AutoStateFile), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func plan(t *testing.T, cfg string, now time.Time) *dispatch.AutoPlan {
+	t.Helper()
+	p, err := dispatch.PlanAuto(cfg, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+func TestAutoReasons(t *testing.T) {
+	now := time.Now()
+
+	// Not enabled.
+	_, cfg := autoProject(t, "    enabled: false\n")
+	if p := plan(t, cfg, now); p.Start || p.Reason != "model_training.auto_retrain.enabled is not true in "+cfg {
+		t.Errorf("disabled: %+v", p)
+	}
+
+	// Enabled, 40 annotations, none counted before: a run, on the default
+	// backend, with the params as --param.
+	dir, cfg := autoProject(t, "    enabled: true\n    update_frequency: 40\n    params: {max_features: 5000, note: hi}\n")
+	p := plan(t, cfg, now)
+	if !p.Start || p.Annotations != 40 || p.New != 40 || p.Backend != "local" {
+		t.Fatalf("first: %+v", p)
+	}
+	want := []string{"run", cfg, "--trainer", "tfidf-logreg", "--schemas", "sentiment", "--backend", "local", "--trigger", "auto",
+		"--param", "max_features=5000", "--param", "note=hi"}
+	if !slices.Equal(p.Args(), want) {
+		t.Errorf("args %q, want %q", p.Args(), want)
+	}
+
+	// A second check while the first holds the lock starts nothing.
+	if q := plan(t, cfg, now); q.Start || !strings.Contains(q.Reason, "another potato-dispatch auto") {
+		t.Errorf("locked: %+v", q)
+	}
+	if err := p.Started("20261202-135501-7f3a", now.Add(-time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+
+	// 40 counted at the last automatic run, 40 now: too few.
+	if q := plan(t, cfg, now); q.Start || q.Reason != "0 new annotation(s) since the last automatic run: update_frequency is 40" {
+		t.Errorf("few: %+v", q)
+	}
+	// One short of update_frequency, then enough.
+	writeAutoState(t, dir, dispatch.AutoState{RunID: "20261202-135501-7f3a", StartedAt: now.Add(-time.Hour), Annotations: 1})
+	if q := plan(t, cfg, now); q.Start || q.New != 39 || q.Reason != "39 new annotation(s) since the last automatic run: update_frequency is 40" {
+		t.Errorf("39 new: %+v", q)
+	}
+	writeAutoState(t, dir, dispatch.AutoState{RunID: "20261202-135501-7f3a", StartedAt: now.Add(-time.Hour), Annotations: 0})
+	if q := plan(t, cfg, now); !q.Start || q.New != 40 {
+		t.Errorf("40 new: %+v", q)
+	}
+}
+
+func TestAutoInterval(t *testing.T) {
+	now := time.Now()
+	dir, cfg := autoProject(t, "    enabled: true\n    update_frequency: 5\n    min_interval_s: 600\n")
+	writeAutoState(t, dir, dispatch.AutoState{RunID: "20261202-135501-7f3a", StartedAt: now.Add(-5 * time.Minute), Annotations: 0})
+	p := plan(t, cfg, now)
+	if p.Start || p.Reason != "the last automatic run, 20261202-135501-7f3a, started 5m0s ago: min_interval_s is 600" {
+		t.Errorf("interval: %+v", p)
+	}
+	p.Close()
+	if p := plan(t, cfg, now.Add(6*time.Minute)); !p.Start {
+		t.Errorf("after the interval: %+v", p)
+	}
+}
+
+func TestAutoBusyAndBackend(t *testing.T) {
+	dir, cfg := autoProject(t, "    enabled: true\n    update_frequency: 1\n    backend: lab\n  backends:\n    lab: {type: agent}\n")
+	r, err := rundir.Open(root(dir).Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := r.Create(rundir.Record{Trainer: "tfidf-logreg", Backend: "local", BackendType: "local"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := plan(t, cfg, time.Now())
+	if p.Start || p.Reason != fmt.Sprintf("run %s is queued: an automatic run waits until no run is queued or running", run.ID) {
+		t.Errorf("busy: %+v", p)
+	}
+	p.Close()
+	// A run whose dispatch is gone holds nothing.
+	run.Close()
+	if p := plan(t, cfg, time.Now()); !p.Start || p.Backend != "lab" {
+		t.Errorf("after the dispatch went: %+v", p)
+	}
+}
+
+// potato-dispatch auto end to end: a run started with trigger auto, its id
+// alone on stdout, auto.json written; then nothing to do, said on stderr
+// (or not, with --quiet), exit 0.
+func TestAutoCommand(t *testing.T) {
+	dir, cfg := autoProject(t, "    enabled: true\n    update_frequency: 10\n    min_interval_s: 0\n")
+	r := run(t, "auto", cfg)
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	id := strings.TrimSpace(r.stdout)
+	if !rundir.ValidID(id) || r.stderr != "" {
+		t.Fatalf("stdout %q, stderr %q", r.stdout, r.stderr)
+	}
+	var info rundir.Info
+	testproject.WaitFor(t, "the run's end", func() bool { info = read(t, dir, id); return info.Finished })
+	if info.Trigger != "auto" || info.State != rundir.StateSuccess || info.Backend != "local" {
+		t.Errorf("record: %+v", info.Record)
+	}
+	b, err := os.ReadFile(filepath.Join(root(dir).Dir, dispatch.AutoStateFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st dispatch.AutoState
+	if err := json.Unmarshal(b, &st); err != nil || st.RunID != id || st.Annotations != 40 {
+		t.Errorf("auto.json: %s (%v)", b, err)
+	}
+
+	r = run(t, "auto", cfg)
+	if r.code != 0 || r.stdout != "" || r.stderr != "potato-dispatch: no run: 0 new annotation(s) since the last automatic run: update_frequency is 10\n" {
+		t.Errorf("nothing to do: %+v", r)
+	}
+	r = run(t, "auto", cfg, "--quiet")
+	if r.code != 0 || r.stdout != "" || r.stderr != "" {
+		t.Errorf("--quiet: %+v", r)
+	}
+
+	// A config with errors is a usage error.
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(bad, []byte("model_training:\n  auto_retrain: {enabled: true, update_frequency: 0}\n"), 0o644)
+	r = run(t, "auto", bad)
+	if r.code != 2 || r.stdout != "" || !strings.Contains(r.stderr, "bad.yaml has") {
+		t.Errorf("bad config: %+v", r)
+	}
+}
+
+// Every annotator's labels count, each (item, schema) pair once per
+// annotator; model_training.enabled off starts nothing either.
+func TestAutoCountAndTrainingOff(t *testing.T) {
+	dir, cfg := autoProject(t, "    enabled: true\n    update_frequency: 45\n")
+	state := `{"user_id": "second", "instance_id_to_label_to_value": {
+		"r1": [[{"schema": "sentiment", "name": "positive"}, "true"]],
+		"r2": [[{"schema": "sentiment", "name": "negative"}, "true"]],
+		"r3": [[{"schema": "sentiment", "name": "positive"}, "true"]],
+		"r4": [[{"schema": "sentiment", "name": "negative"}, "true"]],
+		"r50": [[{"schema": "sentiment", "name": "negative"}, "true"]]}}`
+	os.MkdirAll(filepath.Join(dir, "annotation_output", "second"), 0o755)
+	if err := os.WriteFile(filepath.Join(dir, "annotation_output", "second", "user_state.json"), []byte(state), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if p := plan(t, cfg, time.Now()); !p.Start || p.Annotations != 45 {
+		t.Errorf("two annotators: %+v", p)
+	}
+
+	off := filepath.Join(dir, "off.yaml")
+	text, _ := os.ReadFile(cfg)
+	os.WriteFile(off, []byte(strings.Replace(string(text), "  enabled: true\n  grace", "  enabled: false\n  grace", 1)), 0o644)
+	if p := plan(t, off, time.Now()); p.Start || p.Reason != "model_training.enabled is not true in "+off {
+		t.Errorf("training off: %+v", p)
+	}
+}
