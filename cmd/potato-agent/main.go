@@ -7,6 +7,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -71,7 +72,7 @@ type agentCmd struct {
 	Server    string `help:"The server: http://HOST:PORT, or unix:PATH." env:"POTATO_TRAINING_SERVER"`
 	Socket    string `help:"The unix socket of a dispatch (ssh and slurm backends); the token is read from standard input."`
 	Backend   string `help:"The backend this agent serves." env:"POTATO_TRAINING_BACKEND"`
-	TokenFile string `name:"token-file" help:"File holding the token (else $POTATO_TRAINING_TOKEN)." type:"path"`
+	TokenFile string `name:"token-file" help:"File holding the token, mode 0600 or stricter (else $POTATO_TRAINING_TOKEN)." type:"path"`
 	Python    string `help:"Interpreter for Python trainers." default:"python3" env:"POTATO_TRAINING_PYTHON"`
 	Once      bool   `help:"Exit after one job."`
 	Workdir   string `help:"Where jobs are unpacked and run." default:"~/.cache/potato-training" env:"POTATO_TRAINING_WORKDIR"`
@@ -106,7 +107,8 @@ func (c *agentCmd) Run(ctx *cli.Context) error {
 	sctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer stop()
 	err = agent.Run(sctx, agent.Options{Client: client, Backend: c.Backend, Workdir: workdir, Python: expandHome(c.Python),
-		Once: c.Once, Keep: c.Keep, Worker: self, Lost: lost, Log: ctx.Stderr, AllowExec: c.Socket != "", SLURM: so, Unreachable: unreachable()})
+		Once: c.Once, Keep: c.Keep, Worker: self, Lost: lost, Log: ctx.Stderr, AllowExec: c.Socket != "", SLURM: so, Unreachable: unreachable(),
+		Polling: c.Socket == ""})
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return cli.Failf(cli.ExitNo, "%v", err)
 	}
@@ -134,18 +136,46 @@ func (c *agentCmd) credentials(ctx *cli.Context) (server, token string, lost cha
 	}
 	server = c.Server
 	if c.TokenFile != "" {
-		b, rerr := os.ReadFile(c.TokenFile)
-		if rerr != nil {
-			return "", "", nil, cli.Failf(cli.ExitUsage, "--token-file: %v", rerr)
+		token, err = readTokenFile(c.TokenFile)
+		if err != nil {
+			return "", "", nil, cli.Failf(cli.ExitUsage, "--token-file: %v", err)
 		}
-		token = strings.TrimSpace(string(b))
 	} else {
-		token = os.Getenv("POTATO_TRAINING_TOKEN")
+		token = strings.TrimSpace(os.Getenv("POTATO_TRAINING_TOKEN"))
 	}
 	if token == "" {
 		return "", "", nil, cli.Failf(cli.ExitUsage, "no token: set POTATO_TRAINING_TOKEN or give --token-file")
 	}
 	return server, token, lost, nil
+}
+
+// readTokenFile reads a token file, refusing one that other users could
+// read or change, as ssh refuses such a key: chmod 600 it.
+func readTokenFile(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return "", err
+	}
+	if !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("%q is not a regular file", path)
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		return "", fmt.Errorf("%q is readable or writable by group or others (mode %04o): run chmod 600 %q", path, perm, path)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, 64<<10))
+	if err != nil {
+		return "", err
+	}
+	token := strings.TrimSpace(string(b))
+	if token == "" {
+		return "", fmt.Errorf("%q is empty", path)
+	}
+	return token, nil
 }
 
 // unreachable is how long the server may be out of reach during a job;

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -49,9 +50,16 @@ type Options struct {
 	// SLURM, when set, makes this an agent on a login node: each job's
 	// training process is submitted with sbatch (SPEC M5, M9).
 	SLURM *slurm.Options
-	// Unreachable is how long the server may fail every post during a job
-	// before the agent stops the job itself (SPEC G9; default 300 s).
+	// Unreachable is how long the server may fail every request during a
+	// job, from the bundle's download to the result, before the agent
+	// stops the job itself (SPEC G9; default 300 s).
 	Unreachable time.Duration
+	// Polling marks an agent that polls a server (--server, SPEC G): it
+	// keeps trying while the server is away, spools what a job owes the
+	// server under Workdir/spool until the server has it, caches bundles by
+	// digest, and names its artifacts HOST:DIR. An agent started over ssh
+	// makes one attempt at each request and names them ssh://HOST/DIR.
+	Polling bool
 }
 
 // DefaultUnreachable is G9's limit.
@@ -77,7 +85,34 @@ func (o *Options) logf(format string, args ...any) {
 	}
 }
 
-// Run claims and runs jobs until ctx ends (or after one with Once).
+// state is what an agent keeps across its jobs.
+type state struct {
+	o    Options
+	host string
+	out  outage
+	// lastOK is when a request last reached the server.
+	mu        sync.Mutex
+	lastOK    time.Time
+	spoolSeen map[string]bool
+}
+
+// heard records an answer from the server.
+func (s *state) heard() {
+	s.mu.Lock()
+	s.lastOK = time.Now()
+	s.mu.Unlock()
+	s.out.ok()
+}
+
+func (s *state) silence() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return time.Since(s.lastOK)
+}
+
+// Run claims and runs jobs until ctx ends (or after one with Once). A
+// polling agent first sends what its spool holds, and goes on trying
+// while the server cannot be reached; a claim refused with 401 ends it.
 func Run(ctx context.Context, o Options) error {
 	if o.Heartbeat <= 0 || o.Heartbeat > 10*time.Second {
 		o.Heartbeat = 10 * time.Second
@@ -89,14 +124,34 @@ func Run(ctx context.Context, o Options) error {
 		o.Unreachable = DefaultUnreachable
 	}
 	host, _ := os.Hostname()
+	s := &state{o: o, host: host, lastOK: time.Now(), spoolSeen: map[string]bool{}}
+	s.out.o = &s.o
+	var bo backoff
 	for {
-		claim, err := o.Client.Claim(ctx, agentproto.ClaimRequest{Backend: o.Backend, Host: host, Workdir: o.Workdir, Version: "1"})
+		if o.Polling {
+			s.resendSpool(ctx)
+		}
+		cctx, cancel := context.WithTimeout(ctx, claimTimeout)
+		claim, err := o.Client.Claim(cctx, agentproto.ClaimRequest{Backend: o.Backend, Host: host, Workdir: o.Workdir, Version: "1"})
+		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			return fmt.Errorf("claim: %w", err)
+			if !o.Polling {
+				return fmt.Errorf("claim: %w", err)
+			}
+			if httpCode(err) == http.StatusUnauthorized {
+				return fmt.Errorf(MsgTokenRefused, o.Backend, o.Backend)
+			}
+			s.out.fail("claiming a job", err)
+			if !sleep(ctx, bo.next()) {
+				return ctx.Err()
+			}
+			continue
 		}
+		bo.reset()
+		s.heard()
 		if claim == nil {
 			if o.Once && ctx.Err() != nil {
 				return nil
@@ -108,14 +163,14 @@ func Run(ctx context.Context, o Options) error {
 		}
 		if strings.HasPrefix(claim.Spec.Trainer, ExecPrefix) && !o.AllowExec {
 			o.logf("run %s: refusing trainer %s: this agent runs only the toolkit's trainers", claim.RunID, claim.Spec.Trainer)
-			_ = o.Client.PostResult(ctx, claim.RunID, agentproto.Result{ExitCode: events.ExitBadSpec,
-				Error: "this agent runs only the toolkit's trainers, not " + claim.Spec.Trainer})
+			_ = s.finish(ctx, &job{o: o, a: s, claim: claim}, events.ExitBadSpec, "", "",
+				errors.New("this agent runs only the toolkit's trainers, not "+claim.Spec.Trainer))
 			if o.Once {
 				return nil
 			}
 			continue
 		}
-		if err := runJob(ctx, o, claim, host); err != nil {
+		if err := runJob(ctx, s, claim); err != nil {
 			o.logf("run %s: %v", claim.RunID, err)
 			if o.Once {
 				return err
@@ -130,6 +185,7 @@ func Run(ctx context.Context, o Options) error {
 // job is one claimed run on this machine.
 type job struct {
 	o      Options
+	a      *state
 	claim  *agentproto.Claim
 	dir    string
 	mu     sync.Mutex
@@ -142,18 +198,30 @@ type job struct {
 	// predictions is the result event's predictions_file.
 	predictions string
 	postMu      sync.Mutex
-	// lastOK is when a post last reached the server.
-	lastOK time.Time
 	// why the job was stopped, once it was.
 	why string
+	// selfStop is why the agent stopped the job on its own (G9).
+	selfStop string
+	// abort ends ctx, the job's requests, once the agent has given up on
+	// the server.
+	abort     context.CancelFunc
+	ctx       context.Context
+	stopPosts func()
 }
 
-func runJob(ctx context.Context, o Options, claim *agentproto.Claim, host string) error {
+func runJob(ctx context.Context, s *state, claim *agentproto.Claim) error {
+	o, host := s.o, s.host
 	dir := filepath.Join(o.Workdir, "jobs", claim.RunID)
+	// jctx ends the job's requests once the agent gives up on the server
+	// (G9); the result is then kept in the spool.
+	jctx, abort := context.WithCancel(ctx)
+	defer abort()
+	j := &job{o: o, a: s, claim: claim, dir: dir, grace: time.Duration(claim.GraceSeconds) * time.Second, abort: abort}
+	s.heard()
+	defer j.watch(jctx)()
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return report(ctx, o, claim, -1, "", err)
+		return s.finish(ctx, j, -1, "", "", err)
 	}
-	j := &job{o: o, claim: claim, dir: dir, grace: time.Duration(claim.GraceSeconds) * time.Second, lastOK: time.Now()}
 	if j.grace <= 0 {
 		j.grace = DefaultGrace
 	}
@@ -163,31 +231,32 @@ func runJob(ctx context.Context, o Options, claim *agentproto.Claim, host string
 		j.o.Heartbeat = max(hb, 500*time.Millisecond)
 	}
 	j.emit(events.Status("downloading", "downloading the bundle"))
-	archive := filepath.Join(dir, "bundle.tar.gz")
 	bdir := filepath.Join(dir, "bundle")
-	stop := j.startPosting(ctx)
-	err := o.Client.DownloadBundle(ctx, claim.RunID, archive, claim.Bundle, nil)
+	j.startPosting(jctx)
+	archive, err := j.bundle(jctx)
 	if err == nil {
 		os.RemoveAll(bdir)
 		err = bundle.UnpackFile(archive, bdir, o.MaxBundleBytes, claim.Bundle.SHA256)
 	}
 	if err != nil {
-		stop()
-		return report(ctx, o, claim, events.ExitBadSpec, "", fmt.Errorf("the bundle: %w", err))
+		if why := j.stoppedBy(); why != "" {
+			return s.finish(ctx, j, -1, "", "", fmt.Errorf("%s: it gave up the job while downloading the bundle", why))
+		}
+		return s.finish(ctx, j, events.ExitBadSpec, "", "", fmt.Errorf("the bundle: %w", err))
 	}
-	os.Remove(archive)
+	if !o.Polling {
+		os.Remove(archive)
+	}
 	spec := claim.Spec
 	spec.BundleDir = bdir
 	spec.Workdir = filepath.Join(dir, "artifacts")
 	if err := os.MkdirAll(spec.Workdir, 0o755); err != nil {
-		stop()
-		return report(ctx, o, claim, -1, "", err)
+		return s.finish(ctx, j, -1, "", "", err)
 	}
 	env := deviceEnv(&spec)
 	specPath := filepath.Join(dir, "spec.json")
 	if err := spec.Write(specPath); err != nil {
-		stop()
-		return report(ctx, o, claim, -1, "", err)
+		return s.finish(ctx, j, -1, "", "", err)
 	}
 	var code int
 	var errText string
@@ -198,17 +267,13 @@ func runJob(ctx context.Context, o Options, claim *agentproto.Claim, host string
 	}
 	// The trainer's last events go first; the posts go on during the
 	// upload, so a large predictions file does not look like a silent agent.
-	j.post(ctx)
+	j.post(jctx)
 	j.mu.Lock()
 	pred := trainer.PredictionsPath(spec.Workdir, j.predictions)
 	j.mu.Unlock()
-	if _, err := os.Stat(pred); err == nil {
-		if err := o.Client.UploadPredictions(ctx, claim.RunID, pred); err != nil {
-			stop()
-			return report(ctx, o, claim, code, artifactURI(host, spec.Workdir), fmt.Errorf("uploading the predictions: %w", err))
-		}
+	if _, err := os.Stat(pred); err != nil {
+		pred = ""
 	}
-	stop()
 	if !o.Keep {
 		os.RemoveAll(bdir)
 	}
@@ -216,11 +281,158 @@ func runJob(ctx context.Context, o Options, claim *agentproto.Claim, host string
 	if errText != "" {
 		rerr = errors.New(errText)
 	}
-	return report(ctx, o, claim, code, artifactURI(host, spec.Workdir), rerr)
+	return s.finish(ctx, j, code, artifactURI(o.Polling, host, spec.Workdir), pred, rerr)
 }
 
-func artifactURI(host, dir string) string {
+// bundle returns the job's bundle.tar.gz: for a polling agent from the
+// cache by digest, else downloaded into the job's directory.
+func (j *job) bundle(ctx context.Context) (string, error) {
+	if j.o.Polling {
+		return j.fetchBundle(ctx)
+	}
+	archive := filepath.Join(j.dir, "bundle.tar.gz")
+	err := j.o.Client.DownloadBundle(ctx, j.claim.RunID, archive, j.claim.Bundle, func(done, total int64) { j.a.heard() })
+	return archive, err
+}
+
+// artifactURI names the job's artifacts/ (SPEC G8): HOST:DIR for a
+// polling agent, ssh://HOST/DIR for one started over ssh, whose dispatch
+// copies the model back from there.
+func artifactURI(polling bool, host, dir string) string {
+	if polling {
+		return host + ":" + dir
+	}
 	return "ssh://" + host + dir
+}
+
+// stoppedBy is why the agent gave up the job on its own, or "".
+func (j *job) stoppedBy() string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.selfStop
+}
+
+// watch is G9: once the server has not answered for Unreachable, the
+// agent stops the training process and ends the job's requests. It
+// returns the function that ends the watch.
+func (j *job) watch(ctx context.Context) func() {
+	done := make(chan struct{})
+	go func() {
+		tick := time.NewTicker(250 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				if j.a.silence() > j.o.Unreachable {
+					why := fmt.Sprintf(MsgUnreachable, int(j.o.Unreachable/time.Second))
+					j.mu.Lock()
+					if j.selfStop == "" {
+						j.selfStop = why
+					}
+					j.mu.Unlock()
+					j.stop(why, j.grace)
+					j.abort()
+					return
+				}
+			}
+		}
+	}()
+	return func() { close(done) }
+}
+
+// finish sends the job's predictions (pred, "" for none) and its result,
+// and stops the posts. A polling agent spools them first and tries until
+// the server acknowledges them or has been silent for Unreachable; they
+// then stay in the spool, for Run to send later. An agent started over
+// ssh makes one attempt.
+func (s *state) finish(ctx context.Context, j *job, code int, uri, pred string, jobErr error) error {
+	res := agentproto.Result{ExitCode: code, ArtifactURI: uri}
+	if jobErr != nil {
+		res.Error = jobErr.Error()
+	}
+	if !s.o.Polling {
+		if pred != "" {
+			if err := s.o.Client.UploadPredictions(ctx, j.claim.RunID, pred); err != nil {
+				j.stopPosting()
+				return report(ctx, s.o, j.claim, code, uri, fmt.Errorf("uploading the predictions: %w", err))
+			}
+		}
+		j.stopPosting()
+		return report(ctx, s.o, j.claim, code, uri, jobErr)
+	}
+	it := &item{RunID: j.claim.RunID, Backend: s.o.Backend, RunToken: j.claim.RunToken,
+		MaxPredictionsMB: j.claim.MaxPredictionsMB, Result: res}
+	if err := newItem(s.o.Workdir, it, pred); err != nil {
+		s.o.logf("run %s: cannot spool its result (%v): sending it without a copy on disk", j.claim.RunID, err)
+		it.dir = ""
+	}
+	// The watch (G9) ends jctx.
+	jctx := j.ctxOr(ctx)
+	d := s.deliverer(it)
+	d.beforeResult = func() bool {
+		j.stopPosting()
+		return j.pending() == 0
+	}
+	var bo backoff
+	for {
+		if j.pending() > 0 {
+			j.post(jctx)
+		}
+		done, err := false, error(errPending)
+		if j.pending() == 0 {
+			done, err = d.step(jctx)
+		}
+		if done {
+			if !s.o.Keep {
+				os.Remove(cachedBundle(s.o.Workdir, j.claim.Bundle.SHA256))
+			}
+			if it.Result.Error != "" {
+				return errors.New(it.Result.Error)
+			}
+			return nil
+		}
+		if err != nil && !errors.Is(err, errPending) {
+			return fmt.Errorf("spooling the result: %w", err)
+		}
+		if cause := pendingCause(err); cause != nil {
+			s.out.fail(fmt.Sprintf("run %s: sending the result", j.claim.RunID), cause)
+		}
+		if jctx.Err() != nil || s.silence() > s.o.Unreachable || !sleep(jctx, bo.next()) {
+			break
+		}
+	}
+	j.stopPosting()
+	j.mu.Lock()
+	evs, raw := j.queue, j.raw
+	j.queue, j.raw = nil, nil
+	j.mu.Unlock()
+	if it.dir == "" {
+		return fmt.Errorf("the result could not be sent: %s", res.Error)
+	}
+	if err := it.addEvents(evs, raw); err != nil {
+		s.o.logf("run %s: spooling %d events: %v", j.claim.RunID, len(evs)+len(raw), err)
+	}
+	s.o.logf("run %s: the server has not answered for %s: the result is kept in %s and sent when it answers again",
+		j.claim.RunID, s.silence().Round(time.Second), it.dir)
+	return fmt.Errorf("the result is not sent yet (kept in %s)", it.dir)
+}
+
+// ctxOr is the job's context, ended by the watch, or ctx.
+func (j *job) ctxOr(ctx context.Context) context.Context {
+	if j.ctx != nil {
+		return j.ctx
+	}
+	return ctx
+}
+
+func (j *job) pending() int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return len(j.queue) + len(j.raw)
 }
 
 func report(ctx context.Context, o Options, claim *agentproto.Claim, code int, uri string, err error) error {
@@ -244,16 +456,19 @@ func (j *job) emit(e events.Event) {
 }
 
 // startPosting sends queued events at least every heartbeat period and
-// soon after each event, and applies a cancel from a reply. The returned
-// function flushes what is left and stops.
-func (j *job) startPosting(ctx context.Context) func() {
+// soon after each event, and applies a cancel from a reply; after a
+// failed post it waits as Backoff says. stopPosting flushes what is left
+// and stops it.
+func (j *job) startPosting(ctx context.Context) {
+	j.ctx = ctx
 	done := make(chan struct{})
 	flushed := make(chan struct{})
 	go func() {
 		defer close(flushed)
 		tick := time.NewTicker(250 * time.Millisecond)
 		defer tick.Stop()
-		last := time.Time{}
+		last, next := time.Time{}, time.Time{}
+		var bo backoff
 		for {
 			select {
 			case <-done:
@@ -262,23 +477,39 @@ func (j *job) startPosting(ctx context.Context) func() {
 			case <-ctx.Done():
 				return
 			case <-tick.C:
-				j.mu.Lock()
-				pending := len(j.queue) + len(j.raw)
-				j.mu.Unlock()
-				if pending > 0 || time.Since(last) >= j.o.Heartbeat {
-					j.post(ctx)
+				if time.Now().Before(next) {
+					continue
+				}
+				if j.pending() > 0 || time.Since(last) >= j.o.Heartbeat {
+					if j.post(ctx) {
+						bo.reset()
+						next = time.Time{}
+					} else {
+						next = time.Now().Add(bo.next())
+					}
 					last = time.Now()
 				}
 			}
 		}
 	}()
-	return func() {
-		close(done)
-		<-flushed
+	var once sync.Once
+	j.stopPosts = func() {
+		once.Do(func() {
+			close(done)
+			<-flushed
+		})
 	}
 }
 
-func (j *job) post(ctx context.Context) {
+func (j *job) stopPosting() {
+	if j.stopPosts != nil {
+		j.stopPosts()
+	}
+}
+
+// post sends what is queued, or a heartbeat; it reports whether the
+// server answered.
+func (j *job) post(ctx context.Context) bool {
 	// One post at a time, so events reach the server in their order.
 	j.postMu.Lock()
 	defer j.postMu.Unlock()
@@ -286,25 +517,19 @@ func (j *job) post(ctx context.Context) {
 	evs, raw := j.queue, j.raw
 	j.queue, j.raw = nil, nil
 	j.mu.Unlock()
-	reply, err := j.o.Client.PostEvents(ctx, j.claim.RunID, evs, raw)
+	pctx, cancel := context.WithTimeout(ctx, postTimeout)
+	reply, err := j.o.Client.PostEvents(pctx, j.claim.RunID, evs, raw)
+	cancel()
 	if err != nil {
 		// Put them back; the next post retries.
 		j.mu.Lock()
 		j.queue = append(evs, j.queue...)
 		j.raw = append(raw, j.raw...)
 		j.mu.Unlock()
-		j.o.logf("posting events: %v", err)
-		j.mu.Lock()
-		silent := time.Since(j.lastOK)
-		j.mu.Unlock()
-		if silent > j.o.Unreachable {
-			j.stop(fmt.Sprintf(MsgUnreachable, int(j.o.Unreachable/time.Second)), j.grace)
-		}
-		return
+		j.a.out.fail("posting events", err)
+		return false
 	}
-	j.mu.Lock()
-	j.lastOK = time.Now()
-	j.mu.Unlock()
+	j.a.heard()
 	if reply.Cancel {
 		g := j.grace
 		if reply.GraceSeconds > 0 {
@@ -312,6 +537,7 @@ func (j *job) post(ctx context.Context) {
 		}
 		j.stop("cancel requested by the server", g)
 	}
+	return true
 }
 
 // stop sends SIGTERM to the training process's group, SIGKILL after grace.
@@ -323,7 +549,11 @@ func (j *job) stop(why string, grace time.Duration) {
 	}
 	j.cancel = true
 	j.why = why
-	j.o.logf("%s: stopping the training process (SIGKILL after %s)", why, grace)
+	if j.proc == nil && j.sj == nil {
+		j.o.logf("%s: stopping the job", why)
+	} else {
+		j.o.logf("%s: stopping the training process (SIGKILL after %s)", why, grace)
+	}
 	if j.proc != nil {
 		j.proc.Terminate(grace)
 	}
@@ -373,6 +603,9 @@ func (j *job) train(ctx context.Context, spec trainer.Spec, specPath string, env
 		why = "the agent was stopped"
 		j.stop(why, j.grace)
 		<-p.Done()
+	}
+	if why == "" {
+		why = j.stoppedBy()
 	}
 	ex := p.Exit()
 	switch {
