@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+
 	"potato-training/internal/cli"
 	"potato-training/lib/bundle"
 )
@@ -18,6 +20,9 @@ type sendCmd struct {
 }
 
 func (c *sendCmd) Run(ctx *cli.Context) error {
+	if f, ok := ctx.Stdout.(*os.File); ok {
+		growPipe(f)
+	}
 	var err error
 	if c.File != "" {
 		err = bundle.SendFile(ctx.Stdout, expandHome(c.Dir), c.File, c.Size)
