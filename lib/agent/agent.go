@@ -126,6 +126,9 @@ func Run(ctx context.Context, o Options) error {
 	host, _ := os.Hostname()
 	s := &state{o: o, host: host, lastOK: time.Now(), spoolSeen: map[string]bool{}}
 	s.out.o = &s.o
+	if o.Polling {
+		pruneCache(o.Workdir, CacheAge)
+	}
 	var bo backoff
 	for {
 		if o.Polling {
@@ -171,10 +174,11 @@ func Run(ctx context.Context, o Options) error {
 			continue
 		}
 		if err := runJob(ctx, s, claim); err != nil {
-			o.logf("run %s: %v", claim.RunID, err)
 			if o.Once {
-				return err
+				// The caller says it, once.
+				return fmt.Errorf("run %s: %w", claim.RunID, err)
 			}
+			o.logf("run %s: %v", claim.RunID, err)
 		}
 		if o.Once {
 			return nil
@@ -207,6 +211,8 @@ type job struct {
 	abort     context.CancelFunc
 	ctx       context.Context
 	stopPosts func()
+	// fetched: the job's bundle is in the cache.
+	fetched bool
 }
 
 func runJob(ctx context.Context, s *state, claim *agentproto.Claim) error {
@@ -366,6 +372,9 @@ func (s *state) finish(ctx context.Context, j *job, code int, uri, pred string, 
 	}
 	it := &item{RunID: j.claim.RunID, Backend: s.o.Backend, RunToken: j.claim.RunToken,
 		MaxPredictionsMB: j.claim.MaxPredictionsMB, Result: res}
+	if j.fetched {
+		it.BundleSHA256 = j.claim.Bundle.SHA256
+	}
 	if err := newItem(s.o.Workdir, it, pred); err != nil {
 		s.o.logf("run %s: cannot spool its result (%v): sending it without a copy on disk", j.claim.RunID, err)
 		it.dir = ""
@@ -387,9 +396,6 @@ func (s *state) finish(ctx context.Context, j *job, code int, uri, pred string, 
 			done, err = d.step(jctx)
 		}
 		if done {
-			if !s.o.Keep {
-				os.Remove(cachedBundle(s.o.Workdir, j.claim.Bundle.SHA256))
-			}
 			if it.Result.Error != "" {
 				return errors.New(it.Result.Error)
 			}
@@ -526,7 +532,7 @@ func (j *job) post(ctx context.Context) bool {
 		j.queue = append(evs, j.queue...)
 		j.raw = append(raw, j.raw...)
 		j.mu.Unlock()
-		j.a.out.fail("posting events", err)
+		j.a.out.fail("run "+j.claim.RunID, err)
 		return false
 	}
 	j.a.heard()

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"potato-training/lib/agentproto"
 )
@@ -34,6 +35,7 @@ func (j *job) fetchBundle(ctx context.Context) (string, error) {
 	path := cachedBundle(j.o.Workdir, want.SHA256)
 	if hasDigest(path, want) {
 		touch(path)
+		j.fetched = true
 		j.a.o.logf("run %s: bundle %.12s cached by digest: not downloaded again", j.claim.RunID, want.SHA256)
 		j.emit(agentLine("potato-agent: the bundle is cached by digest on this machine: not downloaded again"))
 		return path, nil
@@ -45,7 +47,32 @@ func (j *job) fetchBundle(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	j.fetched = true
 	return path, nil
+}
+
+// CacheAge is how long a cached bundle no job has used stays: one whose
+// job's result never came back (the agent was killed) is removed at a
+// start this long after.
+const CacheAge = 7 * 24 * time.Hour
+
+// pruneCache removes the cached bundles not used for age, and partial
+// downloads.
+func pruneCache(workdir string, age time.Duration) {
+	dir := filepath.Join(workdir, bundleCache)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		fi, err := e.Info()
+		if err != nil || !fi.Mode().IsRegular() {
+			continue
+		}
+		if strings.HasSuffix(e.Name(), ".part") || time.Since(fi.ModTime()) > age {
+			os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
 }
 
 // hasDigest reports whether path holds want's bytes.

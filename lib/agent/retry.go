@@ -112,7 +112,7 @@ func (u *outage) ok() {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if !u.since.IsZero() {
-		u.o.logf("the server answers again, after %s", time.Since(u.since).Round(time.Second))
+		u.o.logf("the server answers again, after %s", time.Since(u.since).Round(100*time.Millisecond))
 		u.since = time.Time{}
 	}
 }

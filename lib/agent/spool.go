@@ -46,12 +46,15 @@ type item struct {
 	dir string
 	// PredictionsPath is the job's own predictions file, named in the
 	// result's error when the server refuses it.
-	RunID            string            `json:"run_id"`
-	Backend          string            `json:"backend"`
-	RunToken         string            `json:"run_token,omitempty"`
-	MaxPredictionsMB int               `json:"max_predictions_mb,omitempty"`
-	PredictionsPath  string            `json:"predictions_path,omitempty"`
-	Result           agentproto.Result `json:"result"`
+	RunID            string `json:"run_id"`
+	Backend          string `json:"backend"`
+	RunToken         string `json:"run_token,omitempty"`
+	MaxPredictionsMB int    `json:"max_predictions_mb,omitempty"`
+	PredictionsPath  string `json:"predictions_path,omitempty"`
+	// BundleSHA256 names the job's bundle in the cache, removed with the
+	// item unless --keep.
+	BundleSHA256 string            `json:"bundle_sha256,omitempty"`
+	Result       agentproto.Result `json:"result"`
 }
 
 func spoolPath(workdir, runID string) string { return filepath.Join(workdir, spoolDir, runID) }
@@ -281,6 +284,9 @@ func (d *deliverer) step(ctx context.Context) (done bool, err error) {
 	if err := os.RemoveAll(it.dir); err != nil {
 		return false, err
 	}
+	if it.BundleSHA256 != "" && !d.a.o.Keep {
+		os.Remove(cachedBundle(d.a.o.Workdir, it.BundleSHA256))
+	}
 	return true, nil
 }
 
@@ -322,9 +328,12 @@ func fileSize(p string) int64 {
 	return fi.Size()
 }
 
-// megabytes is n bytes in MB (2^20), with one decimal below 10.
+// megabytes is n bytes in MB (2^20), with decimals below 10.
 func megabytes(n int64) string {
 	mb := float64(n) / (1 << 20)
+	if mb < 0.1 {
+		return fmt.Sprintf("%.3f", mb)
+	}
 	if mb < 10 {
 		return fmt.Sprintf("%.1f", mb)
 	}
