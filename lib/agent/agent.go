@@ -94,6 +94,8 @@ type state struct {
 	mu        sync.Mutex
 	lastOK    time.Time
 	spoolSeen map[string]bool
+	// lastAnswer is the last refusal logged for a spooled run.
+	lastAnswer map[string]string
 }
 
 // heard records an answer from the server.
@@ -124,7 +126,7 @@ func Run(ctx context.Context, o Options) error {
 		o.Unreachable = DefaultUnreachable
 	}
 	host, _ := os.Hostname()
-	s := &state{o: o, host: host, lastOK: time.Now(), spoolSeen: map[string]bool{}}
+	s := &state{o: o, host: host, lastOK: time.Now(), spoolSeen: map[string]bool{}, lastAnswer: map[string]string{}}
 	s.out.o = &s.o
 	if o.Polling {
 		pruneCache(o.Workdir, CacheAge)
@@ -223,6 +225,13 @@ func runJob(ctx context.Context, s *state, claim *agentproto.Claim) error {
 	jctx, abort := context.WithCancel(ctx)
 	defer abort()
 	j := &job{o: o, a: s, claim: claim, dir: dir, grace: time.Duration(claim.GraceSeconds) * time.Second, abort: abort}
+	if o.Polling && claim.RunToken != "" {
+		// The run's own token: the run goes on if the backend's token is
+		// replaced (registered again) meanwhile.
+		if c, err := o.Client.WithToken(claim.RunToken); err == nil {
+			j.o.Client = c
+		}
+	}
 	s.heard()
 	defer j.watch(jctx)()
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -404,9 +413,7 @@ func (s *state) finish(ctx context.Context, j *job, code int, uri, pred string, 
 		if err != nil && !errors.Is(err, errPending) {
 			return fmt.Errorf("spooling the result: %w", err)
 		}
-		if cause := pendingCause(err); cause != nil {
-			s.out.fail(fmt.Sprintf("run %s: sending the result", j.claim.RunID), cause)
-		}
+		s.pendingFail(j.claim.RunID, "sending the result", err)
 		if jctx.Err() != nil || s.silence() > s.o.Unreachable || !sleep(jctx, bo.next()) {
 			break
 		}

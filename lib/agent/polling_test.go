@@ -98,6 +98,8 @@ func newPollServerN(t *testing.T, params map[string]string, items int) *pollServ
 			HeartbeatTimeoutS: 60, MaxPredictionsMB: 16, Bundle: agentproto.BundleInfo{Bytes: n, SHA256: sum},
 			Spec: trainer.Spec{V: 1, RunID: pollRunID, Trainer: "tfidf-logreg", Schemas: m.Schemas, BundleDir: "x", Workdir: "x", Params: params}}}
 	s.h = agentproto.NewHandler(s, agentproto.HandlerOptions{Authorize: func(tok string) bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
 		return tok == s.token || tok == s.claim.RunToken
 	}, LongPoll: 2 * time.Second})
 	return s
@@ -384,6 +386,33 @@ func TestPollingRefusedToken(t *testing.T) {
 	}
 	if strings.Contains(a.stderr.String(), old) {
 		t.Error("the message shows the token")
+	}
+}
+
+// The backend's token is replaced (registered again) while a run trains.
+// Expected: the run ends normally, its requests carrying the run's own
+// token; only the next claim is refused.
+func TestPollingTokenReplacedDuringRun(t *testing.T) {
+	s := newPollServer(t, nil)
+	addr, _ := s.serve("127.0.0.1:0")
+	env := tokenEnv(s)
+	s.setFault(func(route string) fault {
+		if route == "bundle" {
+			s.token = strings.Repeat("99", 32)
+		}
+		return pass
+	})
+	a := startAgent(t, addr, t.TempDir(), env)
+	select {
+	case <-s.done:
+	case <-time.After(90 * time.Second):
+		t.Fatalf("no result\n%s", a.stderr)
+	}
+	if code := a.wait(t); code != 1 || !a.says("the server refused the token for backend lab") {
+		t.Errorf("exit %d\n%s", code, a.stderr)
+	}
+	if res := s.result(); res.ExitCode != 0 || res.Error != "" {
+		t.Errorf("result %+v", res)
 	}
 }
 

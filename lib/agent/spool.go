@@ -306,12 +306,32 @@ func (s *state) resendSpool(ctx context.Context) {
 		case done:
 			s.o.logf("run %s: the server has its result", it.RunID)
 		case errors.Is(err, errPending):
-			if cause := pendingCause(err); cause != nil {
-				s.out.fail(fmt.Sprintf("run %s: resending the spooled result", it.RunID), cause)
-			}
+			s.pendingFail(it.RunID, "resending the spooled result", err)
 		case err != nil:
 			s.o.logf("run %s: spool: %v", it.RunID, err)
 		}
+	}
+}
+
+// pendingFail logs a step that will be tried again: as an outage when
+// the server was not reached, else (it answered, say, 502) once for each
+// new answer, so that an agent whose claims reach the server does not log
+// each attempt.
+func (s *state) pendingFail(runID, what string, err error) {
+	cause := pendingCause(err)
+	if cause == nil {
+		return
+	}
+	if httpCode(cause) == 0 {
+		s.out.fail(fmt.Sprintf("run %s: %s", runID, what), cause)
+		return
+	}
+	s.mu.Lock()
+	seen := s.lastAnswer[runID] == cause.Error()
+	s.lastAnswer[runID] = cause.Error()
+	s.mu.Unlock()
+	if !seen {
+		s.o.logf("run %s: %s: %v; trying again", runID, what, cause)
 	}
 }
 
