@@ -135,7 +135,7 @@ func check(cfg *config.Config, opt *Options) (*config.Backend, error) {
 		case !ok:
 			return nil, usagef("unknown trainer %q", opt.Trainer)
 		case info.LocalOnly && b.Type != config.TypeLocal:
-			return nil, usagef("trainer %s runs only on the annotation server (local), not on %s", opt.Trainer, b.Label())
+			return nil, usagef("trainer %s runs only on the annotation server (local), not on %s: %s", opt.Trainer, b.Label(), info.LocalReason)
 		case !info.Available:
 			return nil, usagef("trainer %s is not available in this version", opt.Trainer)
 		}
@@ -479,7 +479,9 @@ wait:
 		uri = "file://" + spec.Workdir
 	}
 	d.set(func(r *rundir.Record) { r.ArtifactURI = uri })
-	if err := d.writeBack(m); err != nil {
+	if info, _ := trainer.Lookup(spec.Trainer); info.NoPredictions {
+		d.logf("%s writes no predictions: nothing to score or write back", spec.Trainer)
+	} else if err := d.writeBack(m); err != nil {
 		return d.finish(rundir.StateError, "write-back: "+err.Error(), "writeback")
 	}
 	return d.finish(rundir.StateSuccess, "", "")

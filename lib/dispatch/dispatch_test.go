@@ -306,13 +306,18 @@ func TestStatusAfterDispatchIsKilled(t *testing.T) {
 func TestRefusals(t *testing.T) {
 	dir, cfg := project(t, 40, 30, `  backends:
     gpu: {type: ssh, host: gpu.example.org}
+    cluster: {type: slurm, host: login.example.org, remote_dir: /shared/potato}
+    lab: {type: agent}
 `)
 	_ = dir
 	cases := []struct {
 		args []string
 		want string
 	}{
-		{[]string{"--trainer", "decision-calibrate", "--schemas", "sentiment", "--backend", "gpu"}, "trainer decision-calibrate runs only on the annotation server (local), not on gpu (ssh to gpu.example.org)"},
+		{[]string{"--trainer", "decision-calibrate", "--schemas", "sentiment", "--backend", "gpu"}, "trainer decision-calibrate runs only on the annotation server (local), not on gpu (ssh to gpu.example.org): it reads the annotation server's own files"},
+		{[]string{"--trainer", "decision-calibrate", "--schemas", "sentiment", "--backend", "cluster"}, "trainer decision-calibrate runs only on the annotation server (local), not on cluster (slurm"},
+		{[]string{"--trainer", "decision-calibrate", "--schemas", "sentiment", "--backend", "lab"}, "trainer decision-calibrate runs only on the annotation server (local), not on lab (agent"},
+		{[]string{"--trainer", "decision-calibrate", "--schemas", "sentiment", "--backend", "lab"}, "it reads the annotation server's own files (Potato's store, project.sqlite, and the annotations)"},
 		{[]string{"--trainer", "tfidf-logreg", "--schemas", "sentiment", "--backend", "nowhere"}, `no backend "nowhere"`},
 		{[]string{"--trainer", "tfidf-logreg", "--schemas", "topic"}, `schema "topic" is not in annotation_schemes`},
 		{[]string{"--trainer", "nosuch", "--schemas", "sentiment"}, `unknown trainer "nosuch"`},

@@ -89,13 +89,19 @@ type Info struct {
 	Kinds []string
 	// Available is false for a trainer this version names but cannot run.
 	Available bool
+	// NoPredictions trainers write no predictions: their runs have nothing
+	// to score or write back.
+	NoPredictions bool
+	// LocalReason says why a LocalOnly trainer runs only locally.
+	LocalReason string
 }
 
 // Trainers is the registry, by name.
 var Trainers = map[string]Info{
 	"tfidf-logreg":           {Name: "tfidf-logreg", Builtin: true, Kinds: []string{"nominal", "multilabel"}, Available: true},
-	"hf-text-classification": {Name: "hf-text-classification", Kinds: []string{"nominal", "multilabel"}},
-	"decision-calibrate":     {Name: "decision-calibrate", LocalOnly: true, Builtin: true, Kinds: []string{"nominal"}},
+	"hf-text-classification": {Name: "hf-text-classification", Kinds: []string{"nominal", "multilabel"}, Available: true},
+	"decision-calibrate": {Name: "decision-calibrate", LocalOnly: true, Builtin: true, Kinds: []string{"nominal"}, Available: true,
+		NoPredictions: true, LocalReason: "it reads the annotation server's own files (Potato's store, project.sqlite, and the annotations)"},
 }
 
 // Lookup finds a trainer by name.

@@ -19,6 +19,7 @@ import (
 	"potato-training/lib/bundle"
 	"potato-training/lib/config"
 	"potato-training/lib/events"
+	"potato-training/lib/trainer/calibrate"
 	"potato-training/lib/trainer/tfidf"
 )
 
@@ -52,8 +53,14 @@ func Worker(ctx context.Context, specPath string, stdout, stderr io.Writer) int 
 		runtime.GOMAXPROCS(spec.Limits.NumThreads)
 	}
 	_ = ev.Emit(events.Log("info", fmt.Sprintf("%s: %d threads, device %s", spec.Trainer, runtime.GOMAXPROCS(0), orCPU(spec.Limits.Device))))
-	err = fitTfidf(ctx, spec, ev)
+	if spec.Trainer == calibrate.Name {
+		err = calibrate.Run(ctx, calibrate.Input{BundleDir: spec.BundleDir, Workdir: spec.Workdir,
+			Schemas: spec.Schemas, Params: spec.Params}, ev)
+	} else {
+		err = fitTfidf(ctx, spec, ev)
+	}
 	var fe *fitError
+	var ce *calibrate.Error
 	switch {
 	case err == nil:
 		return events.ExitFinished
@@ -62,6 +69,8 @@ func Worker(ctx context.Context, specPath string, stdout, stderr io.Writer) int 
 		return events.ExitCancelled
 	case errors.As(err, &fe):
 		return fail(fe.exit, fe.code, fe.msg, "")
+	case errors.As(err, &ce):
+		return fail(ce.Exit, ce.Code, ce.Msg, "")
 	default:
 		return fail(events.ExitUnexpected, events.CodeFitFailed, err.Error(), "")
 	}

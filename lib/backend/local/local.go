@@ -5,8 +5,12 @@ package local
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -18,11 +22,13 @@ import (
 	"potato-training/lib/gpu"
 	"potato-training/lib/rundir"
 	"potato-training/lib/trainer"
+	"potato-training/lib/trainer/calibrate"
+	"potato-training/lib/writeback"
 )
 
 // ExecPrefix marks a trainer that is a program: "exec:/path/to/trainer"
-// runs that program with --spec spec.json (local backend only).
-const ExecPrefix = "exec:"
+// runs that program with --spec spec.json.
+const ExecPrefix = trainer.ExecPrefix
 
 // Backend runs the training process here.
 type Backend struct {
@@ -51,24 +57,68 @@ func (b *Backend) Prepare(ctx context.Context, job *backend.Job) error {
 	}
 	b.device = dev
 	job.Spec.Limits.Device = dev.String()
+	calibrateParams(job)
 	job.Logf("device: %s", dev.Describe())
 	return nil
 }
 
-// command is the training process's command line.
+// PythonEnv names the interpreter of local runs of Python trainers;
+// python3 on PATH when unset. potato-agent's --python reads it too.
+const PythonEnv = "POTATO_TRAINING_PYTHON"
+
+// command is the training process's command line (trainer.Argv). A Python
+// trainer's script is written into the run directory, so the run keeps the
+// exact script that ran.
 func (b *Backend) command(job *backend.Job) (string, []string, error) {
-	if path, ok := strings.CutPrefix(job.Spec.Trainer, ExecPrefix); ok {
+	name := job.Spec.Trainer
+	if path, ok := strings.CutPrefix(name, ExecPrefix); ok {
 		abs, err := filepath.Abs(path)
 		if err != nil {
 			return "", nil, err
 		}
-		return abs, []string{"--spec", job.SpecPath}, nil
+		name = ExecPrefix + abs
 	}
-	agent, err := cli.FindSibling("potato-agent")
+	progs := trainer.Programs{Python: os.Getenv(PythonEnv), ScriptDir: job.Run.Dir}
+	if info, ok := trainer.Lookup(name); !ok || info.Builtin {
+		agent, err := cli.FindSibling("potato-agent")
+		if err != nil && !strings.HasPrefix(name, ExecPrefix) {
+			return "", nil, err
+		}
+		progs.Worker = agent
+	}
+	if progs.Python == "" {
+		progs.Python = "python3"
+	}
+	argv, err := trainer.Argv(name, job.SpecPath, progs)
 	if err != nil {
 		return "", nil, err
 	}
-	return agent, []string{"worker", "--spec", job.SpecPath}, nil
+	path := argv[0]
+	if !strings.Contains(path, "/") {
+		if path, err = exec.LookPath(path); err != nil {
+			return "", nil, fmt.Errorf("%s, the interpreter for trainer %s, was not found on PATH (set %s to choose one)", argv[0], job.Spec.Trainer, PythonEnv)
+		}
+	}
+	return path, argv[1:], nil
+}
+
+// calibrateParams gives decision-calibrate what it reads on this machine:
+// Potato's store and the project its rows are keyed by (SPEC B4). Values
+// the run was given are kept.
+func calibrateParams(job *backend.Job) {
+	info, ok := trainer.Lookup(job.Spec.Trainer)
+	if !ok || !info.LocalOnly {
+		return
+	}
+	p := make(map[string]string, len(job.Spec.Params)+2)
+	maps.Copy(p, job.Spec.Params)
+	if p[calibrate.ParamStore] == "" {
+		p[calibrate.ParamStore] = filepath.Join(job.Config.TaskDir, writeback.StoreName)
+	}
+	if p[calibrate.ParamProject] == "" {
+		p[calibrate.ParamProject] = job.Config.TaskName
+	}
+	job.Spec.Params = p
 }
 
 // Start runs the process in a new process group under the run directory,
@@ -144,7 +194,7 @@ func (b *Backend) Cancel(grace time.Duration) {
 // Collect moves the predictions the trainer wrote into the run directory;
 // the model is already in artifacts/, the trainer's workdir.
 func (b *Backend) Collect(ctx context.Context, job *backend.Job) error {
-	if job.Result == nil || job.Result.PredictionsFile == "" {
+	if job.Result == nil {
 		return nil
 	}
 	src := trainer.PredictionsPath(job.Spec.Workdir, job.Result.PredictionsFile)
@@ -152,5 +202,9 @@ func (b *Backend) Collect(ctx context.Context, job *backend.Job) error {
 	if src == dst {
 		return nil
 	}
-	return os.Rename(src, dst)
+	err := os.Rename(src, dst)
+	if errors.Is(err, fs.ErrNotExist) && job.Result.PredictionsFile == "" && job.Result.NPredictions == 0 {
+		return nil // a trainer that predicts nothing (decision-calibrate)
+	}
+	return err
 }
