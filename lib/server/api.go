@@ -1,6 +1,579 @@
 package server
 
-import "net/http"
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"potato-training/lib/config"
+	"potato-training/lib/rundir"
+)
+
+// apiPrefix is the root of the HTTP API (SPEC A2, A3).
+const apiPrefix = "/admin/training/api"
+
+// Bounds of the API's requests and of the programs it starts.
+const (
+	maxBody       = 1 << 20
+	maxParams     = 100
+	maxParamValue = 4096
+	// startTimeout bounds potato-dispatch run --detach, which returns as
+	// soon as the run is recorded.
+	startTimeout = 60 * time.Second
+	// checkTimeout bounds potato-check, which may wait on ssh.
+	checkTimeout = 60 * time.Second
+	// maxChecks is how many potato-check processes may run at once.
+	maxChecks  = 4
+	eventLines = 50
+	logLines   = 100
+)
+
+// Texts of the API's refusals that users and tests match.
+const (
+	msgNoAPIKey    = "admin_api_key is not set in the config: the HTTP API is off until it is"
+	msgMissingKey  = "missing X-API-Key header"
+	msgWrongKey    = "wrong API key"
+	msgCrossOrigin = "cross-origin request refused"
+	msgNoBackend   = "no backend %q in the config: the backends are %s"
+	msgExecTrainer = "trainer %q names a program: the HTTP API starts only trainers known by name; run potato-dispatch run on the server to use a program"
+)
+
+// paramKey is what a trainer parameter's name may be: it cannot start
+// with "-" (a flag) or hold "=" (the KEY=VALUE separator).
+var paramKey = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$`)
+
+// apiError is a refusal: the status and the message of {"error": ...}.
+type apiError struct {
+	code  int
+	msg   string
+	hints []string
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+func errorf(code int, format string, args ...any) *apiError {
+	return &apiError{code: code, msg: fmt.Sprintf(format, args...)}
+}
+
+type api struct {
+	s      *Server
+	checks chan struct{}
+}
 
 // mountAPI adds the HTTP API under /admin/training/api.
-func (s *Server) mountAPI(mux *http.ServeMux) {}
+func (s *Server) mountAPI(mux *http.ServeMux) {
+	a := &api{s: s, checks: make(chan struct{}, maxChecks)}
+	mux.Handle(apiPrefix+"/", a)
+}
+
+// ServeHTTP checks where a request comes from and who sends it, then
+// routes it.
+func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if err := sameOrigin(r); err != nil {
+		a.fail(w, err)
+		return
+	}
+	if err := a.s.authorize(r); err != nil {
+		a.fail(w, err)
+		return
+	}
+	parts := strings.Split(strings.TrimPrefix(r.URL.Path, apiPrefix+"/"), "/")
+	route := func(allow string, h func(http.ResponseWriter, *http.Request, []string)) {
+		if !slices.Contains(strings.Split(allow, ", "), r.Method) {
+			w.Header().Set("Allow", allow)
+			jsonError(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed here")
+			return
+		}
+		h(w, r, parts)
+	}
+	switch {
+	case len(parts) == 1 && parts[0] == "runs":
+		route("GET, HEAD, POST", func(w http.ResponseWriter, r *http.Request, _ []string) {
+			if r.Method == http.MethodPost {
+				a.startRun(w, r)
+			} else {
+				a.listRuns(w, r)
+			}
+		})
+	case len(parts) == 2 && parts[0] == "runs":
+		route("GET, HEAD", a.getRun)
+	case len(parts) == 3 && parts[0] == "runs" && parts[2] == "cancel":
+		route("POST", a.cancelRun)
+	case len(parts) == 1 && parts[0] == "backends":
+		route("GET, HEAD", a.listBackends)
+	case len(parts) == 3 && parts[0] == "backends" && parts[2] == "check":
+		route("GET, HEAD", a.checkBackend)
+	default:
+		jsonError(w, http.StatusNotFound, "no such route")
+	}
+}
+
+func (a *api) fail(w http.ResponseWriter, err error) {
+	var ae *apiError
+	if !errors.As(err, &ae) {
+		a.s.logf("api: %v", err)
+		ae = &apiError{code: http.StatusInternalServerError, msg: err.Error()}
+	}
+	if len(ae.hints) == 0 {
+		jsonError(w, ae.code, ae.msg)
+		return
+	}
+	writeJSON(w, ae.code, map[string]any{"error": ae.msg, "hints": ae.hints})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		jsonError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(b.Bytes())
+}
+
+// authorize is the API's one gate: the X-API-Key header must be the
+// config's admin_api_key. Other credentials (a session of the page) are
+// to be accepted here too.
+func (s *Server) authorize(r *http.Request) *apiError {
+	want := s.Config.AdminAPIKey
+	if want == "" {
+		return errorf(http.StatusForbidden, msgNoAPIKey)
+	}
+	got := r.Header.Get("X-API-Key")
+	if got == "" {
+		return errorf(http.StatusUnauthorized, msgMissingKey)
+	}
+	// Hashes first, so that the comparison takes as long whatever the
+	// lengths.
+	g, k := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(want))
+	if subtle.ConstantTimeCompare(g[:], k[:]) != 1 {
+		s.logf("api: wrong API key from %s for %s %s", r.RemoteAddr, r.Method, r.URL.Path)
+		return errorf(http.StatusUnauthorized, msgWrongKey)
+	}
+	return nil
+}
+
+// sameOrigin refuses a state change sent by a page of another site: an
+// Origin other than the server's own, or Sec-Fetch-Site: cross-site.
+// Reads are left alone; the API sends no CORS headers, so another site
+// cannot read their answers.
+func sameOrigin(r *http.Request) *apiError {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return nil
+	}
+	if r.Header.Get("Sec-Fetch-Site") == "cross-site" {
+		return errorf(http.StatusForbidden, msgCrossOrigin)
+	}
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return nil
+	}
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" || !strings.EqualFold(u.Host, r.Host) {
+		return errorf(http.StatusForbidden, msgCrossOrigin)
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	} else if p := r.Header.Get("X-Forwarded-Proto"); p != "" {
+		// Behind a proxy that ends TLS. A page of another site cannot set
+		// this header without a preflight, which the API never answers.
+		scheme, _, _ = strings.Cut(p, ",")
+		scheme = strings.TrimSpace(scheme)
+	}
+	if !strings.EqualFold(u.Scheme, scheme) {
+		return errorf(http.StatusForbidden, msgCrossOrigin)
+	}
+	return nil
+}
+
+// startRequest is the body of POST /runs.
+type startRequest struct {
+	Trainer string            `json:"trainer"`
+	Schemas []string          `json:"schemas"`
+	Backend string            `json:"backend"`
+	Params  map[string]string `json:"params"`
+}
+
+// startRun starts a run with potato-dispatch run --detach, which records
+// it, prints its id and leaves it to a dispatch in a session of its own:
+// the run is not the server's child and outlives it.
+func (a *api) startRun(w http.ResponseWriter, r *http.Request) {
+	req, err := decodeStart(w, r)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	args, err := a.runArgs(req)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	id, err := a.dispatch(r.Context(), args)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	a.s.logf("run %s started through the API: trainer %s, schemas %s", id, req.Trainer, strings.Join(req.Schemas, ","))
+	w.Header().Set("Location", apiPrefix+"/runs/"+id)
+	writeJSON(w, http.StatusCreated, map[string]string{"run_id": id})
+}
+
+func decodeStart(w http.ResponseWriter, r *http.Request) (*startRequest, error) {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	var req startRequest
+	if err := dec.Decode(&req); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, errorf(http.StatusRequestEntityTooLarge, "the body is over %d bytes", maxBody)
+		}
+		return nil, errorf(http.StatusBadRequest, "the body is not a run request: %v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errorf(http.StatusBadRequest, "the body holds more than one JSON value")
+	}
+	return &req, nil
+}
+
+// runArgs checks a request against the config and turns it into
+// potato-dispatch's arguments. Every value goes in its own --flag=VALUE
+// argument, so none can be taken for a flag.
+func (a *api) runArgs(req *startRequest) ([]string, error) {
+	cfg := a.s.Config
+	if req.Backend != "" {
+		if _, ok := cfg.Backend(req.Backend); !ok {
+			return nil, errorf(http.StatusConflict, msgNoBackend, req.Backend, strings.Join(backendNames(cfg), ", "))
+		}
+	}
+	switch {
+	case req.Trainer == "":
+		return nil, errorf(http.StatusBadRequest, "no trainer given: for example \"trainer\": \"tfidf-logreg\"")
+	case strings.HasPrefix(req.Trainer, "exec:"):
+		return nil, errorf(http.StatusBadRequest, msgExecTrainer, req.Trainer)
+	case strings.HasPrefix(req.Trainer, "-") || !printable(req.Trainer) || len(req.Trainer) > 200:
+		return nil, errorf(http.StatusBadRequest, "unknown trainer %q", req.Trainer)
+	case len(req.Schemas) == 0:
+		return nil, errorf(http.StatusBadRequest, "no schema given: for example \"schemas\": [\"sentiment\"]")
+	case len(req.Params) > maxParams:
+		return nil, errorf(http.StatusBadRequest, "more than %d params", maxParams)
+	}
+	for _, name := range req.Schemas {
+		if _, ok := cfg.Scheme(name); !ok || strings.Contains(name, ",") {
+			return nil, errorf(http.StatusBadRequest, "schema %q is not in annotation_schemes of the config", name)
+		}
+	}
+	args := []string{"run", a.s.ConfigPath, "--trainer=" + req.Trainer, "--schemas=" + strings.Join(req.Schemas, ",")}
+	if req.Backend != "" {
+		args = append(args, "--backend="+req.Backend)
+	}
+	keys := make([]string, 0, len(req.Params))
+	for k := range req.Params {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		v := req.Params[k]
+		if !paramKey.MatchString(k) {
+			return nil, errorf(http.StatusBadRequest, "param %q: a name is letters, digits, \"_\", \".\" and \"-\", and does not start with \"-\" or \".\"", k)
+		}
+		if strings.ContainsRune(v, 0) || len(v) > maxParamValue {
+			return nil, errorf(http.StatusBadRequest, "param %q: the value holds a NUL byte or is over %d bytes", k, maxParamValue)
+		}
+		args = append(args, "--param="+k+"="+v)
+	}
+	return append(args, "--trigger=api", "--detach"), nil
+}
+
+func printable(s string) bool {
+	for _, c := range s {
+		if c < 0x20 || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+func backendNames(cfg *config.Config) []string {
+	names := []string{config.LocalBackend.Name}
+	for _, b := range cfg.Training.Backends {
+		names = append(names, b.Name)
+	}
+	return names
+}
+
+// dispatch runs potato-dispatch with args and returns the run id it
+// prints. Its refusals (exit 2) become 400s carrying its message.
+func (a *api) dispatch(ctx context.Context, args []string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	cmd := command(ctx, a.s.Dispatch, args, &stdout, &stderr)
+	err := cmd.Run()
+	id := strings.TrimSpace(stdout.String())
+	if err == nil && rundir.ValidID(id) {
+		return id, nil
+	}
+	msg, hints := childMessage("potato-dispatch", stderr.String())
+	var ee *exec.ExitError
+	switch {
+	case ctx.Err() != nil:
+		return "", errorf(http.StatusInternalServerError, "potato-dispatch did not report a run id within %s", startTimeout)
+	case errors.As(err, &ee) && ee.ExitCode() == 2:
+		return "", &apiError{code: http.StatusBadRequest, msg: msg, hints: hints}
+	case err != nil && msg != "":
+		return "", &apiError{code: http.StatusInternalServerError, msg: msg, hints: hints}
+	case err != nil:
+		return "", errorf(http.StatusInternalServerError, "potato-dispatch: %v", err)
+	}
+	return "", errorf(http.StatusInternalServerError, "potato-dispatch printed no run id")
+}
+
+// command makes a child that does not share the server's session, so a
+// signal to the server's terminal or process group never reaches it, and
+// that is killed with its group when ctx ends.
+func command(ctx context.Context, prog string, args []string, stdout, stderr io.Writer) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, prog, args...)
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
+	return cmd
+}
+
+// childMessage turns a child's "name: error:" and "name: hint:" lines
+// into a message and hints.
+func childMessage(name, stderr string) (string, []string) {
+	var msg, hints []string
+	for _, l := range strings.Split(strings.TrimSpace(stderr), "\n") {
+		switch {
+		case strings.HasPrefix(l, name+": hint: "):
+			hints = append(hints, strings.TrimPrefix(l, name+": hint: "))
+		case l != "":
+			msg = append(msg, strings.TrimPrefix(l, name+": error: "))
+		}
+	}
+	return strings.Join(msg, "\n"), hints
+}
+
+// apiRun is a run as the API shows it: run.json's record, corrected for
+// a dispatch that is gone, and the run's place in the queue.
+type apiRun struct {
+	rundir.Record
+	// QueuePosition is 1 for the next run to start; absent for a run not
+	// waiting in the queue.
+	QueuePosition int `json:"queue_position,omitempty"`
+}
+
+// apiRunDetail is GET /runs/<id>.
+type apiRunDetail struct {
+	apiRun
+	Events []json.RawMessage `json:"events"`
+	Log    []string          `json:"log"`
+}
+
+// runs lists the runs, newest first. A run waits in the queue when it is
+// queued and has not started: a run of an agent backend is queued again
+// while it waits for an agent, but it holds the queue meanwhile.
+func (a *api) runs() ([]apiRun, error) {
+	infos, err := a.s.Root.List()
+	if errors.Is(err, fs.ErrNotExist) {
+		return []apiRun{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := make([]apiRun, len(infos))
+	pos := 0
+	for i, info := range infos {
+		run := apiRun{Record: info.Record}
+		if !info.Finished && !info.Gone && info.State == rundir.StateQueued && info.StartedAt == nil {
+			pos++
+			run.QueuePosition = pos
+		}
+		out[len(infos)-1-i] = run
+	}
+	return out, nil
+}
+
+func (a *api) listRuns(w http.ResponseWriter, r *http.Request) {
+	runs, err := a.runs()
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, runs)
+}
+
+// run finds one run among the runs, or answers 404.
+func (a *api) run(id string) (apiRun, error) {
+	if !rundir.ValidID(id) {
+		return apiRun{}, errorf(http.StatusNotFound, "no run %q", id)
+	}
+	if _, err := os.Stat(filepath.Join(a.s.Root.RunDir(id), rundir.RecordFile)); errors.Is(err, fs.ErrNotExist) {
+		return apiRun{}, errorf(http.StatusNotFound, "no run %s", id)
+	}
+	runs, err := a.runs()
+	if err != nil {
+		return apiRun{}, err
+	}
+	for _, run := range runs {
+		if run.RunID == id {
+			return run, nil
+		}
+	}
+	// Listed runs are the readable ones: a record that cannot be read
+	// says why.
+	if _, err := a.s.Root.Read(id); err != nil {
+		return apiRun{}, err
+	}
+	return apiRun{}, errorf(http.StatusNotFound, "no run %s", id)
+}
+
+func (a *api) getRun(w http.ResponseWriter, r *http.Request, parts []string) {
+	run, err := a.run(parts[1])
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	dir := a.s.Root.RunDir(run.RunID)
+	d := apiRunDetail{apiRun: run, Events: []json.RawMessage{}, Log: []string{}}
+	lines, _ := rundir.TailLines(filepath.Join(dir, rundir.EventsFile), eventLines)
+	for _, l := range lines {
+		if json.Valid([]byte(l)) {
+			d.Events = append(d.Events, json.RawMessage(l))
+		}
+	}
+	if lines, _ := rundir.TailLines(filepath.Join(dir, rundir.LogFile), logLines); lines != nil {
+		d.Log = lines
+	}
+	writeJSON(w, http.StatusOK, d)
+}
+
+// cancelRun asks a run's dispatch to stop it, as potato-dispatch cancel
+// does; the dispatch records the outcome.
+func (a *api) cancelRun(w http.ResponseWriter, r *http.Request, parts []string) {
+	id := parts[1]
+	if !rundir.ValidID(id) {
+		a.fail(w, errorf(http.StatusNotFound, "no run %q", id))
+		return
+	}
+	info, err := a.s.Root.Read(id)
+	if err != nil {
+		if _, serr := os.Stat(filepath.Join(a.s.Root.RunDir(id), rundir.RecordFile)); errors.Is(serr, fs.ErrNotExist) {
+			err = errorf(http.StatusNotFound, "no run %s", id)
+		}
+		a.fail(w, err)
+		return
+	}
+	switch {
+	case info.Finished:
+		a.fail(w, errorf(http.StatusConflict, "run %s is finished already (%s)", id, info.State))
+		return
+	case info.Gone:
+		a.fail(w, errorf(http.StatusConflict, "run %s: %s", id, rundir.GoneError))
+		return
+	}
+	if err := a.s.Root.RequestCancel(id); err != nil {
+		a.fail(w, err)
+		return
+	}
+	a.s.logf("run %s: cancel requested through the API", id)
+	writeJSON(w, http.StatusAccepted, map[string]string{"run_id": id, "state": info.State})
+}
+
+// apiBackend is one entry of GET /backends.
+type apiBackend struct {
+	Name        string `json:"name"`
+	Type        string `json:"type"`
+	Host        string `json:"host"`
+	Label       string `json:"label"`
+	Description string `json:"description"`
+	Default     bool   `json:"default"`
+	// For agent backends: the token's registration and the last agent
+	// seen, absent before either.
+	TokenIssuedAt *time.Time `json:"token_issued_at,omitempty"`
+	LastSeen      *time.Time `json:"last_seen,omitempty"`
+	LastHost      string     `json:"last_host,omitempty"`
+}
+
+func (a *api) listBackends(w http.ResponseWriter, r *http.Request, _ []string) {
+	cfg := a.s.Config
+	def := cfg.Training.Backend
+	if def == "" {
+		def = config.LocalBackend.Name
+	}
+	out := []apiBackend{}
+	for _, b := range append([]*config.Backend{config.LocalBackend}, cfg.Training.Backends...) {
+		e := apiBackend{Name: b.Name, Type: b.Type, Host: b.Host, Label: b.Label(), Description: b.Description, Default: b.Name == def}
+		if b.Type == config.TypeAgent {
+			if rec, err := a.s.Root.Agent(b.Name); err == nil {
+				e.TokenIssuedAt, e.LastSeen, e.LastHost = &rec.IssuedAt, rec.LastSeen, rec.LastHost
+			} else if !errors.Is(err, rundir.ErrNoToken) {
+				a.s.logf("api: backend %s: %v", b.Name, err)
+			}
+		}
+		out = append(out, e)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// checkBackend runs potato-check NAME CONFIG --json and passes its report
+// on as it is: a "no" (exit 1) is a report too.
+func (a *api) checkBackend(w http.ResponseWriter, r *http.Request, parts []string) {
+	name := parts[1]
+	if _, ok := a.s.Config.Backend(name); !ok || name == "" {
+		a.fail(w, errorf(http.StatusNotFound, msgNoBackend, name, strings.Join(backendNames(a.s.Config), ", ")))
+		return
+	}
+	select {
+	case a.checks <- struct{}{}:
+		defer func() { <-a.checks }()
+	case <-r.Context().Done():
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), checkTimeout)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	// "--" ends the flags: neither name nor the config's path can be
+	// taken for one.
+	err := command(ctx, a.s.Check, []string{"--json", "--", name, a.s.ConfigPath}, &stdout, &stderr).Run()
+	var ee *exec.ExitError
+	switch {
+	case ctx.Err() == context.DeadlineExceeded:
+		a.fail(w, errorf(http.StatusGatewayTimeout, "potato-check %s did not finish within %s", name, checkTimeout))
+		return
+	case err == nil, errors.As(err, &ee) && ee.ExitCode() == 1:
+		if json.Valid(stdout.Bytes()) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusOK)
+			_, _ = w.Write(stdout.Bytes())
+			return
+		}
+	}
+	msg, hints := childMessage("potato-check", stderr.String())
+	if msg == "" {
+		msg = fmt.Sprintf("potato-check %s gave no report: %v", name, err)
+	}
+	a.fail(w, &apiError{code: http.StatusInternalServerError, msg: msg, hints: hints})
+}
