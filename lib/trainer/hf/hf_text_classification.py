@@ -632,7 +632,10 @@ def train(spec, ev, stop):
         pad_id = hf_tok.pad_token_id
 
         def encode(texts):
-            return hf_tok(list(texts), truncation=True, max_length=params["max_length"])["input_ids"]
+            texts = list(texts)
+            if not texts:
+                return []
+            return hf_tok(texts, truncation=True, max_length=params["max_length"])["input_ids"]
         save_tok = hf_tok.save_pretrained
 
     def batches(ids_list, order, bs):
@@ -687,9 +690,12 @@ def train(spec, ev, stop):
                 config.pad_token_id = pad_id
             if params["lora"]:
                 targets, why = lora_targets(model, config, params["target_modules"])
+                # The head is new: train all of it (DistilBERT's has two
+                # layers, and peft's default saves only "classifier").
+                head = [n for n, _ in model.named_children() if n in HEAD_NAMES]
                 lcfg = peft.LoraConfig(task_type=peft.TaskType.SEQ_CLS, r=params["lora_r"],
                                        lora_alpha=params["lora_alpha"], lora_dropout=params["lora_dropout"],
-                                       target_modules=targets)
+                                       target_modules=targets, modules_to_save=head or None)
                 model = peft.get_peft_model(model, lcfg)
                 n_train = sum(p.numel() for p in model.parameters() if p.requires_grad)
                 ev.log("info", "LoRA on %s (%s): %d trainable parameters" % (",".join(targets), why, n_train))
