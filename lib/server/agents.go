@@ -77,9 +77,14 @@ func (s *Server) socketOf(id string) string {
 	if err != nil || info.Finished || info.Gone {
 		return ""
 	}
+	return listening(s.Root, id, info)
+}
+
+// listening is the socket of a run's dispatch, if it is there.
+func listening(root *rundir.Root, id string, info rundir.Info) string {
 	sock := info.AgentSocket
 	if sock == "" {
-		sock = filepath.Join(s.Root.RunDir(id), rundir.SocketFile)
+		sock = filepath.Join(root.RunDir(id), rundir.SocketFile)
 	}
 	if st, err := os.Stat(sock); err != nil || st.Mode()&os.ModeSocket == 0 {
 		return ""
@@ -141,12 +146,23 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	for {
 		changed := s.broker.changed(req.Backend)
+		// busy is closed when another claim's offer of a run ends: the
+		// run may then be free again.
+		var busy <-chan struct{}
 		for _, id := range s.broker.candidates(req.Backend) {
+			ok, wait := s.broker.offer(id)
+			if !ok {
+				if wait != nil {
+					busy = wait
+				}
+				continue
+			}
 			resp, out, err := s.forwardClaim(ctx, id, tok, body)
+			// A 204 means the dispatch gave the run out already, or will not.
+			s.broker.offered(id, err == nil)
 			if err != nil || resp == http.StatusNoContent {
 				continue
 			}
-			s.broker.handed(id)
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(resp)
 			_, _ = w.Write(out)
@@ -157,6 +173,7 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 		}
 		select {
 		case <-changed:
+		case <-busy:
 		case <-ctx.Done():
 			w.WriteHeader(http.StatusNoContent)
 			return
@@ -199,17 +216,22 @@ func (s *Server) forwardClaim(ctx context.Context, id, tok string, body []byte) 
 type broker struct {
 	root *rundir.Root
 
-	mu       sync.Mutex
-	runs     map[string][]string // backend -> queued run ids, oldest first
-	wake     map[string]chan struct{}
-	taken    map[string]time.Time // runs handed out, not offered again
+	mu    sync.Mutex
+	runs  map[string][]string // backend -> queued run ids, oldest first
+	wake  map[string]chan struct{}
+	taken map[string]time.Time // runs handed out, not offered again
+	// offers holds the runs one claim is asking their dispatch for now,
+	// each with a channel closed when it has the answer: a thousand
+	// waiting claims woken by a new run make one request to its dispatch,
+	// not a thousand.
+	offers   map[string]chan struct{}
 	lastSeen map[string]time.Time
 	kick     chan struct{}
 }
 
 func newBroker(root *rundir.Root) *broker {
 	return &broker{root: root, runs: map[string][]string{}, wake: map[string]chan struct{}{},
-		taken: map[string]time.Time{}, lastSeen: map[string]time.Time{}, kick: make(chan struct{}, 1)}
+		taken: map[string]time.Time{}, offers: map[string]chan struct{}{}, lastSeen: map[string]time.Time{}, kick: make(chan struct{}, 1)}
 }
 
 func (b *broker) run(ctx context.Context) {
@@ -259,6 +281,11 @@ func (b *broker) scan() {
 		}
 		info, err := b.root.Read(id)
 		if err != nil || info.Finished || info.Gone || info.BackendType != config.TypeAgent || info.State != rundir.StateQueued {
+			continue
+		}
+		// A run waiting its turn (B6) is queued too, with no socket yet:
+		// it is listed once it listens, and that change wakes the claims.
+		if listening(b.root, id, info) == "" {
 			continue
 		}
 		runs[info.Backend] = append(runs[info.Backend], id) // ids sort by time
@@ -322,11 +349,30 @@ func (b *broker) candidates(backend string) []string {
 	return out
 }
 
-// handed marks a run as given out.
-func (b *broker) handed(id string) {
+// offer reserves run id for the calling claim. While another claim's
+// offer of it is under way, ok is false and busy is closed when it ends.
+func (b *broker) offer(id string) (ok bool, busy <-chan struct{}) {
 	b.mu.Lock()
-	b.taken[id] = time.Now()
-	b.mu.Unlock()
+	defer b.mu.Unlock()
+	if _, gone := b.taken[id]; gone {
+		return false, nil
+	}
+	if ch, on := b.offers[id]; on {
+		return false, ch
+	}
+	b.offers[id] = make(chan struct{})
+	return true, nil
+}
+
+// offered ends an offer; given marks the run as given out.
+func (b *broker) offered(id string, given bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if given {
+		b.taken[id] = time.Now()
+	}
+	close(b.offers[id])
+	delete(b.offers, id)
 }
 
 // seen records an agent's visit, at most once per seenEvery per backend.
