@@ -578,11 +578,14 @@ func (j *job) stop(why string, grace time.Duration) {
 // train runs the training process and relays its events; it returns the
 // exit code and, when it did not finish normally, why.
 func (j *job) train(ctx context.Context, spec trainer.Spec, specPath string, env []string) (int, string) {
-	path, args := j.o.Worker, []string{"worker", "--spec", specPath}
-	if p, ok := strings.CutPrefix(spec.Trainer, ExecPrefix); ok {
-		// A program on this machine (an ssh or SLURM host's own trainer).
-		path, args = p, []string{"--spec", specPath}
+	// Built-ins run as the worker, Python trainers with --python (their
+	// script written once under the workdir), exec: programs as they are.
+	argv, err := trainer.Argv(spec.Trainer, specPath, trainer.Programs{Worker: j.o.Worker, Python: j.o.Python,
+		ScriptDir: filepath.Join(j.o.Workdir, "trainers")})
+	if err != nil {
+		return -1, fmt.Sprintf("cannot start the training process: %v", err)
 	}
+	path, args := argv[0], argv[1:]
 	stderr, err := os.Create(filepath.Join(j.dir, "stderr.log"))
 	if err != nil {
 		return -1, err.Error()

@@ -116,9 +116,10 @@ func (j *job) trainSLURM(ctx context.Context, spec trainer.Spec, specPath string
 	if err := spec.Write(specPath); err != nil {
 		return -1, err.Error()
 	}
-	command := []string{j.o.Worker, "worker", "--spec", specPath}
-	if p, ok := strings.CutPrefix(spec.Trainer, ExecPrefix); ok {
-		command = []string{p, "--spec", specPath}
+	command, err := trainer.Argv(spec.Trainer, specPath, trainer.Programs{Worker: j.o.Worker, Python: python,
+		ScriptDir: filepath.Join(j.o.Workdir, "trainers")})
+	if err != nil {
+		return -1, err.Error()
 	}
 	if err := os.WriteFile(filepath.Join(j.dir, jobScript), []byte(o.Script(spec.RunID, j.dir, command, env)), 0o755); err != nil {
 		return -1, err.Error()

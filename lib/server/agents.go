@@ -74,7 +74,9 @@ func jsonError(w http.ResponseWriter, code int, msg string) {
 // socketOf is the socket a run's dispatch serves, if it is there.
 func (s *Server) socketOf(id string) string {
 	info, err := s.Root.Read(id)
-	if err != nil || info.Finished || info.Gone {
+	// Only agent runs are reached through the server: an ssh or slurm
+	// run's socket is for its own forwarded session.
+	if err != nil || info.Finished || info.Gone || info.BackendType != config.TypeAgent {
 		return ""
 	}
 	return listening(s.Root, id, info)
@@ -140,6 +142,10 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("WWW-Authenticate", "Bearer")
 		jsonError(w, http.StatusUnauthorized, "wrong token")
 		return
+	}
+	req.Host = cleanHost(req.Host)
+	if clean, err := json.Marshal(req); err == nil {
+		body = clean // the dispatch logs the host too
 	}
 	s.broker.seen(req.Backend, req.Host)
 	ctx, cancel := context.WithTimeout(r.Context(), s.LongPoll)
@@ -235,16 +241,29 @@ func newBroker(root *rundir.Root) *broker {
 }
 
 func (b *broker) run(ctx context.Context) {
+	runsDir := filepath.Join(b.root.Dir, "runs")
+	var w *fsnotify.Watcher
 	var events <-chan fsnotify.Event
-	if w, err := fsnotify.NewWatcher(); err == nil {
+	if fw, err := fsnotify.NewWatcher(); err == nil {
+		w = fw
 		defer w.Close()
-		if w.Add(filepath.Join(b.root.Dir, "runs")) == nil {
+		if w.Add(runsDir) == nil {
 			events = w.Events
 		}
 		go func() {
 			for range w.Errors {
 			}
 		}()
+		// Each unfinished run's directory too: its socket appearing is
+		// the moment the run can be handed out.
+		if entries, err := os.ReadDir(runsDir); err == nil {
+			for _, e := range entries {
+				dir := filepath.Join(runsDir, e.Name())
+				if _, err := os.Stat(filepath.Join(dir, rundir.ExitCodeFile)); e.IsDir() && err != nil {
+					_ = w.Add(dir)
+				}
+			}
+		}
 	}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -253,9 +272,19 @@ func (b *broker) run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-events:
+		case ev := <-events:
+			dir, base := filepath.Dir(ev.Name), filepath.Base(ev.Name)
+			switch {
+			case dir == runsDir && ev.Has(fsnotify.Create):
+				_ = w.Add(ev.Name) // a new run
+			case dir != runsDir && base == rundir.ExitCodeFile:
+				_ = w.Remove(dir) // over: nothing more to hand out
+				continue
+			case dir != runsDir && base != rundir.SocketFile:
+				continue // run.json, the log, events: not the broker's concern
+			}
 			// A burst of events (a run being written) is one scan.
-			time.Sleep(50 * time.Millisecond)
+			time.Sleep(20 * time.Millisecond)
 		case <-tick.C:
 		case <-b.kick:
 		}
@@ -387,4 +416,19 @@ func (b *broker) seen(backend, host string) {
 	if due {
 		_ = b.root.AgentSeen(backend, host, time.Now())
 	}
+}
+
+// cleanHost is an agent's host name as the server keeps and logs it: at
+// most 255 bytes of printable ASCII, "?" for anything else.
+func cleanHost(h string) string {
+	if len(h) > 255 {
+		h = h[:255]
+	}
+	b := []byte(h)
+	for i, c := range b {
+		if c < 0x21 || c > 0x7e {
+			b[i] = '?'
+		}
+	}
+	return string(b)
 }

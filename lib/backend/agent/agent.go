@@ -15,6 +15,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -168,9 +169,14 @@ func (a *Backend) outcome() (backend.Outcome, error) {
 	switch {
 	case res.Error != "" && !a.cancelAt.IsZero():
 		return backend.Outcome{ExitCode: res.ExitCode, Signal: "cancelled"}, nil
-	case res.ExitCode == -1 && res.Error != "":
-		// The agent stopped the job itself (its link was gone, G9) or could
-		// not run it: the run fails with the agent's words.
+	case strings.Contains(res.Error, "SIGKILL"):
+		return backend.Outcome{ExitCode: -1, Killed: true, Signal: "killed by SIGKILL"}, nil
+	case strings.HasPrefix(res.Error, "killed by"):
+		return backend.Outcome{ExitCode: -1, Signal: res.Error}, nil
+	case res.Error != "":
+		// The agent stopped the job itself (its link was gone, G9), could
+		// not run it, or could not hand over its predictions (413): the run
+		// fails with the agent's words, whatever the trainer reported.
 		return backend.Outcome{ExitCode: -1}, fmt.Errorf("the agent on %s: %s", a.b.Name, res.Error)
 	}
 	return backend.Outcome{ExitCode: res.ExitCode}, nil
