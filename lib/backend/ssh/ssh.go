@@ -13,8 +13,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,16 +20,15 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"potato-training/internal/cli"
 	"potato-training/lib/agent"
 	"potato-training/lib/agentproto"
 	"potato-training/lib/backend"
+	"potato-training/lib/backend/remote"
 	"potato-training/lib/bundle"
 	"potato-training/lib/config"
-	"potato-training/lib/events"
 	"potato-training/lib/gpu"
 	"potato-training/lib/probe"
 	"potato-training/lib/rundir"
@@ -88,28 +85,17 @@ type Backend struct {
 	// Close removes it, whatever the run's end.
 	keepJob bool
 
-	token    string
-	tokenSum [32]byte
-	listener net.Listener
-	server   *http.Server
+	// run is the protocol's server half for this run.
+	run      remote.Run
 	session  *exec.Cmd
 	stdin    io.WriteCloser
 	sessDone chan error
 	agentLog *os.File
-	bundle   agentproto.BundleInfo
-
-	mu        sync.Mutex
-	claimed   bool
-	lastHeard time.Time
-	result    *agentproto.Result
-	resultCh  chan struct{}
-	cancelAt  time.Time
-	grace     time.Duration
 }
 
 // New returns the backend of b.
 func New(b *config.Backend) *Backend {
-	return &Backend{b: b, resultCh: make(chan struct{}), sessDone: make(chan error, 1)}
+	return &Backend{b: b, sessDone: make(chan error, 1)}
 }
 
 // NewFlavored returns the backend of b adapted by f.
@@ -173,7 +159,11 @@ func (s *Backend) Prepare(ctx context.Context, job *backend.Job) error {
 	if err != nil {
 		return fmt.Errorf("packing the bundle: %w", err)
 	}
-	s.bundle = agentproto.BundleInfo{Bytes: n, SHA256: sum}
+	s.run = remote.Run{Job: job, Bundle: agentproto.BundleInfo{Bytes: n, SHA256: sum},
+		HeartbeatTimeoutS: s.b.HeartbeatTimeoutS, Where: s.b.Host, Hold: true,
+		OnClaim: func(req agentproto.ClaimRequest) {
+			job.Logf("the agent on %s (%s) claimed the run", s.b.Host, req.Host)
+		}}
 	if err := s.copyCode(ctx, job); err != nil {
 		return err
 	}
@@ -443,21 +433,10 @@ func randHex(n int) string {
 // to it, and starts the agent there with the token on standard input only
 // (SPEC S6, S9).
 func (s *Backend) Start(ctx context.Context, job *backend.Job) error {
-	s.token = randHex(32)
-	if t := testToken(); t != "" {
-		s.token = t
-	}
-	s.tokenSum = sha256.Sum256([]byte(s.token))
-	l, path, err := agentproto.ListenUnix(job.Run.Path(rundir.SocketFile))
-	if err != nil {
+	if err := s.run.Serve(testToken()); err != nil {
 		return err
 	}
-	s.listener = l
-	if path != job.Run.Path(rundir.SocketFile) {
-		_ = job.Run.Update(func(r *rundir.Record) { r.AgentSocket = path })
-	}
-	h := agentproto.NewHandler(s, agentproto.HandlerOptions{TokenSHA256: s.tokenSum, MaxPredictionsMB: job.Config.Training.MaxPredictionsMB})
-	s.server = agentproto.Serve(l, h)
+	path := s.run.Path()
 
 	log, err := os.OpenFile(job.Run.Path(rundir.AgentLogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
@@ -486,11 +465,9 @@ func (s *Backend) Start(ctx context.Context, job *backend.Job) error {
 		return fmt.Errorf("starting the agent on %s: %w", s.b.Host, err)
 	}
 	s.session, s.stdin = sess, stdin
-	s.mu.Lock()
-	s.lastHeard = time.Now()
-	s.mu.Unlock()
+	s.run.Heard()
 	go func() { s.sessDone <- sess.Wait() }()
-	if _, err := io.WriteString(stdin, s.token+"\n"); err != nil {
+	if _, err := io.WriteString(stdin, s.run.Token()+"\n"); err != nil {
 		return fmt.Errorf("handing the token to the agent on %s: %w", s.b.Host, err)
 	}
 	job.Step(fmt.Sprintf(stepWait, s.b.Host))
@@ -507,17 +484,17 @@ func (s *Backend) Wait(ctx context.Context) (backend.Outcome, error) {
 	defer tick.Stop()
 	for {
 		select {
-		case <-s.resultCh:
+		case <-s.run.Done():
 			return s.outcome()
 		case err := <-s.sessDone:
 			s.sessDone <- err
 			// A result may be on its way through the socket still.
 			select {
-			case <-s.resultCh:
+			case <-s.run.Done():
 				return s.outcome()
 			case <-time.After(2 * time.Second):
 			}
-			if s.cancelling() {
+			if !s.run.CancelAt().IsZero() {
 				return backend.Outcome{ExitCode: -1, Signal: "cancelled"}, nil
 			}
 			why := "exit status 0"
@@ -526,10 +503,7 @@ func (s *Backend) Wait(ctx context.Context) (backend.Outcome, error) {
 			}
 			return backend.Outcome{ExitCode: -1}, fmt.Errorf(msgSession, s.b.Host, why)
 		case <-tick.C:
-			s.mu.Lock()
-			silent := time.Since(s.lastHeard)
-			cancelAt := s.cancelAt
-			s.mu.Unlock()
+			silent, cancelAt := s.run.Silence(), s.run.CancelAt()
 			if !cancelAt.IsZero() && time.Now().After(cancelAt) {
 				s.closeSession()
 				return backend.Outcome{ExitCode: -1, Signal: "cancelled"}, nil
@@ -545,53 +519,31 @@ func (s *Backend) Wait(ctx context.Context) (backend.Outcome, error) {
 	}
 }
 
-func (s *Backend) cancelling() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return !s.cancelAt.IsZero()
-}
-
 // outcome is the run's end as the agent's result tells it; an agent that
 // stopped because its session ended makes the run fail with that reason.
 func (s *Backend) outcome() (backend.Outcome, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if strings.HasPrefix(s.result.Error, agent.LostSession) {
-		return backend.Outcome{ExitCode: -1}, fmt.Errorf(msgSession, s.b.Host, s.result.Error)
+	res := s.run.Reported()
+	if strings.HasPrefix(res.Error, agent.LostSession) {
+		return backend.Outcome{ExitCode: -1}, fmt.Errorf(msgSession, s.b.Host, res.Error)
 	}
 	if s.flavor != nil {
-		if err := s.flavor.ResultError(*s.result); err != nil {
+		if err := s.flavor.ResultError(*res); err != nil {
 			return backend.Outcome{ExitCode: -1}, err
 		}
 	}
-	out := backend.Outcome{ExitCode: s.result.ExitCode}
-	if strings.Contains(s.result.Error, "SIGKILL") {
-		out.Killed, out.Signal = true, "killed by SIGKILL"
-	} else if strings.HasPrefix(s.result.Error, "killed by") {
-		out.Signal = s.result.Error
-	}
-	return out, nil
+	return remote.Outcome(res), nil
 }
 
 // Cancel is answered in the reply to the agent's next post; the run ends
 // cancelled once grace has passed, whatever the agent does.
-func (s *Backend) Cancel(grace time.Duration) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cancelAt.IsZero() {
-		s.grace = grace
-		s.cancelAt = time.Now().Add(grace)
-	}
-}
+func (s *Backend) Cancel(grace time.Duration) { s.run.Cancel(grace) }
 
 // Collect copies the model back (SPEC S8) and removes the remote job
 // directory after a complete copy. A stalled copy keeps the predictions,
 // which the agent uploaded already, and leaves the model on the host (F7).
 func (s *Backend) Collect(ctx context.Context, job *backend.Job) error {
 	defer s.closeSession()
-	s.mu.Lock()
-	res := s.result
-	s.mu.Unlock()
+	res := s.run.Reported()
 	remoteArtifacts := s.jobPath + "/artifacts" // sshx quotes it
 	uri := ""
 	if res != nil && res.ArtifactURI != "" {
@@ -694,107 +646,11 @@ func (s *Backend) Close() {
 		}
 		cancel()
 	}
-	if s.server != nil {
-		_ = s.server.Close()
-	}
-	if s.listener != nil {
-		s.listener.Close()
-	}
+	s.run.Close()
 	if s.conn != nil {
 		_ = s.conn.Close()
 	}
 	if s.agentLog != nil {
 		s.agentLog.Close()
 	}
-}
-
-// The agentproto.Run half: this dispatch serves its one run.
-
-// Claim hands the run to the agent once.
-func (s *Backend) Claim(ctx context.Context, req agentproto.ClaimRequest) (*agentproto.Claim, error) {
-	s.mu.Lock()
-	if s.claimed {
-		s.mu.Unlock()
-		<-ctx.Done()
-		return nil, nil
-	}
-	s.claimed = true
-	s.lastHeard = time.Now()
-	s.mu.Unlock()
-	cfg := s.job.Config.Training
-	s.job.Logf("the agent on %s (%s) claimed the run", s.b.Host, req.Host)
-	return &agentproto.Claim{RunID: s.job.Run.ID, RunToken: s.token, Spec: s.job.Spec, GraceSeconds: cfg.GraceSeconds,
-		HeartbeatTimeoutS: s.b.HeartbeatTimeoutS, MaxPredictionsMB: cfg.MaxPredictionsMB, Bundle: s.bundle}, nil
-}
-
-func (s *Backend) checkID(id string) error {
-	if id != s.job.Run.ID {
-		return &agentproto.StatusError{Code: http.StatusNotFound, Msg: "no such run"}
-	}
-	return nil
-}
-
-// BundlePath is the packed bundle.
-func (s *Backend) BundlePath(id string) (string, error) {
-	if err := s.checkID(id); err != nil {
-		return "", err
-	}
-	return s.job.Run.Path(rundir.BundleArchive), nil
-}
-
-// Events relays the agent's events and answers with the cancel flag.
-func (s *Backend) Events(id string, evs []events.Event, bad []string) (agentproto.Reply, error) {
-	if err := s.checkID(id); err != nil {
-		return agentproto.Reply{}, err
-	}
-	s.mu.Lock()
-	s.lastHeard = time.Now()
-	cancel, grace := !s.cancelAt.IsZero(), s.grace
-	s.mu.Unlock()
-	for _, e := range evs {
-		s.job.Event(e)
-	}
-	for _, l := range bad {
-		if len(l) > 4096 {
-			l = l[:4096] + "..."
-		}
-		s.job.Logf("trainer: %s", l)
-	}
-	if cancel {
-		return agentproto.Reply{Cancel: true, GraceSeconds: int(grace / time.Second)}, nil
-	}
-	return agentproto.Reply{}, nil
-}
-
-// Predictions stores the uploaded predictions.jsonl, by rename once whole.
-func (s *Backend) Predictions(id string, r io.Reader) error {
-	if err := s.checkID(id); err != nil {
-		return err
-	}
-	if err := agentproto.StoreFile(s.job.Run.Path(rundir.PredictionsFile), r); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	s.lastHeard = time.Now()
-	s.mu.Unlock()
-	return nil
-}
-
-// Result records the agent's report: the run's end on the far side.
-func (s *Backend) Result(id string, res agentproto.Result) error {
-	if err := s.checkID(id); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.result != nil {
-		return &agentproto.StatusError{Code: http.StatusConflict, Msg: "the result is in already"}
-	}
-	s.result = &res
-	s.lastHeard = time.Now()
-	if res.Error != "" {
-		s.job.Logf("the agent on %s reports: exit %d: %s", s.b.Host, res.ExitCode, res.Error)
-	}
-	close(s.resultCh)
-	return nil
 }
