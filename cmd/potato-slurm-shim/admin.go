@@ -12,6 +12,7 @@ import (
 	"github.com/alecthomas/kong"
 
 	"potato-training/internal/cli"
+	"potato-training/lib/rundir"
 )
 
 func osEnv() cli.Env { return cli.OSEnv() }
@@ -101,7 +102,7 @@ func (c *initCmd) Run(ctx *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(filepath.Join(dir, "config.json"), append(b, '\n'), 0o644)
+	return rundir.WriteFileAtomic(filepath.Join(dir, "config.json"), append(b, '\n'), 0o644)
 }
 
 type failCmd struct {

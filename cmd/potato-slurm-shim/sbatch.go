@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"potato-training/lib/config"
+	"potato-training/lib/rundir"
 )
 
 // proc is one run of an imitated command, with its own streams so the
@@ -347,14 +348,14 @@ func submit(st *store, j *Job, script []byte, output, errput string, now time.Ti
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return 0, err
 	}
-	if err := writeFileAtomic(filepath.Join(dir, "script"), script, 0o755); err != nil {
+	if err := rundir.WriteFileAtomic(filepath.Join(dir, "script"), script, 0o755); err != nil {
 		return 0, err
 	}
 	env, err := json.Marshal(os.Environ())
 	if err != nil {
 		return 0, err
 	}
-	if err := writeFileAtomic(filepath.Join(dir, "environment"), env, 0o600); err != nil {
+	if err := rundir.WriteFileAtomic(filepath.Join(dir, "environment"), env, 0o600); err != nil {
 		return 0, err
 	}
 	return id, st.Save(j)

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"potato-training/lib/rundir"
 )
 
 // envDir names the state directory; every verb needs it.
@@ -222,27 +224,7 @@ func (s *store) Save(j *Job) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(filepath.Join(s.jobDir(j.ID), "job.json"), append(b, '\n'), 0o644)
-}
-
-func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
-	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return rundir.WriteFileAtomic(filepath.Join(s.jobDir(j.ID), "job.json"), append(b, '\n'), 0o644)
 }
 
 // All returns every job in the directory, in job id order.
@@ -297,7 +279,7 @@ func (s *store) NextID() (int, error) {
 		}
 		id++
 	}
-	if err := writeFileAtomic(p, []byte(strconv.Itoa(id+1)+"\n"), 0o644); err != nil {
+	if err := rundir.WriteFileAtomic(p, []byte(strconv.Itoa(id+1)+"\n"), 0o644); err != nil {
 		return 0, err
 	}
 	return id, nil

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -86,7 +85,7 @@ func (it *item) save() error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(filepath.Join(it.dir, spoolItem), append(b, '\n'), 0o600)
+	return rundir.WriteFileAtomic(filepath.Join(it.dir, spoolItem), append(b, '\n'), 0o600)
 }
 
 // addEvents appends evs and raw lines to events.jsonl, for a later start
@@ -360,56 +359,14 @@ func megabytes(n int64) string {
 	return fmt.Sprintf("%.0f", mb)
 }
 
+// copyFile copies src to dst by the rename of a whole temporary file.
 func copyFile(src, dst string) error {
 	in, err := os.Open(src)
 	if err != nil {
 		return err
 	}
 	defer in.Close()
-	tmp := dst + ".tmp"
-	out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		os.Remove(tmp)
-		return err
-	}
-	if err := out.Sync(); err != nil {
-		out.Close()
-		os.Remove(tmp)
-		return err
-	}
-	if err := out.Close(); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return os.Rename(tmp, dst)
-}
-
-// writeFileAtomic writes b to path as .name.tmp, fsync, rename.
-func writeFileAtomic(path string, b []byte, mode os.FileMode) error {
-	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		os.Remove(tmp)
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		os.Remove(tmp)
-		return err
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return os.Rename(tmp, path)
+	return agentproto.StoreFile(dst, in)
 }
 
 // touch marks a cached file as used now.
