@@ -383,7 +383,7 @@ func (sj *slurmJob) ended(ctx context.Context, t *tailer) (int, string) {
 				return -1, fmt.Sprintf("SLURM job %s wrote exit_code %q, not a number", sj.id, strings.TrimSpace(string(b)))
 			}
 			if n > 128 && n < 160 {
-				return -1, "killed by " + signalName(syscall.Signal(n-128))
+				return -1, trainer.Exit{Code: -1, Signal: syscall.Signal(n - 128)}.String()
 			}
 			if cancelled {
 				return n, sj.stopped()
@@ -414,16 +414,6 @@ func (sj *slurmJob) stopped() string {
 		why = "cancel requested"
 	}
 	return why + ": it cancelled SLURM job " + sj.id
-}
-
-func signalName(s syscall.Signal) string {
-	switch s {
-	case syscall.SIGKILL:
-		return "SIGKILL"
-	case syscall.SIGTERM:
-		return "SIGTERM"
-	}
-	return s.String()
 }
 
 // cancel is M6: a pending job gets a plain scancel; a running one
