@@ -7,9 +7,7 @@ import (
 	"slices"
 
 	slurmbackend "potato-training/lib/backend/slurm"
-	sshbackend "potato-training/lib/backend/ssh"
 	"potato-training/lib/config"
-	"potato-training/lib/sshx"
 )
 
 // SLURM connects to a cluster's login node (SPEC M4, F8): sbatch, squeue
@@ -18,18 +16,8 @@ import (
 // names the job_python the job will use, whose packages it cannot see
 // from the login node.
 func SLURM(ctx context.Context, b *config.Backend) Report {
-	r := Report{Backend: b.Name, Type: b.Type, GPUs: []GPUInfo{}, Warnings: []string{}, Problems: []string{}}
-	conn, err := sshx.Dial(ctx, sshx.TargetOf(b), "")
-	if err != nil {
-		r.Summary = b.Label() + ": " + err.Error()
-		r.Problems = append(r.Problems, err.Error())
-		return r
-	}
-	defer conn.Close()
-	f, err := sshbackend.Probe(ctx, conn, b, nil)
-	if err != nil {
-		r.Summary = b.Label() + ": " + err.Error()
-		r.Problems = append(r.Problems, err.Error())
+	r, f, ok := probeHost(ctx, b, nil)
+	if !ok {
 		return r
 	}
 	r.Python = f.Python

@@ -19,14 +19,6 @@ var pythonTrainers = []string{"hf-text-classification"}
 // with its free memory and utilisation, the GPU a run would get, and the
 // packages the Python trainers lack there.
 func SSH(ctx context.Context, b *config.Backend) Report {
-	r := Report{Backend: b.Name, Type: b.Type, GPUs: []GPUInfo{}, Warnings: []string{}, Problems: []string{}}
-	conn, err := sshx.Dial(ctx, sshx.TargetOf(b), "")
-	if err != nil {
-		r.Summary = b.Label() + ": " + err.Error()
-		r.Problems = append(r.Problems, err.Error())
-		return r
-	}
-	defer conn.Close()
 	seen := map[string]bool{}
 	var pkgs []string
 	for _, t := range pythonTrainers {
@@ -37,10 +29,8 @@ func SSH(ctx context.Context, b *config.Backend) Report {
 			}
 		}
 	}
-	f, err := sshbackend.Probe(ctx, conn, b, pkgs)
-	if err != nil {
-		r.Summary = b.Label() + ": " + err.Error()
-		r.Problems = append(r.Problems, err.Error())
+	r, f, ok := probeHost(ctx, b, pkgs)
+	if !ok {
 		return r
 	}
 	for _, g := range f.GPUs {
@@ -110,4 +100,22 @@ func SSH(ctx context.Context, b *config.Backend) Report {
 		r.Summary = host + ": " + r.Problems[0]
 	}
 	return r
+}
+
+// probeHost logs in to b's host and runs the probe, looking for pkgs; a
+// login or probe that fails is the report's first problem, and ok is
+// false.
+func probeHost(ctx context.Context, b *config.Backend, pkgs []string) (r Report, f probe.Facts, ok bool) {
+	r = Report{Backend: b.Name, Type: b.Type, GPUs: []GPUInfo{}, Warnings: []string{}, Problems: []string{}}
+	conn, err := sshx.Dial(ctx, sshx.TargetOf(b), "")
+	if err == nil {
+		defer conn.Close()
+		f, err = sshbackend.Probe(ctx, conn, b, pkgs)
+	}
+	if err != nil {
+		r.Summary = b.Label() + ": " + err.Error()
+		r.Problems = append(r.Problems, err.Error())
+		return r, f, false
+	}
+	return r, f, true
 }
