@@ -25,10 +25,8 @@ import (
 func TestMain(m *testing.M) { os.Exit(testcli.Main(m)) }
 
 type env struct {
+	*testproject.Runs
 	t      *testing.T
-	bin    string
-	dir    string
-	cfg    string
 	addr   string
 	token  string
 	srv    *exec.Cmd
@@ -38,13 +36,13 @@ type env struct {
 // setup writes a project whose default backend "lab" is of type agent,
 // issues its token and starts potato-server on a free loopback port.
 func setup(t *testing.T, backend string) *env {
-	e := &env{t: t, bin: testcli.Binaries(t), dir: t.TempDir()}
-	e.cfg = testproject.Write(t, e.dir, 120, 100, `  backend: lab
+	e := &env{t: t, Runs: &testproject.Runs{T: t, Bin: testcli.Binaries(t), Dir: t.TempDir()}}
+	e.Config = testproject.Write(t, e.Dir, 120, 100, `  backend: lab
   backends:
     lab:
       type: agent
 `+backend)
-	tok, err := e.root().IssueToken("lab", time.Now())
+	tok, err := e.Root().IssueToken("lab", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,14 +57,10 @@ func setup(t *testing.T, backend string) *env {
 	return e
 }
 
-func (e *env) root() *rundir.Root {
-	return &rundir.Root{Dir: filepath.Join(e.dir, "annotation_output", "training")}
-}
-
 func (e *env) startServer() {
 	e.t.Helper()
 	e.srvLog = &bytes.Buffer{}
-	e.srv = exec.Command(filepath.Join(e.bin, "potato-server"), e.cfg, "--listen", e.addr)
+	e.srv = exec.Command(filepath.Join(e.Bin, "potato-server"), e.Config, "--listen", e.addr)
 	e.srv.Stderr = e.srvLog
 	if err := e.srv.Start(); err != nil {
 		e.t.Fatal(err)
@@ -87,43 +81,9 @@ func (e *env) stopServer() {
 	e.srv.Wait()
 }
 
-func (e *env) detach(args ...string) string {
-	e.t.Helper()
-	cmd := exec.Command(filepath.Join(e.bin, "potato-dispatch"), append([]string{"run", e.cfg, "--detach"}, args...)...)
-	out, err := cmd.Output()
-	if err != nil {
-		e.t.Fatalf("detach: %v", err)
-	}
-	id := strings.TrimSpace(string(out))
-	e.t.Cleanup(func() {
-		if i, err := e.root().Read(id); err == nil && !i.Finished {
-			exec.Command(filepath.Join(e.bin, "potato-dispatch"), "cancel", e.cfg, id).Run()
-			for n := 0; n < 100 && !e.info(id).Finished; n++ {
-				time.Sleep(100 * time.Millisecond)
-			}
-		}
-	})
-	return id
-}
-
-func (e *env) info(id string) rundir.Info {
-	e.t.Helper()
-	i, err := e.root().Read(id)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return i
-}
-
-func (e *env) file(id, name string) string {
-	b, _ := os.ReadFile(filepath.Join(e.root().RunDir(id), name))
-	return string(b)
-}
-
 func (e *env) wait(id string) rundir.Info {
 	e.t.Helper()
-	testproject.WaitFor(e.t, "the run's end", func() bool { return e.info(id).Finished })
-	return e.info(id)
+	return e.Wait(id, 90*time.Second)
 }
 
 type agentProc struct {
@@ -136,7 +96,7 @@ type agentProc struct {
 func (e *env) agent(token string, args ...string) *agentProc {
 	e.t.Helper()
 	work := e.t.TempDir()
-	cmd := exec.Command(filepath.Join(e.bin, "potato-agent"), append([]string{"--server", "http://" + e.addr,
+	cmd := exec.Command(filepath.Join(e.Bin, "potato-agent"), append([]string{"--server", "http://" + e.addr,
 		"--backend", "lab", "--workdir", work}, args...)...)
 	cmd.Env = append(os.Environ(), "POTATO_TRAINING_TOKEN="+token)
 	a := &agentProc{cmd: cmd, stderr: &bytes.Buffer{}}
@@ -149,14 +109,14 @@ func (e *env) agent(token string, args ...string) *agentProc {
 }
 
 func (e *env) dump(id string) string {
-	return "run.log:\n" + e.file(id, "run.log") + "\nserver:\n" + e.srvLog.String()
+	return "run.log:\n" + e.File(id, "run.log") + "\nserver:\n" + e.srvLog.String()
 }
 
 func TestAgentRunEndToEnd(t *testing.T) {
 	e := setup(t, "      heartbeat_timeout_s: 30\n")
-	id := e.detach("--trainer", "tfidf-logreg", "--schemas", "sentiment")
-	testproject.WaitFor(t, "the run to wait for an agent", func() bool { return e.info(id).Step == "waiting for an agent on lab" })
-	if st := e.info(id).State; st != rundir.StateQueued {
+	id := e.Detach("--trainer", "tfidf-logreg", "--schemas", "sentiment")
+	testproject.WaitFor(t, "the run to wait for an agent", func() bool { return e.Info(id).Step == "waiting for an agent on lab" })
+	if st := e.Info(id).State; st != rundir.StateQueued {
 		t.Errorf("state %s while waiting for an agent, want queued", st)
 	}
 	a := e.agent(e.token, "--once")
@@ -167,10 +127,10 @@ func TestAgentRunEndToEnd(t *testing.T) {
 	if info.RanOn != "lab (agent)" || info.ArtifactURI == "" {
 		t.Errorf("ran_on %q artifact_uri %q", info.RanOn, info.ArtifactURI)
 	}
-	if !strings.Contains(e.file(id, "run.log"), "claimed the run") {
+	if !strings.Contains(e.File(id, "run.log"), "claimed the run") {
 		t.Errorf("the run log does not say who claimed it\n%s", e.dump(id))
 	}
-	rec, err := e.root().Agent("lab")
+	rec, err := e.Root().Agent("lab")
 	if err != nil || rec.LastSeen == nil || rec.LastHost == "" {
 		t.Errorf("last_seen not recorded: %+v %v", rec, err)
 	}
@@ -190,7 +150,7 @@ func TestAgentRunEndToEnd(t *testing.T) {
 // queue_timeout_s.
 func TestQueuedUntilQueueTimeout(t *testing.T) {
 	e := setup(t, "      queue_timeout_s: 2\n")
-	id := e.detach("--trainer", "tfidf-logreg", "--schemas", "sentiment")
+	id := e.Detach("--trainer", "tfidf-logreg", "--schemas", "sentiment")
 	info := e.wait(id)
 	if info.State != rundir.StateError || !strings.Contains(info.Error, "no agent of backend lab claimed the run within 2 seconds") {
 		t.Errorf("state %s error %q", info.State, info.Error)
@@ -199,9 +159,9 @@ func TestQueuedUntilQueueTimeout(t *testing.T) {
 
 func TestCancelWhileWaitingForAnAgent(t *testing.T) {
 	e := setup(t, "")
-	id := e.detach("--trainer", "tfidf-logreg", "--schemas", "sentiment")
-	testproject.WaitFor(t, "the run to wait for an agent", func() bool { return e.info(id).Step == "waiting for an agent on lab" })
-	if err := exec.Command(filepath.Join(e.bin, "potato-dispatch"), "cancel", e.cfg, id).Run(); err != nil {
+	id := e.Detach("--trainer", "tfidf-logreg", "--schemas", "sentiment")
+	testproject.WaitFor(t, "the run to wait for an agent", func() bool { return e.Info(id).Step == "waiting for an agent on lab" })
+	if err := exec.Command(filepath.Join(e.Bin, "potato-dispatch"), "cancel", e.Config, id).Run(); err != nil {
 		t.Fatal(err)
 	}
 	if info := e.wait(id); info.State != rundir.StateCancelled {
@@ -213,7 +173,7 @@ func TestCancelWhileWaitingForAnAgent(t *testing.T) {
 func TestWrongTokenGets401(t *testing.T) {
 	e := setup(t, "")
 	old := e.token
-	if _, err := e.root().IssueToken("lab", time.Now()); err != nil {
+	if _, err := e.Root().IssueToken("lab", time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	for _, tok := range []string{old, "", strings.Repeat("0", 64)} {
@@ -240,12 +200,12 @@ func TestTwoAgentsOneClaims(t *testing.T) {
 	e := setup(t, "      heartbeat_timeout_s: 30\n")
 	a1 := e.agent(e.token, "--once")
 	a2 := e.agent(e.token, "--once")
-	id := e.detach("--trainer", "tfidf-logreg", "--schemas", "sentiment")
+	id := e.Detach("--trainer", "tfidf-logreg", "--schemas", "sentiment")
 	info := e.wait(id)
 	if info.State != rundir.StateSuccess {
 		t.Fatalf("state %s error %q\n%s", info.State, info.Error, e.dump(id))
 	}
-	if n := strings.Count(e.file(id, "run.log"), "claimed the run"); n != 1 {
+	if n := strings.Count(e.File(id, "run.log"), "claimed the run"); n != 1 {
 		t.Errorf("%d claims of one run\n%s", n, e.dump(id))
 	}
 	// One agent ran it and exits; the other still polls.
@@ -272,8 +232,8 @@ func TestTwoAgentsOneClaims(t *testing.T) {
 // predictions arrive (the dispatch, not the server, holds the run).
 func TestServerRestartMidRun(t *testing.T) {
 	e := setup(t, "      heartbeat_timeout_s: 60\n")
-	id := e.detach("--trainer", "tfidf-logreg", "--schemas", "sentiment")
-	testproject.WaitFor(t, "the run to wait for an agent", func() bool { return e.info(id).Step == "waiting for an agent on lab" })
+	id := e.Detach("--trainer", "tfidf-logreg", "--schemas", "sentiment")
+	testproject.WaitFor(t, "the run to wait for an agent", func() bool { return e.Info(id).Step == "waiting for an agent on lab" })
 	e.stopServer()
 	a := e.agent(e.token, "--once")
 	time.Sleep(2 * time.Second) // the agent finds no server meanwhile
@@ -282,7 +242,7 @@ func TestServerRestartMidRun(t *testing.T) {
 	if info.State != rundir.StateSuccess || info.Writeback["n_written"] == 0 {
 		t.Errorf("state %s error %q\n%s\nagent:\n%s", info.State, info.Error, e.dump(id), a.stderr.String())
 	}
-	if _, err := os.Stat(filepath.Join(e.root().RunDir(id), rundir.PredictionsFile)); err != nil {
+	if _, err := os.Stat(filepath.Join(e.Root().RunDir(id), rundir.PredictionsFile)); err != nil {
 		t.Errorf("no predictions: %v", err)
 	}
 }
@@ -291,9 +251,9 @@ func TestServerRestartMidRun(t *testing.T) {
 // SIGSTOP) fails the run with the exact text.
 func TestSilentAgentFailsTheRun(t *testing.T) {
 	e := setup(t, "      heartbeat_timeout_s: 3\n")
-	id := e.detach("--trainer", "tfidf-logreg", "--schemas", "sentiment", "--param", "epochs=100000")
+	id := e.Detach("--trainer", "tfidf-logreg", "--schemas", "sentiment", "--param", "epochs=100000")
 	a := e.agent(e.token, "--once")
-	testproject.WaitFor(t, "the claim", func() bool { return e.info(id).State == rundir.StateRunning || e.info(id).Finished })
+	testproject.WaitFor(t, "the claim", func() bool { return e.Info(id).State == rundir.StateRunning || e.Info(id).Finished })
 	a.cmd.Process.Signal(syscall.SIGSTOP)
 	defer a.cmd.Process.Signal(syscall.SIGCONT)
 	info := e.wait(id)

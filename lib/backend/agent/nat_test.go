@@ -50,16 +50,16 @@ func reach(ns, addr string) bool {
 func TestBehindNAT(t *testing.T) {
 	ns := netns(t)
 	srvNS, labNS := ns+"-srv", ns+"-lab"
-	bin := testcli.Binaries(t)
-	dir := t.TempDir()
+	runs := &testproject.Runs{T: t, Bin: testcli.Binaries(t), Dir: t.TempDir()}
+	bin, root := runs.Bin, runs.Root()
 	// Enough items that training takes a while: the link is cut mid-run.
-	cfg := testproject.Write(t, dir, 20000, 16000, `  backend: lab
+	cfg := testproject.Write(t, runs.Dir, 20000, 16000, `  backend: lab
   backends:
     lab:
       type: agent
       heartbeat_timeout_s: 6
 `)
-	root := &rundir.Root{Dir: filepath.Join(dir, "annotation_output", "training")}
+	runs.Config = cfg
 	token, err := root.IssueToken("lab", time.Now())
 	if err != nil {
 		t.Fatal(err)
@@ -99,24 +99,9 @@ func TestBehindNAT(t *testing.T) {
 		return cmd, &b
 	}
 	dispatch := func(args ...string) string {
-		out, err := exec.Command(filepath.Join(bin, "potato-dispatch"), append([]string{"run", cfg, "--detach",
-			"--trainer", "tfidf-logreg", "--schemas", "sentiment"}, args...)...).Output()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return strings.TrimSpace(string(out))
+		return runs.Detach(append([]string{"--trainer", "tfidf-logreg", "--schemas", "sentiment"}, args...)...)
 	}
-	info := func(id string) rundir.Info {
-		i, err := root.Read(id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return i
-	}
-	runLog := func(id string) string {
-		b, _ := os.ReadFile(filepath.Join(root.RunDir(id), "run.log"))
-		return string(b)
-	}
+	info, runLog := runs.Info, func(id string) string { return runs.File(id, "run.log") }
 
 	// A run completes through the NAT.
 	id := dispatch("--param", "epochs=3")

@@ -154,10 +154,9 @@ func (c *cluster) state(id string) string {
 }
 
 type env struct {
+	*testproject.Runs
 	t         *testing.T
 	c         *cluster
-	dir       string
-	cfg       string
 	remoteDir string
 }
 
@@ -165,7 +164,8 @@ type env struct {
 // login node reached over the test sshd; backend holds more keys.
 func setup(t *testing.T, c *cluster, backend string) *env {
 	sd := testcli.SSHD(t)
-	e := &env{t: t, c: c, dir: t.TempDir(), remoteDir: sharedDir(t, "/home/potatotest")}
+	e := &env{t: t, c: c, remoteDir: sharedDir(t, "/home/potatotest"),
+		Runs: &testproject.Runs{T: t, Bin: testcli.Binaries(t), Dir: t.TempDir()}}
 	path := "/usr/local/bin:/usr/bin:/bin"
 	if c.bin != "" {
 		path = c.bin + ":" + path
@@ -191,100 +191,18 @@ func setup(t *testing.T, c *cluster, backend string) *env {
       poll_interval_s: 1
       env: {%s}
 `, sd, e.remoteDir, envs) + backend
-	e.cfg = testproject.Write(t, e.dir, 120, 100, block)
+	e.Config = testproject.Write(t, e.Dir, 120, 100, block)
 	return e
-}
-
-type result struct {
-	code   int
-	id     string
-	stderr string
-}
-
-func (e *env) command(name string, args ...string) *exec.Cmd {
-	bin := testcli.Binaries(e.t)
-	cmd := exec.Command(filepath.Join(bin, name), args...)
-	cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"))
-	return cmd
-}
-
-func (e *env) run(args ...string) result {
-	e.t.Helper()
-	cmd := e.command("potato-dispatch", append([]string{"run", e.cfg}, args...)...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		e.t.Fatal(err)
-	}
-	return result{code, strings.TrimSpace(out.String()), errb.String()}
-}
-
-func (e *env) detach(args ...string) string {
-	e.t.Helper()
-	r := e.run(append(args, "--detach")...)
-	if r.code != 0 {
-		e.t.Fatalf("detach: exit %d: %s", r.code, r.stderr)
-	}
-	// A run a failed test leaves behind is cancelled, so its dispatch
-	// and job do not outlive the test.
-	e.t.Cleanup(func() {
-		if i, err := e.root().Read(r.id); err == nil && !i.Finished {
-			e.command("potato-dispatch", "cancel", e.cfg, r.id).Run()
-			for n := 0; n < 300 && !e.info(r.id).Finished; n++ {
-				time.Sleep(100 * time.Millisecond)
-			}
-		}
-	})
-	return r.id
-}
-
-func (e *env) root() *rundir.Root {
-	return &rundir.Root{Dir: filepath.Join(e.dir, "annotation_output", "training")}
-}
-
-func (e *env) info(id string) rundir.Info {
-	e.t.Helper()
-	i, err := e.root().Read(id)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return i
-}
-
-func (e *env) file(id, name string) string {
-	b, _ := os.ReadFile(filepath.Join(e.root().RunDir(id), name))
-	return string(b)
 }
 
 func (e *env) wait(id string) rundir.Info {
 	e.t.Helper()
-	return e.waitFor(id, 90*time.Second)
-}
-
-// waitFor waits for the run's end, at most bound (a guard against a hang,
-// never a speed target), and shows the logs when it does not come.
-func (e *env) waitFor(id string, bound time.Duration) rundir.Info {
-	e.t.Helper()
-	deadline := time.Now().Add(bound)
-	for {
-		info := e.info(id)
-		if info.Finished {
-			return info
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("the run did not end within %s\n%s", bound, e.dump(id))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	return e.Wait(id, 90*time.Second)
 }
 
 // jobID is the SLURM job of a run, from its run log.
 func (e *env) jobID(id string) string {
-	m := regexp.MustCompile(`Submitted SLURM job (\d+)`).FindStringSubmatch(e.file(id, "run.log"))
+	m := regexp.MustCompile(`Submitted SLURM job (\d+)`).FindStringSubmatch(e.File(id, "run.log"))
 	if m == nil {
 		return ""
 	}
@@ -293,18 +211,18 @@ func (e *env) jobID(id string) string {
 
 func (e *env) waitJob(id string) string {
 	e.t.Helper()
-	testproject.WaitFor(e.t, "the submission", func() bool { return e.jobID(id) != "" || e.info(id).Finished })
+	testproject.WaitFor(e.t, "the submission", func() bool { return e.jobID(id) != "" || e.Info(id).Finished })
 	j := e.jobID(id)
 	if j == "" {
-		e.t.Fatalf("the run ended without a job\n%s\n%s", e.file(id, "run.log"), e.file(id, "agent.log"))
+		e.t.Fatalf("the run ended without a job\n%s\n%s", e.File(id, "run.log"), e.File(id, "agent.log"))
 	}
 	return j
 }
 
-func (e *env) logHas(id, text string) bool { return strings.Contains(e.file(id, "run.log"), text) }
+func (e *env) logHas(id, text string) bool { return strings.Contains(e.File(id, "run.log"), text) }
 
 func (e *env) dump(id string) string {
-	return "run.log:\n" + e.file(id, "run.log") + "\nagent.log:\n" + e.file(id, "agent.log")
+	return "run.log:\n" + e.File(id, "run.log") + "\nagent.log:\n" + e.File(id, "agent.log")
 }
 
 // sleeper is a training process that says it started, then works until
@@ -336,14 +254,15 @@ func TestEndToEndPendingThenRunning(t *testing.T) {
 	e := setup(t, c, "      gres: gpu:1\n      time: \"10:00\"\n      partition: debug\n      job_python: /usr/bin/python3\n")
 	_, unblock := c.blocker()
 	defer unblock()
-	id := e.detach("--trainer", slowBuiltin(t, e), "--schemas", "sentiment")
+	id := e.Detach("--trainer", slowBuiltin(t, e), "--schemas", "sentiment")
 	testproject.WaitFor(t, "PENDING (Priority)", func() bool { return e.logHas(id, "SLURM job ") && e.logHas(id, ": PENDING (Priority)") })
-	if step := e.info(id).Step; !regexp.MustCompile(`^SLURM job \d+: PENDING \(Priority\)$`).MatchString(step) {
-		t.Errorf("step line while pending: %q", step)
-	}
+	// The log line and the status event that sets the step line are two
+	// events: the step line may follow the log a moment later.
+	pending := regexp.MustCompile(`^SLURM job \d+: PENDING \(Priority\)$`)
+	testproject.WaitFor(t, "the step line PENDING (Priority)", func() bool { return pending.MatchString(e.Info(id).Step) })
 	unblock()
 	info := e.wait(id)
-	log := e.file(id, "run.log")
+	log := e.File(id, "run.log")
 	if info.State != rundir.StateSuccess || info.Heldout == nil || info.RanOn != "cluster (slurm via potato-test)" {
 		t.Fatalf("state %s heldout %v ran_on %q error %q\n%s", info.State, info.Heldout, info.RanOn, info.Error, e.dump(id))
 	}
@@ -360,7 +279,7 @@ func TestEndToEndPendingThenRunning(t *testing.T) {
 		}
 	}
 	// Progress came through events.jsonl on the shared file system.
-	if ev := e.file(id, "events.jsonl"); !strings.Contains(ev, `"event":"progress"`) || !strings.Contains(ev, `"event":"result"`) {
+	if ev := e.File(id, "events.jsonl"); !strings.Contains(ev, `"event":"progress"`) || !strings.Contains(ev, `"event":"result"`) {
 		t.Errorf("events.jsonl lacks the trainer's progress and result:\n%.2000s", ev)
 	}
 	if st := c.state(job); st != "COMPLETED" {
@@ -381,10 +300,10 @@ func TestCancelWhilePending(t *testing.T) {
 	e := setup(t, c, "")
 	_, unblock := c.blocker()
 	defer unblock()
-	id := e.detach("--trainer", "tfidf-logreg", "--schemas", "sentiment")
+	id := e.Detach("--trainer", "tfidf-logreg", "--schemas", "sentiment")
 	job := e.waitJob(id)
 	testproject.WaitFor(t, "PENDING", func() bool { return e.logHas(id, ": PENDING (Priority)") })
-	if r := e.command("potato-dispatch", "cancel", e.cfg, id); r.Run() != nil {
+	if r := e.Command("potato-dispatch", "cancel", e.Config, id); r.Run() != nil {
 		t.Fatal("potato-dispatch cancel failed")
 	}
 	info := e.wait(id)
@@ -402,10 +321,10 @@ func TestCancelWhilePending(t *testing.T) {
 func TestCancelWhileRunningIgnoringTERM(t *testing.T) {
 	c := shim(t, 2)
 	e := setup(t, c, "")
-	id := e.detach("--trainer", sleeper(t, false), "--schemas", "sentiment")
+	id := e.Detach("--trainer", sleeper(t, false), "--schemas", "sentiment")
 	job := e.waitJob(id)
-	testproject.WaitFor(t, "the trainer", func() bool { return e.info(id).Step == "working" })
-	if err := e.command("potato-dispatch", "cancel", e.cfg, id).Run(); err != nil {
+	testproject.WaitFor(t, "the trainer", func() bool { return e.Info(id).Step == "working" })
+	if err := e.Command("potato-dispatch", "cancel", e.Config, id).Run(); err != nil {
 		t.Fatal(err)
 	}
 	info := e.wait(id)
@@ -427,10 +346,10 @@ func TestCancelWhileRunningIgnoringTERM(t *testing.T) {
 func TestCancelWhileRunningTrappingTERM(t *testing.T) {
 	c := shim(t, 2)
 	e := setup(t, c, "")
-	id := e.detach("--trainer", sleeper(t, true), "--schemas", "sentiment")
+	id := e.Detach("--trainer", sleeper(t, true), "--schemas", "sentiment")
 	job := e.waitJob(id)
-	testproject.WaitFor(t, "the trainer", func() bool { return e.info(id).Step == "working" })
-	if err := e.command("potato-dispatch", "cancel", e.cfg, id).Run(); err != nil {
+	testproject.WaitFor(t, "the trainer", func() bool { return e.Info(id).Step == "working" })
+	if err := e.Command("potato-dispatch", "cancel", e.Config, id).Run(); err != nil {
 		t.Fatal(err)
 	}
 	info := e.wait(id)
@@ -457,9 +376,9 @@ func TestSchedulerEndsTheJob(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := shim(t, 2)
 			e := setup(t, c, tc.backend)
-			id := e.detach("--trainer", sleeper(t, true), "--schemas", "sentiment")
+			id := e.Detach("--trainer", sleeper(t, true), "--schemas", "sentiment")
 			job := e.waitJob(id)
-			testproject.WaitFor(t, "the trainer", func() bool { return e.info(id).Step == "working" || e.info(id).Finished })
+			testproject.WaitFor(t, "the trainer", func() bool { return e.Info(id).Step == "working" || e.Info(id).Finished })
 			switch {
 			case tc.fault == nil:
 			case tc.fault[0] == "scancel":
@@ -492,15 +411,15 @@ func TestRequeuedJobRunsAgain(t *testing.T) {
 	sleep 300
 fi
 `+testproject.ResultLines)
-	id := e.detach("--trainer", tr, "--schemas", "sentiment")
+	id := e.Detach("--trainer", tr, "--schemas", "sentiment")
 	job := e.waitJob(id)
-	testproject.WaitFor(t, "the first attempt", func() bool { return e.info(id).Step == "working" })
+	testproject.WaitFor(t, "the first attempt", func() bool { return e.Info(id).Step == "working" })
 	c.admin("fail", job, "node_fail", "--requeue")
 	info := e.wait(id)
 	if info.State != rundir.StateSuccess {
 		t.Fatalf("state %s error %q\n%s", info.State, info.Error, e.dump(id))
 	}
-	log := e.file(id, "run.log")
+	log := e.File(id, "run.log")
 	if !regexp.MustCompile(`SLURM job ` + job + `: PENDING( \(\w+\))?: requeued by the scheduler after a node failure, Restarts=1`).MatchString(log) {
 		t.Errorf("the run log does not say the job was requeued\n%s", e.dump(id))
 	}
@@ -513,7 +432,7 @@ func TestJobVanishesBeforeExitCode(t *testing.T) {
 	e := setup(t, c, "")
 	tr := testproject.Trainer(t, sharedDir(t, "/tmp"), testproject.ResultLines+`
 kill -KILL $PPID`)
-	id := e.detach("--trainer", tr, "--schemas", "sentiment")
+	id := e.Detach("--trainer", tr, "--schemas", "sentiment")
 	info := e.wait(id)
 	if info.State != rundir.StateError || !strings.Contains(info.Error, "but wrote no exit_code") {
 		t.Errorf("state %s error %q\n%s", info.State, info.Error, e.dump(id))
@@ -525,9 +444,9 @@ kill -KILL $PPID`)
 func TestSSHSessionKilledCancelsTheJob(t *testing.T) {
 	c := shim(t, 2)
 	e := setup(t, c, "")
-	id := e.detach("--trainer", sleeper(t, true), "--schemas", "sentiment")
+	id := e.Detach("--trainer", sleeper(t, true), "--schemas", "sentiment")
 	job := e.waitJob(id)
-	testproject.WaitFor(t, "the trainer", func() bool { return e.info(id).Step == "working" })
+	testproject.WaitFor(t, "the trainer", func() bool { return e.Info(id).Step == "working" })
 	out, _ := exec.Command("pgrep", "-u", "root", "-f", "ssh .*--socket /tmp/potato-"+id).Output()
 	if len(strings.Fields(string(out))) == 0 {
 		t.Fatal("no ssh session process found")
@@ -572,13 +491,13 @@ func TestNoSbatchOnPath(t *testing.T) {
 	}
 	c.onlyBin = true
 	e := setup(t, c, "")
-	r := e.run("--trainer", "tfidf-logreg", "--schemas", "sentiment")
+	r := e.Run("--trainer", "tfidf-logreg", "--schemas", "sentiment")
 	want := "potato-test has no sbatch on PATH, so it cannot submit jobs"
-	if r.code != 1 || !strings.Contains(e.info(r.id).Error, want) {
-		t.Errorf("exit %d error %q\n%s", r.code, e.info(r.id).Error, r.stderr)
+	if r.Code != 1 || !strings.Contains(e.Info(r.ID).Error, want) {
+		t.Errorf("exit %d error %q\n%s", r.Code, e.Info(r.ID).Error, r.Stderr)
 	}
 	var out bytes.Buffer
-	cmd := e.command("potato-check", "cluster", e.cfg)
+	cmd := e.Command("potato-check", "cluster", e.Config)
 	cmd.Stdout, cmd.Stderr = &out, io.Discard
 	err = cmd.Run()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
@@ -595,7 +514,7 @@ func TestCheckCluster(t *testing.T) {
 	c := shim(t, 1)
 	e := setup(t, c, "      job_python: /opt/conda/bin/python3\n      gres: gpu:1\n")
 	var out bytes.Buffer
-	cmd := e.command("potato-check", "cluster", e.cfg)
+	cmd := e.Command("potato-check", "cluster", e.Config)
 	cmd.Stdout, cmd.Stderr = &out, os.Stderr
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("potato-check: %v\n%s", err, out.String())
@@ -639,16 +558,16 @@ func TestRealSubmitQueueRelay(t *testing.T) {
 	e := setup(t, c, "      gres: gpu:1\n      time: \"10:00\"\n")
 	_, unblock := c.blocker("--gres=gpu:2")
 	defer unblock()
-	id := e.detach("--trainer", slowBuiltin(t, e), "--schemas", "sentiment")
+	id := e.Detach("--trainer", slowBuiltin(t, e), "--schemas", "sentiment")
 	job := e.waitJob(id)
 	pendingWhy := regexp.MustCompile(`SLURM job ` + job + `: PENDING \((Resources|Priority)\)`)
-	testproject.WaitFor(t, "PENDING with its reason", func() bool { return pendingWhy.MatchString(e.file(id, "run.log")) })
+	testproject.WaitFor(t, "PENDING with its reason", func() bool { return pendingWhy.MatchString(e.File(id, "run.log")) })
 	unblock()
 	info := e.wait(id)
 	if info.State != rundir.StateSuccess || info.Heldout == nil {
 		t.Fatalf("state %s error %q\n%s", info.State, info.Error, e.dump(id))
 	}
-	log := e.file(id, "run.log")
+	log := e.File(id, "run.log")
 	node := c.node()
 	for _, want := range []string{"Submitted SLURM job " + job + " (--gres=gpu:1 --time=10:00)",
 		"SLURM job " + job + ": RUNNING on " + node, "SLURM job " + job + ": COMPLETED (ExitCode=0:0"} {
@@ -656,7 +575,7 @@ func TestRealSubmitQueueRelay(t *testing.T) {
 			t.Errorf("run log lacks %q\n%s", want, log)
 		}
 	}
-	if ev := e.file(id, "events.jsonl"); !strings.Contains(ev, `"event":"progress"`) {
+	if ev := e.File(id, "events.jsonl"); !strings.Contains(ev, `"event":"progress"`) {
 		t.Errorf("no progress relayed:\n%.2000s", ev)
 	}
 	t.Logf("run log of a real SLURM run:\n%s", log)
@@ -665,10 +584,10 @@ func TestRealSubmitQueueRelay(t *testing.T) {
 func TestRealCancel(t *testing.T) {
 	c := real(t)
 	e := setup(t, c, "")
-	id := e.detach("--trainer", sleeper(t, true), "--schemas", "sentiment")
+	id := e.Detach("--trainer", sleeper(t, true), "--schemas", "sentiment")
 	job := e.waitJob(id)
-	testproject.WaitFor(t, "the trainer", func() bool { return e.info(id).Step == "working" })
-	if err := e.command("potato-dispatch", "cancel", e.cfg, id).Run(); err != nil {
+	testproject.WaitFor(t, "the trainer", func() bool { return e.Info(id).Step == "working" })
+	if err := e.Command("potato-dispatch", "cancel", e.Config, id).Run(); err != nil {
 		t.Fatal(err)
 	}
 	info := e.wait(id)
@@ -686,22 +605,22 @@ func TestRealCancel(t *testing.T) {
 func TestRealTimeLimit(t *testing.T) {
 	c := real(t)
 	e := setup(t, c, "      time: \"1\"\n")
-	id := e.detach("--trainer", sleeper(t, true), "--schemas", "sentiment")
+	id := e.Detach("--trainer", sleeper(t, true), "--schemas", "sentiment")
 	job := e.waitJob(id)
-	info := e.waitFor(id, 240*time.Second)
+	info := e.Wait(id, 240*time.Second)
 	want := "SLURM job " + job + " ended before the worker finished: it reached its time limit"
 	if info.State != rundir.StateError || info.Error != want {
 		t.Errorf("state %s error %q, want %q\n%s", info.State, info.Error, want, e.dump(id))
 	}
-	t.Logf("run log of the time-limit run:\n%s", e.file(id, "run.log"))
+	t.Logf("run log of the time-limit run:\n%s", e.File(id, "run.log"))
 }
 
 func TestRealExternalScancel(t *testing.T) {
 	c := real(t)
 	e := setup(t, c, "")
-	id := e.detach("--trainer", sleeper(t, true), "--schemas", "sentiment")
+	id := e.Detach("--trainer", sleeper(t, true), "--schemas", "sentiment")
 	job := e.waitJob(id)
-	testproject.WaitFor(t, "the trainer", func() bool { return e.info(id).Step == "working" })
+	testproject.WaitFor(t, "the trainer", func() bool { return e.Info(id).Step == "working" })
 	if out, err := c.cmd("scancel", job).CombinedOutput(); err != nil {
 		t.Fatalf("scancel: %v %s", err, out)
 	}
@@ -728,20 +647,20 @@ func TestRealNodeDownRequeues(t *testing.T) {
 	sleep 300
 fi
 `+testproject.ResultLines)
-	id := e.detach("--trainer", tr, "--schemas", "sentiment")
+	id := e.Detach("--trainer", tr, "--schemas", "sentiment")
 	job := e.waitJob(id)
-	testproject.WaitFor(t, "the first attempt", func() bool { return e.info(id).Step == "working" })
+	testproject.WaitFor(t, "the first attempt", func() bool { return e.Info(id).Step == "working" })
 	if out, err := c.asRoot("scontrol", "update", "nodename="+node, "state=down", "reason=potato-test"); err != nil {
 		t.Fatalf("scontrol update: %v %s", err, out)
 	}
 	testproject.WaitFor(t, "the requeue in the run log", func() bool {
-		return e.logHas(id, "requeued by the scheduler") || e.info(id).Finished
+		return e.logHas(id, "requeued by the scheduler") || e.Info(id).Finished
 	})
 	if out, err := c.asRoot("scontrol", "update", "nodename="+node, "state=resume"); err != nil {
 		t.Fatalf("scontrol update: %v %s", err, out)
 	}
-	info := e.waitFor(id, 300*time.Second)
-	log := e.file(id, "run.log")
+	info := e.Wait(id, 300*time.Second)
+	log := e.File(id, "run.log")
 	if info.State != rundir.StateSuccess {
 		t.Errorf("state %s error %q\n%s", info.State, info.Error, e.dump(id))
 	}

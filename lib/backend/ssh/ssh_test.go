@@ -42,9 +42,8 @@ func shared(t *testing.T, mode os.FileMode) string {
 }
 
 type env struct {
+	*testproject.Runs
 	t         *testing.T
-	dir       string // the project, on the dispatch's side
-	cfg       string
 	fakes     string // the remote PATH's first directory
 	remoteDir string
 }
@@ -54,7 +53,8 @@ type env struct {
 // backend holds extra keys of the backend; extra of model_training.
 func setup(t *testing.T, gpus, backend, extra string) *env {
 	sd := sshdDir(t)
-	e := &env{t: t, dir: t.TempDir(), fakes: shared(t, 0o755), remoteDir: shared(t, 0o777)}
+	e := &env{t: t, fakes: shared(t, 0o755), remoteDir: shared(t, 0o777), Runs: &testproject.Runs{T: t,
+		Bin: testcli.Binaries(t), Dir: t.TempDir(), Env: []string{"POTATO_TRAINING_STALL_TIMEOUT_S=2"}}}
 	if gpus != "" {
 		fakebin.NvidiaSMI(t, e.fakes, gpus)
 	}
@@ -68,75 +68,20 @@ func setup(t *testing.T, gpus, backend, extra string) *env {
       heartbeat_timeout_s: 4
       env: {PATH: "%s:/usr/local/bin:/usr/bin:/bin"}
 `, sd, e.remoteDir, e.fakes) + backend + extra
-	e.cfg = testproject.Write(t, e.dir, 120, 100, block)
+	e.Config = testproject.Write(t, e.Dir, 120, 100, block)
 	return e
-}
-
-type result struct {
-	code   int
-	id     string
-	stderr string
-}
-
-func (e *env) dispatch(args ...string) *exec.Cmd {
-	bin := testcli.Binaries(e.t)
-	cmd := exec.Command(filepath.Join(bin, "potato-dispatch"), args...)
-	cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "POTATO_TRAINING_STALL_TIMEOUT_S=2")
-	return cmd
-}
-
-func (e *env) run(args ...string) result {
-	e.t.Helper()
-	cmd := e.dispatch(append([]string{"run", e.cfg}, args...)...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		e.t.Fatal(err)
-	}
-	return result{code, strings.TrimSpace(out.String()), errb.String()}
-}
-
-func (e *env) detach(args ...string) string {
-	e.t.Helper()
-	r := e.run(append(args, "--detach")...)
-	if r.code != 0 {
-		e.t.Fatalf("detach: exit %d: %s", r.code, r.stderr)
-	}
-	return r.id
-}
-
-func (e *env) root() *rundir.Root {
-	return &rundir.Root{Dir: filepath.Join(e.dir, "annotation_output", "training")}
-}
-
-func (e *env) info(id string) rundir.Info {
-	e.t.Helper()
-	i, err := e.root().Read(id)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return i
-}
-
-func (e *env) file(id, name string) string {
-	b, _ := os.ReadFile(filepath.Join(e.root().RunDir(id), name))
-	return string(b)
 }
 
 const twoGPUs = "0, GPU-aaaa, NVIDIA H200, 143771, 9000, 80, 9.0\n1, GPU-bbbb, NVIDIA H200, 143771, 120000, 5, 9.0\n"
 
 func TestRunEndToEndAndCodeReuse(t *testing.T) {
 	e := setup(t, twoGPUs, "", "")
-	r := e.run("--trainer", "tfidf-logreg", "--schemas", "sentiment")
-	if r.code != 0 {
-		t.Fatalf("exit %d: %s\n%s", r.code, r.stderr, e.file(r.id, "run.log"))
+	r := e.Run("--trainer", "tfidf-logreg", "--schemas", "sentiment")
+	if r.Code != 0 {
+		t.Fatalf("exit %d: %s\n%s", r.Code, r.Stderr, e.File(r.ID, "run.log"))
 	}
-	info := e.info(r.id)
-	log := e.file(r.id, "run.log")
+	info := e.Info(r.ID)
+	log := e.File(r.ID, "run.log")
 	if info.State != rundir.StateSuccess || info.Heldout == nil || info.RanOn != "gpu (ssh to potato-test)" || info.BackendType != "ssh" {
 		t.Errorf("record: %+v", info.Record)
 	}
@@ -148,17 +93,17 @@ func TestRunEndToEndAndCodeReuse(t *testing.T) {
 	if info.Device != "cuda:1" {
 		t.Errorf("device %q", info.Device)
 	}
-	models, _ := filepath.Glob(filepath.Join(e.root().RunDir(r.id), "artifacts", "model-*.json"))
+	models, _ := filepath.Glob(filepath.Join(e.Root().RunDir(r.ID), "artifacts", "model-*.json"))
 	if len(models) != 1 {
 		t.Errorf("the model did not come back: %v", models)
 	}
-	if _, err := os.Stat(filepath.Join(e.remoteDir, "jobs", r.id)); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(e.remoteDir, "jobs", r.ID)); !os.IsNotExist(err) {
 		t.Errorf("the remote job directory is still there: %v", err)
 	}
-	second := e.run("--trainer", "tfidf-logreg", "--schemas", "sentiment")
-	log2 := e.file(second.id, "run.log")
-	if second.code != 0 || strings.Contains(log2, "copied Potato's code") || !strings.Contains(log2, "is on potato-test already") {
-		t.Errorf("second run: exit %d, log:\n%s", second.code, log2)
+	second := e.Run("--trainer", "tfidf-logreg", "--schemas", "sentiment")
+	log2 := e.File(second.ID, "run.log")
+	if second.Code != 0 || strings.Contains(log2, "copied Potato's code") || !strings.Contains(log2, "is on potato-test already") {
+		t.Errorf("second run: exit %d, log:\n%s", second.Code, log2)
 	}
 	codes, _ := os.ReadDir(filepath.Join(e.remoteDir, "code"))
 	if len(codes) != 1 {
@@ -176,14 +121,14 @@ sleep 3
 	// The dispatch takes the run's token from this variable, a seam for
 	// tests only, so the test knows what to look for.
 	token := "5e1ec7ab1e" + strings.Repeat("0123456789abcdef", 3) + "feedface0d"
-	cmd := e.dispatch("run", e.cfg, "--trainer", tr, "--schemas", "sentiment", "--detach")
+	cmd := e.Command("potato-dispatch", "run", e.Config, "--trainer", tr, "--schemas", "sentiment", "--detach")
 	cmd.Env = append(cmd.Env, "POTATO_TRAINING_TEST_TOKEN="+token)
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatal(err)
 	}
 	id := strings.TrimSpace(string(out))
-	testproject.WaitFor(t, "the trainer", func() bool { return e.info(id).Step == "holding" })
+	testproject.WaitFor(t, "the trainer", func() bool { return e.Info(id).Step == "holding" })
 	procs, _ := filepath.Glob("/proc/[0-9]*")
 	seen := 0
 	uid := remoteUID(t)
@@ -214,33 +159,33 @@ sleep 3
 	if err != nil || st.Mode().Perm() != 0o600 || st.Mode()&os.ModeSocket == 0 {
 		t.Errorf("remote socket %s: %v %v", socks[0], st.Mode(), err)
 	}
-	sock := filepath.Join(e.root().RunDir(id), "agent.sock")
-	if p := e.info(id).AgentSocket; p != "" {
+	sock := filepath.Join(e.Root().RunDir(id), "agent.sock")
+	if p := e.Info(id).AgentSocket; p != "" {
 		sock = p // a run directory too deep for a socket path
 	}
 	local, err := os.Stat(sock)
 	if err != nil || local.Mode().Perm() != 0o600 {
 		t.Errorf("local socket %s: %v", sock, err)
 	}
-	testproject.WaitFor(t, "the end", func() bool { return e.info(id).Finished })
+	testproject.WaitFor(t, "the end", func() bool { return e.Info(id).Finished })
 	for _, name := range []string{"run.log", "agent.log", "run.json", "events.jsonl", "spec.json"} {
-		if strings.Contains(e.file(id, name), token) {
+		if strings.Contains(e.File(id, name), token) {
 			t.Errorf("%s holds the token", name)
 		}
 	}
-	if s := e.info(id).State; s != rundir.StateSuccess {
-		t.Errorf("state %s:\n%s", s, e.file(id, "run.log"))
+	if s := e.Info(id).State; s != rundir.StateSuccess {
+		t.Errorf("state %s:\n%s", s, e.File(id, "run.log"))
 	}
 }
 
 func TestKeyRefusedFailsAtOnce(t *testing.T) {
 	e := setup(t, "", "", "")
-	cfg, _ := os.ReadFile(e.cfg)
-	os.WriteFile(e.cfg, bytes.Replace(cfg, []byte("host: potato-test\n"), []byte("host: potato-test-pw\n"), 1), 0o644)
-	r := e.run("--trainer", "tfidf-logreg", "--schemas", "sentiment")
-	info := e.info(r.id)
-	if r.code != 1 || info.Error != "ssh to potato-test-pw failed: Permission denied" {
-		t.Errorf("exit %d error %q", r.code, info.Error)
+	cfg, _ := os.ReadFile(e.Config)
+	os.WriteFile(e.Config, bytes.Replace(cfg, []byte("host: potato-test\n"), []byte("host: potato-test-pw\n"), 1), 0o644)
+	r := e.Run("--trainer", "tfidf-logreg", "--schemas", "sentiment")
+	info := e.Info(r.ID)
+	if r.Code != 1 || info.Error != "ssh to potato-test-pw failed: Permission denied" {
+		t.Errorf("exit %d error %q", r.Code, info.Error)
 	}
 }
 
@@ -259,16 +204,16 @@ func TestGPUChoice(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			e := setup(t, c.gpus, c.backend, "")
-			r := e.run("--trainer", "tfidf-logreg", "--schemas", "sentiment")
-			info := e.info(r.id)
+			r := e.Run("--trainer", "tfidf-logreg", "--schemas", "sentiment")
+			info := e.Info(r.ID)
 			if c.err != "" {
-				if r.code != 1 || info.Error != c.err {
-					t.Errorf("exit %d error %q, want %q", r.code, info.Error, c.err)
+				if r.Code != 1 || info.Error != c.err {
+					t.Errorf("exit %d error %q, want %q", r.Code, info.Error, c.err)
 				}
 				return
 			}
-			if r.code != 0 || info.Device != c.device {
-				t.Errorf("exit %d device %q, want %q\n%s", r.code, info.Device, c.device, e.file(r.id, "run.log"))
+			if r.Code != 0 || info.Device != c.device {
+				t.Errorf("exit %d device %q, want %q\n%s", r.Code, info.Device, c.device, e.File(r.ID, "run.log"))
 			}
 		})
 	}
@@ -285,20 +230,20 @@ func TestGPUWithoutTorchKernels(t *testing.T) {
 	os.WriteFile(filepath.Join(py, "torch", "cuda", "__init__.py"), []byte("def get_arch_list():\n    return ['sm_80', 'sm_86']\ndef is_available():\n    return True\n"), 0o644)
 	gpus := "0, GPU-aaaa, NVIDIA A100, 81920, 70000, 0, 8.0\n1, GPU-bbbb, NVIDIA H200, 143771, 140000, 0, 9.0\n"
 	e := setup(t, gpus, "", "")
-	cfg, _ := os.ReadFile(e.cfg)
-	os.WriteFile(e.cfg, bytes.Replace(cfg, []byte("env: {PATH:"), []byte("env: {PYTHONPATH: \""+py+"\", PATH:"), 1), 0o644)
-	r := e.run("--trainer", "tfidf-logreg", "--schemas", "sentiment")
-	info := e.info(r.id)
-	log := e.file(r.id, "run.log")
-	if r.code != 0 || info.Device != "cuda:0" || !strings.Contains(log, "GPU 1 (NVIDIA H200): (torch there has no kernels for it)") {
-		t.Errorf("exit %d device %q\n%s", r.code, info.Device, log)
+	cfg, _ := os.ReadFile(e.Config)
+	os.WriteFile(e.Config, bytes.Replace(cfg, []byte("env: {PATH:"), []byte("env: {PYTHONPATH: \""+py+"\", PATH:"), 1), 0o644)
+	r := e.Run("--trainer", "tfidf-logreg", "--schemas", "sentiment")
+	info := e.Info(r.ID)
+	log := e.File(r.ID, "run.log")
+	if r.Code != 0 || info.Device != "cuda:0" || !strings.Contains(log, "GPU 1 (NVIDIA H200): (torch there has no kernels for it)") {
+		t.Errorf("exit %d device %q\n%s", r.Code, info.Device, log)
 	}
 	e2 := setup(t, "0, GPU-bbbb, NVIDIA H200, 143771, 140000, 0, 9.0\n", "", "")
-	cfg, _ = os.ReadFile(e2.cfg)
-	os.WriteFile(e2.cfg, bytes.Replace(cfg, []byte("env: {PATH:"), []byte("env: {PYTHONPATH: \""+py+"\", PATH:"), 1), 0o644)
-	r = e2.run("--trainer", "tfidf-logreg", "--schemas", "sentiment")
-	if info := e2.info(r.id); r.code != 1 || info.Error != "This host's torch has no kernels for any of its GPUs" {
-		t.Errorf("exit %d error %q", r.code, info.Error)
+	cfg, _ = os.ReadFile(e2.Config)
+	os.WriteFile(e2.Config, bytes.Replace(cfg, []byte("env: {PATH:"), []byte("env: {PYTHONPATH: \""+py+"\", PATH:"), 1), 0o644)
+	r = e2.Run("--trainer", "tfidf-logreg", "--schemas", "sentiment")
+	if info := e2.Info(r.ID); r.Code != 1 || info.Error != "This host's torch has no kernels for any of its GPUs" {
+		t.Errorf("exit %d error %q", r.Code, info.Error)
 	}
 }
 
@@ -312,14 +257,14 @@ func TestCancelATrainerThatIgnoresTERM(t *testing.T) {
 echo $$ > `+marker+`/pid
 echo '{"v":1,"event":"status","state":"fitting","step":"ignoring TERM"}'
 while :; do sleep 0.2; done`)
-	id := e.detach("--trainer", tr, "--schemas", "sentiment")
-	testproject.WaitFor(t, "the trainer", func() bool { return e.info(id).Step == "ignoring TERM" })
-	c := e.dispatch("cancel", e.cfg, id)
+	id := e.Detach("--trainer", tr, "--schemas", "sentiment")
+	testproject.WaitFor(t, "the trainer", func() bool { return e.Info(id).Step == "ignoring TERM" })
+	c := e.Command("potato-dispatch", "cancel", e.Config, id)
 	if out, err := c.CombinedOutput(); err != nil {
 		t.Fatalf("cancel: %v %s", err, out)
 	}
-	testproject.WaitFor(t, "the end", func() bool { return e.info(id).Finished })
-	if info := e.info(id); info.State != rundir.StateCancelled {
+	testproject.WaitFor(t, "the end", func() bool { return e.Info(id).Finished })
+	if info := e.Info(id); info.State != rundir.StateCancelled {
 		t.Errorf("state %s: %s", info.State, info.Error)
 	}
 	pidb, _ := os.ReadFile(filepath.Join(marker, "pid"))
@@ -333,8 +278,8 @@ func TestSilentAgentFailsTheRun(t *testing.T) {
 	e := setup(t, "", "", "")
 	tr := testproject.Trainer(t, shared(t, 0o755), `echo '{"v":1,"event":"status","state":"fitting","step":"working"}'
 sleep 60`)
-	id := e.detach("--trainer", tr, "--schemas", "sentiment")
-	testproject.WaitFor(t, "the trainer", func() bool { return e.info(id).Step == "working" })
+	id := e.Detach("--trainer", tr, "--schemas", "sentiment")
+	testproject.WaitFor(t, "the trainer", func() bool { return e.Info(id).Step == "working" })
 	out, _ := exec.Command("pgrep", "-u", "potatotest", "-f", "potato-agent --socket /tmp/potato-"+id).Output()
 	pids := strings.Fields(string(out))
 	if len(pids) == 0 {
@@ -345,12 +290,12 @@ sleep 60`)
 		syscall.Kill(pid, syscall.SIGSTOP)
 		defer syscall.Kill(pid, syscall.SIGKILL)
 	}
-	testproject.WaitFor(t, "the end", func() bool { return e.info(id).Finished })
-	info := e.info(id)
+	testproject.WaitFor(t, "the end", func() bool { return e.Info(id).Finished })
+	info := e.Info(id)
 	if info.State != rundir.StateError || info.Error != "No word from the agent on gpu for 4 seconds" {
 		t.Errorf("state %s error %q", info.State, info.Error)
 	}
-	if _, err := os.Stat(filepath.Join(e.root().RunDir(id), "agent.log")); err != nil {
+	if _, err := os.Stat(filepath.Join(e.Root().RunDir(id), "agent.log")); err != nil {
 		t.Errorf("agent.log: %v", err)
 	}
 	exec.Command("pkill", "-u", "potatotest", "-f", tr[len("exec:"):]).Run()
@@ -364,8 +309,8 @@ func TestSSHSessionKilled(t *testing.T) {
 	tr := testproject.Trainer(t, shared(t, 0o755), `echo $$ > `+marker+`/pid
 echo '{"v":1,"event":"status","state":"fitting","step":"working"}'
 sleep 60`)
-	id := e.detach("--trainer", tr, "--schemas", "sentiment")
-	testproject.WaitFor(t, "the trainer", func() bool { return e.info(id).Step == "working" })
+	id := e.Detach("--trainer", tr, "--schemas", "sentiment")
+	testproject.WaitFor(t, "the trainer", func() bool { return e.Info(id).Step == "working" })
 	// The session is the ssh client whose command starts the agent.
 	out, _ := exec.Command("pgrep", "-u", "root", "-f", "ssh .*--socket /tmp/potato-"+id).Output()
 	if len(strings.Fields(string(out))) == 0 {
@@ -375,10 +320,10 @@ sleep 60`)
 		pid, _ := strconv.Atoi(p)
 		syscall.Kill(pid, syscall.SIGKILL)
 	}
-	testproject.WaitFor(t, "the end", func() bool { return e.info(id).Finished })
-	info := e.info(id)
+	testproject.WaitFor(t, "the end", func() bool { return e.Info(id).Finished })
+	info := e.Info(id)
 	if info.State != rundir.StateError || !strings.Contains(info.Error, "the ssh session to potato-test ended before the agent reported a result") {
-		t.Errorf("state %s error %q\n%s\n%s", info.State, info.Error, e.file(id, "run.log"), e.file(id, "agent.log"))
+		t.Errorf("state %s error %q\n%s\n%s", info.State, info.Error, e.File(id, "run.log"), e.File(id, "agent.log"))
 	}
 	pidb, _ := os.ReadFile(filepath.Join(marker, "pid"))
 	pid, _ := strconv.Atoi(strings.TrimSpace(string(pidb)))
@@ -395,28 +340,28 @@ head -c 22000000 /dev/zero > artifacts/big.bin
 head -c 17000000 /dev/urandom > artifacts/sub/direct.bin
 echo small > artifacts/small.txt
 `+testproject.ResultLines)
-	r := e.run("--trainer", tr, "--schemas", "sentiment")
-	log := e.file(r.id, "run.log")
-	if r.code != 0 || !strings.Contains(log, "big.bin is over max_artifact_mb (20 MB): it stays on potato-test") {
-		t.Errorf("exit %d:\n%s", r.code, log)
+	r := e.Run("--trainer", tr, "--schemas", "sentiment")
+	log := e.File(r.ID, "run.log")
+	if r.Code != 0 || !strings.Contains(log, "big.bin is over max_artifact_mb (20 MB): it stays on potato-test") {
+		t.Errorf("exit %d:\n%s", r.Code, log)
 	}
-	art := filepath.Join(e.root().RunDir(r.id), "artifacts")
+	art := filepath.Join(e.Root().RunDir(r.ID), "artifacts")
 	if b, err := os.ReadFile(filepath.Join(art, "small.txt")); err != nil || string(b) != "small\n" {
 		t.Errorf("small.txt did not come back: %q %v", b, err)
 	}
 	got, err := os.ReadFile(filepath.Join(art, "sub", "direct.bin"))
-	want, _ := os.ReadFile(filepath.Join(e.remoteDir, "jobs", r.id, "artifacts", "sub", "direct.bin"))
+	want, _ := os.ReadFile(filepath.Join(e.remoteDir, "jobs", r.ID, "artifacts", "sub", "direct.bin"))
 	if err != nil || len(want) != 17000000 || !bytes.Equal(got, want) {
 		t.Errorf("sub/direct.bin: %d bytes, %v; want the host's %d bytes", len(got), err, len(want))
 	}
 	if _, err := os.Stat(filepath.Join(art, "big.bin")); err == nil {
 		t.Errorf("big.bin came back")
 	}
-	if info := e.info(r.id); !strings.HasPrefix(info.ArtifactURI, "ssh://") || info.Progress == nil ||
+	if info := e.Info(r.ID); !strings.HasPrefix(info.ArtifactURI, "ssh://") || info.Progress == nil ||
 		info.Progress.Phase != "fetch" || info.Progress.Current != 17000006 || info.Progress.Total != 17000006 {
 		t.Errorf("artifact_uri %q, progress %+v", info.ArtifactURI, info.Progress)
 	}
-	if _, err := os.Stat(filepath.Join(e.remoteDir, "jobs", r.id, "artifacts", "big.bin")); err != nil {
+	if _, err := os.Stat(filepath.Join(e.remoteDir, "jobs", r.ID, "artifacts", "big.bin")); err != nil {
 		t.Errorf("big.bin is not on the host: %v", err)
 	}
 }
@@ -435,22 +380,22 @@ func TestStalledCopy(t *testing.T) {
 	tr := testproject.Trainer(t, shared(t, 0o755), `mkdir -p artifacts
 echo model > artifacts/a.txt
 `+testproject.ResultLines)
-	cmd := e.dispatch("run", e.cfg, "--trainer", tr, "--schemas", "sentiment")
+	cmd := e.Command("potato-dispatch", "run", e.Config, "--trainer", tr, "--schemas", "sentiment")
 	cmd.Env = append(cmd.Env, "POTATO_TRAINING_TEST_FETCH_WRAPPER="+wrapper)
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("dispatch: %v", err)
 	}
 	id := strings.TrimSpace(string(out))
-	info := e.info(id)
-	log := e.file(id, "run.log")
+	info := e.Info(id)
+	log := e.File(id, "run.log")
 	if info.State != rundir.StateSuccess || !strings.Contains(log, "The copy from potato-test sent nothing for 2 s: the run's predictions are already kept; only the model files are missing from artifacts/") {
 		t.Errorf("state %s:\n%s", info.State, log)
 	}
-	if _, err := os.Stat(filepath.Join(e.root().RunDir(id), "predictions.jsonl")); err != nil {
+	if _, err := os.Stat(filepath.Join(e.Root().RunDir(id), "predictions.jsonl")); err != nil {
 		t.Errorf("predictions: %v", err)
 	}
-	if _, err := os.Stat(filepath.Join(e.root().RunDir(id), "artifacts", "a.txt")); err == nil {
+	if _, err := os.Stat(filepath.Join(e.Root().RunDir(id), "artifacts", "a.txt")); err == nil {
 		t.Errorf("a.txt arrived after all")
 	}
 	if _, err := os.Stat(filepath.Join(e.remoteDir, "jobs", id, "artifacts", "a.txt")); err != nil {
@@ -511,10 +456,10 @@ func wheel(t *testing.T, dir string) string {
 func TestPackagesVenv(t *testing.T) {
 	whl := wheel(t, shared(t, 0o755))
 	e := setup(t, "", "      python: /usr/bin/python3\n      packages: [\""+whl+"\"]\n", "")
-	r := e.run("--trainer", "tfidf-logreg", "--schemas", "sentiment")
-	log := e.file(r.id, "run.log")
-	if r.code != 0 || !strings.Contains(log, "packages: made venv-") {
-		t.Fatalf("exit %d:\n%s", r.code, log)
+	r := e.Run("--trainer", "tfidf-logreg", "--schemas", "sentiment")
+	log := e.File(r.ID, "run.log")
+	if r.Code != 0 || !strings.Contains(log, "packages: made venv-") {
+		t.Fatalf("exit %d:\n%s", r.Code, log)
 	}
 	venvs, _ := filepath.Glob(filepath.Join(e.remoteDir, "venv-*", "bin", "python"))
 	if len(venvs) != 1 {
@@ -528,9 +473,9 @@ func TestPackagesVenv(t *testing.T) {
 	if !strings.Contains(string(cfg), "include-system-site-packages = true") {
 		t.Errorf("pyvenv.cfg:\n%s", cfg)
 	}
-	second := e.run("--trainer", "tfidf-logreg", "--schemas", "sentiment")
-	if log := e.file(second.id, "run.log"); second.code != 0 || !strings.Contains(log, "packages: using venv-") {
-		t.Errorf("second run: exit %d:\n%s", second.code, log)
+	second := e.Run("--trainer", "tfidf-logreg", "--schemas", "sentiment")
+	if log := e.File(second.ID, "run.log"); second.Code != 0 || !strings.Contains(log, "packages: using venv-") {
+		t.Errorf("second run: exit %d:\n%s", second.Code, log)
 	}
 }
 
@@ -539,13 +484,13 @@ func TestPackagesVenv(t *testing.T) {
 // the code.
 func TestDefaultRemoteDir(t *testing.T) {
 	e := setup(t, "", "", "")
-	cfg, _ := os.ReadFile(e.cfg)
-	os.WriteFile(e.cfg, bytes.Replace(cfg, []byte("      remote_dir: "+e.remoteDir+"\n"), nil, 1), 0o644)
+	cfg, _ := os.ReadFile(e.Config)
+	os.WriteFile(e.Config, bytes.Replace(cfg, []byte("      remote_dir: "+e.remoteDir+"\n"), nil, 1), 0o644)
 	home := "/home/potatotest/.cache/potato-training"
 	t.Cleanup(func() { os.RemoveAll(home) })
-	r := e.run("--trainer", "tfidf-logreg", "--schemas", "sentiment")
-	if r.code != 0 {
-		t.Fatalf("exit %d: %s\n%s", r.code, r.stderr, e.file(r.id, "run.log"))
+	r := e.Run("--trainer", "tfidf-logreg", "--schemas", "sentiment")
+	if r.Code != 0 {
+		t.Fatalf("exit %d: %s\n%s", r.Code, r.Stderr, e.File(r.ID, "run.log"))
 	}
 	if agents, _ := filepath.Glob(filepath.Join(home, "code", "*", "potato-agent")); len(agents) != 1 {
 		t.Errorf("code in %s: %v", home, agents)
@@ -553,7 +498,7 @@ func TestDefaultRemoteDir(t *testing.T) {
 	if jobs, _ := os.ReadDir(filepath.Join(home, "jobs")); len(jobs) != 0 {
 		t.Errorf("jobs left: %v", jobs)
 	}
-	if socks, _ := filepath.Glob("/tmp/potato-" + r.id + "-*.sock"); len(socks) != 0 {
+	if socks, _ := filepath.Glob("/tmp/potato-" + r.ID + "-*.sock"); len(socks) != 0 {
 		t.Errorf("the forwarded socket is left: %v", socks)
 	}
 }
