@@ -46,12 +46,13 @@ const (
 
 // Texts of the API's refusals that users and tests match.
 const (
-	msgNoAPIKey    = "admin_api_key is not set in the config: the HTTP API is off until it is"
-	msgMissingKey  = "missing X-API-Key header"
-	msgWrongKey    = "wrong API key"
-	msgCrossOrigin = "cross-origin request refused"
-	msgNoBackend   = "no backend %q in the config: the backends are %s"
-	msgExecTrainer = "trainer %q names a program: the HTTP API starts only trainers known by name; run potato-dispatch run on the server to use a program"
+	msgNoAPIKey     = "admin_api_key is not set in the config: the HTTP API is off until it is"
+	msgMissingKey   = "missing X-API-Key header"
+	msgWrongKey     = "wrong API key"
+	msgSessionEnded = "the page's session has ended: sign in again"
+	msgCrossOrigin  = "cross-origin request refused"
+	msgNoBackend    = "no backend %q in the config: the backends are %s"
+	msgExecTrainer  = "trainer %q names a program: the HTTP API starts only trainers known by name; run potato-dispatch run on the server to use a program"
 )
 
 // paramKey is what a trainer parameter's name may be: it cannot start
@@ -151,8 +152,8 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 }
 
 // authorize is the API's one gate: the X-API-Key header must be the
-// config's admin_api_key. Other credentials (a session of the page) are
-// to be accepted here too.
+// config's admin_api_key, or the request comes from the page with a
+// session and, unless it only reads, the session's CSRF token.
 func (s *Server) authorize(r *http.Request) *apiError {
 	want := s.Config.AdminAPIKey
 	if want == "" {
@@ -160,6 +161,17 @@ func (s *Server) authorize(r *http.Request) *apiError {
 	}
 	got := r.Header.Get("X-API-Key")
 	if got == "" {
+		// The page's requests: a session, and for a change its CSRF
+		// token.
+		if sess := s.session(r, time.Now()); sess != "" {
+			if r.Method == http.MethodGet || r.Method == http.MethodHead {
+				return nil
+			}
+			return s.checkCSRF(sess, r.Header.Get(csrfHeader))
+		}
+		if _, err := r.Cookie(sessionCookie); err == nil {
+			return errorf(http.StatusUnauthorized, msgSessionEnded)
+		}
 		return errorf(http.StatusUnauthorized, msgMissingKey)
 	}
 	// Hashes first, so that the comparison takes as long whatever the
@@ -510,6 +522,9 @@ type apiBackend struct {
 	Label       string `json:"label"`
 	Description string `json:"description"`
 	Default     bool   `json:"default"`
+	// MenuLabel is the entry of the page's menu: Label, and for an agent
+	// backend when its agent last polled.
+	MenuLabel string `json:"menu_label"`
 	// For agent backends: the token's registration and the last agent
 	// seen, absent before either.
 	TokenIssuedAt *time.Time `json:"token_issued_at,omitempty"`
@@ -518,24 +533,7 @@ type apiBackend struct {
 }
 
 func (a *api) listBackends(w http.ResponseWriter, r *http.Request, _ []string) {
-	cfg := a.s.Config
-	def := cfg.Training.Backend
-	if def == "" {
-		def = config.LocalBackend.Name
-	}
-	out := []apiBackend{}
-	for _, b := range append([]*config.Backend{config.LocalBackend}, cfg.Training.Backends...) {
-		e := apiBackend{Name: b.Name, Type: b.Type, Host: b.Host, Label: b.Label(), Description: b.Description, Default: b.Name == def}
-		if b.Type == config.TypeAgent {
-			if rec, err := a.s.Root.Agent(b.Name); err == nil {
-				e.TokenIssuedAt, e.LastSeen, e.LastHost = &rec.IssuedAt, rec.LastSeen, rec.LastHost
-			} else if !errors.Is(err, rundir.ErrNoToken) {
-				a.s.logf("api: backend %s: %v", b.Name, err)
-			}
-		}
-		out = append(out, e)
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, a.s.backends(time.Now()))
 }
 
 // checkBackend runs potato-check NAME CONFIG --json and passes its report

@@ -28,6 +28,10 @@ type Server struct {
 	// executables the server starts.
 	Dispatch string
 	Check    string
+	// PagePoll and PageIdlePoll are how often the page asks for the runs
+	// while a run is queued or executing and otherwise (default 2 s and
+	// 10 s).
+	PagePoll, PageIdlePoll time.Duration
 	// LongPoll bounds a claim's wait (default 25 s).
 	LongPoll time.Duration
 	// Logf, when set, receives the server's log lines.
@@ -75,6 +79,7 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc(agentPrefix+"/", s.serveAgent)
 	s.mountAPI(mux)
+	s.mountPage(mux)
 	return withHeaders(mux)
 }
 

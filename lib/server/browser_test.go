@@ -1,0 +1,480 @@
+package server
+
+// The Training page in a real headless Chromium, driven over the DevTools
+// protocol, against Server.Handler on loopback with the real
+// potato-dispatch and potato-check: a local backend, an ssh backend to the
+// test sshd of scripts/test-sshd, and an agent backend whose agent polled
+// two minutes ago. The only fake is the ssh host's nvidia-smi (this
+// machine has no GPU).
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/chromedp"
+
+	"potato-training/internal/fakebin"
+	"potato-training/internal/testcli"
+	"potato-training/internal/testproject"
+	"potato-training/lib/config"
+	"potato-training/lib/rundir"
+)
+
+var screenshots = flag.String("screenshots", "", "write the page's screenshots into this directory (make screenshots writes them into docs/)")
+
+// chromium finds Debian's chromium. Without it the test skips, except
+// under CI, where scripts/install-deps installs it.
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal("no chromium on PATH: scripts/install-deps installs it")
+	}
+	t.Skip("no chromium on PATH: install Debian's chromium (scripts/install-deps)")
+	return ""
+}
+
+type browser struct {
+	t   *testing.T
+	ctx context.Context
+	url string
+	e   *apiEnv
+}
+
+// newBrowser serves a project with the three kinds of backend and opens
+// a headless Chromium on it.
+func newBrowser(t *testing.T) *browser {
+	exe := chromium(t)
+	sd := testcli.SSHD(t)
+	fakes, remote := sharedDir(t, 0o755), sharedDir(t, 0o777)
+	fakebin.NvidiaSMI(t, fakes, "0, GPU-aaaa, NVIDIA H200, 143771, 120000, 5, 9.0\n")
+	e := newAPI(t, testKey, fmt.Sprintf(`  backend: gpu-server
+  backends:
+    gpu-server:
+      type: ssh
+      host: potato-test
+      ssh_config: %s/ssh_config
+      remote_dir: %s
+      env: {PATH: "%s:/usr/local/bin:/usr/bin:/bin"}
+    lab-workstation:
+      type: agent
+`, sd, remote, fakes))
+	// Short polls, so that the page shows each step of a run of a few
+	// seconds; the default is 2 s.
+	e.s.PagePoll, e.s.PageIdlePoll = 150*time.Millisecond, time.Second
+	seen := time.Now().Add(-2*time.Minute - 5*time.Second)
+	if _, err := e.s.Root.IssueToken("lab-workstation", seen.Add(-time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.s.Root.AgentSeen("lab-workstation", "ws-01", seen); err != nil {
+		t.Fatal(err)
+	}
+
+	opts := append(slices.Clone(chromedp.DefaultExecAllocatorOptions[:]),
+		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.WindowSize(1280, 1000),
+		chromedp.UserDataDir(t.TempDir()))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelCtx := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
+	t.Cleanup(func() { cancelCtx(); cancelAlloc() })
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("starting %s: %v", exe, err)
+	}
+	return &browser{t: t, ctx: ctx, url: e.ts.URL, e: e}
+}
+
+// sharedDir is a directory the test sshd's user can reach.
+func sharedDir(t *testing.T, mode os.FileMode) string {
+	t.Helper()
+	d, err := os.MkdirTemp("/tmp", "potato-page-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(d, mode); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
+
+// do runs steps in the page.
+func (b *browser) do(what string, steps ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 90*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		b.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// eval evaluates expr in the page.
+func eval[T any](b *browser, expr string) T {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 90*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
+	if err != nil {
+		b.t.Fatalf("evaluating %s: %v", expr, err)
+	}
+	return v
+}
+
+func (b *browser) text(expr string) string {
+	b.t.Helper()
+	return eval[string](b, expr)
+}
+
+// exec runs JavaScript for what it does.
+func (b *browser) exec(what, js string) {
+	b.t.Helper()
+	eval[bool](b, js+"; true")
+}
+
+// waitJS waits until expr is true in the page. Its bound of 90 s is a
+// guard against a hang, never a speed target.
+func (b *browser) waitJS(what, expr string) {
+	b.t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for !eval[bool](b, "!!("+expr+")") {
+		if time.Now().After(deadline) {
+			b.t.Fatalf("timed out waiting for %s\nthe page says:\n%s", what, b.text("document.body.innerText"))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (b *browser) cookies() []*network.Cookie {
+	b.t.Helper()
+	res, err := chromedp.Call(b.ctx, network.GetCookies, network.GetCookiesParams{})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return res.Cookies
+}
+
+func (b *browser) screenshot(name string) {
+	b.t.Helper()
+	if *screenshots == "" {
+		return
+	}
+	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(*screenshots, name), png, 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
+// row is the state cell of run id in the Runs table, as JavaScript.
+func row(id, cell string) string {
+	return fmt.Sprintf(`(document.querySelector('#runs tr[data-run=%q]') || {cells: []}).cells[%s]`, id, cell)
+}
+
+// Column indexes of the Runs table.
+const (
+	colRanOn = "3"
+	colState = "4"
+	colScore = "5"
+)
+
+func cellText(id, col string) string {
+	return fmt.Sprintf(`(((%s) || {}).textContent || "")`, row(id, col))
+}
+
+// newest is the run id of the table's first row.
+const newest = `((document.querySelector("#runs tbody tr") || {dataset: {}}).dataset.run || "")`
+
+// recordSteps keeps every text the step line shows from now on in
+// window.steps.
+const recordSteps = `window.steps = []; new MutationObserver(() => {
+	const s = document.getElementById('step').textContent;
+	if (window.steps[window.steps.length - 1] !== s) window.steps.push(s);
+}).observe(document.getElementById('step'), {childList: true, characterData: true, subtree: true})`
+
+func TestPageInBrowser(t *testing.T) {
+	b := newBrowser(t)
+
+	// The page sends a reader who is not signed in to the sign-in form,
+	// which refuses a wrong key.
+	b.do("opening the page", chromedp.Navigate(b.url+pagePath), chromedp.WaitVisible(chromedp.ID("key")))
+	if loc := b.text("location.pathname"); loc != pagePath+"/login" {
+		t.Fatalf("not signed in: at %s, want the sign-in form", loc)
+	}
+	b.do("a wrong key", chromedp.SendKeys(chromedp.ID("key"), "not-the-key"), chromedp.Click(chromedp.ID("signin")),
+		chromedp.WaitVisible(chromedp.ID("error")))
+	if msg := b.text("document.getElementById('error').textContent"); msg != msgWrongKey {
+		t.Errorf("a wrong key: the page says %q, want %q", msg, msgWrongKey)
+	}
+	if loc := b.text("location.pathname"); loc != pagePath+"/login" {
+		t.Errorf("a wrong key led to %s", loc)
+	}
+	if cookies := b.cookies(); len(cookies) != 0 {
+		t.Errorf("a wrong key set cookies: %+v", cookies[0])
+	}
+
+	// The right key: a session cookie scripts cannot read.
+	b.do("signing in", chromedp.SetValue(chromedp.ID("key"), testKey), chromedp.Click(chromedp.ID("signin")),
+		chromedp.WaitVisible(chromedp.ID("backend")))
+	cookies := b.cookies()
+	if len(cookies) != 1 || cookies[0].Name != sessionCookie || !cookies[0].HTTPOnly || cookies[0].SameSite != network.CookieSameSiteStrict || cookies[0].Path != pagePath {
+		t.Errorf("session cookies: %+v", cookies)
+	}
+	if c := b.text("document.cookie"); c != "" {
+		t.Errorf("a script reads the cookies %q", c)
+	}
+
+	// The menu: every backend with its type and host, the config's
+	// default first selected.
+	menu := eval[[]string](b, `Array.from(document.querySelectorAll('#backend option')).map(o => o.textContent)`)
+	want := []string{"local (this machine)", "gpu-server (ssh to potato-test)", "lab-workstation (agent, last seen 2 min ago)"}
+	if !slices.Equal(menu, want) {
+		t.Errorf("Runs on menu %q, want %q", menu, want)
+	}
+	if sel := b.text("document.getElementById('backend').value"); sel != "gpu-server" {
+		t.Errorf("selected backend %q, want gpu-server (model_training.backend)", sel)
+	}
+
+	// Check: the report of potato-check --json, with its verdict.
+	for _, name := range []string{"gpu-server", "local"} {
+		out, _ := exec.Command(filepath.Join(b.e.bin, "potato-check"), "--json", name, b.e.cfg).Output()
+		var rep struct {
+			OK      bool   `json:"ok"`
+			Summary string `json:"summary"`
+		}
+		if err := json.Unmarshal(out, &rep); err != nil {
+			t.Fatalf("potato-check --json %s: %v\n%s", name, err, out)
+		}
+		verdict := "Not ready: "
+		if rep.OK {
+			verdict = "Ready: "
+		}
+		b.do("Check "+name, chromedp.SetValue(chromedp.ID("backend"), name), chromedp.Click(chromedp.ID("check")))
+		b.waitJS("the check of "+name, `!document.getElementById('verdict').textContent.startsWith('Checking')`)
+		if got := b.text("document.getElementById('verdict').textContent"); got != verdict+rep.Summary {
+			t.Errorf("Check %s shows %q, want %q", name, got, verdict+rep.Summary)
+		}
+		var shown struct {
+			Backend string `json:"backend"`
+		}
+		if err := json.Unmarshal([]byte(b.text("document.getElementById('report-json').textContent")), &shown); err != nil || shown.Backend != name {
+			t.Errorf("Check %s: the report shown is not potato-check's (%v)", name, err)
+		}
+	}
+
+	// An error of the API is text on the page.
+	b.do("choosing local", chromedp.SetValue(chromedp.ID("backend"), "local"))
+	b.exec("unticking the schemas", `document.querySelectorAll('input[name=schemas]').forEach(i => i.checked = false)`)
+	b.do("a start with no schema", chromedp.Click(chromedp.ID("start-run")))
+	b.waitJS("the error", `!document.getElementById('error').hidden`)
+	if msg := b.text("document.getElementById('error').textContent"); !strings.HasPrefix(msg, "no schema given") {
+		t.Errorf("a start with no schema shows %q", msg)
+	}
+
+	// A local run from the form: the step line follows it, and it ends
+	// in the table with its held-out score.
+	b.exec("recording the step line", recordSteps)
+	b.exec("ticking sentiment", `document.querySelector('input[value=sentiment]').checked = true`)
+	b.do("starting a local run", chromedp.SetValue(chromedp.ID("trainer"), "tfidf-logreg"), chromedp.Click(chromedp.ID("start-run")))
+	b.waitJS("the run in the table", newest+` !== ""`)
+	local := b.text(newest)
+	b.waitJS("run "+local+" to end", cellText(local, colState)+` === "success"`)
+	info := b.e.info(local)
+	if info.Heldout == nil || info.Trigger != "api" || info.Backend != "local" {
+		t.Fatalf("run %s: finished %v %+v\n%s", local, info.Finished, info.Record, b.text("document.body.innerText"))
+	}
+	if got, want := b.text(cellText(local, colScore)), fmt.Sprintf("accuracy %.3f", info.Heldout.Accuracy); !strings.HasPrefix(got, want) {
+		t.Errorf("held-out score %q, want %q...", got, want)
+	}
+	if got := b.text(cellText(local, colRanOn)); got != "local (this machine)" {
+		t.Errorf("Ran on %q", got)
+	}
+	if b.text("document.getElementById('error').hidden ? '' : 'shown'") != "" {
+		t.Errorf("the error stays after a good start: %s", b.text("document.getElementById('error').textContent"))
+	}
+	steps := eval[[]string](b, "window.steps")
+	if len(steps) < 2 {
+		t.Errorf("the step line of run %s showed %q: want it to change", local, steps)
+	}
+
+	// A run on the ssh backend: its steps name the host, and "Ran on"
+	// says where.
+	b.exec("recording the step line", recordSteps)
+	b.do("starting an ssh run", chromedp.SetValue(chromedp.ID("backend"), "gpu-server"), chromedp.Click(chromedp.ID("start-run")))
+	b.waitJS("the ssh run", newest+` !== "`+local+`"`)
+	remote := b.text(newest)
+	b.waitJS("the ssh run's step line", `window.steps.some(s => s.includes('potato-test'))`)
+	b.screenshot("training-page-running.png")
+	b.waitJS("run "+remote+" to end", `["success", "error"].includes(`+cellText(remote, colState)+`)`)
+	if st := b.text(cellText(remote, colState)); st != "success" {
+		t.Fatalf("ssh run %s: %s\n%s", remote, st, b.e.detail(remote).Log)
+	}
+	if got := b.text(cellText(remote, colRanOn)); got != "gpu-server (ssh to potato-test)" {
+		t.Errorf("Ran on %q", got)
+	}
+	steps = eval[[]string](b, "window.steps")
+	if !slices.ContainsFunc(steps, func(s string) bool { return strings.HasPrefix(s, "copying Potato's code to potato-test") }) {
+		t.Errorf("the ssh run's step lines %q lack the copy of the code", steps)
+	}
+	b.screenshot("training-page-done.png")
+
+	// The run page: record, artifact location, log, events, write-back.
+	b.do("the run page", chromedp.Click(chromedp.CSS(fmt.Sprintf(`#runs tr[data-run=%q] a`, local))),
+		chromedp.WaitVisible(chromedp.ID("record")))
+	b.waitJS("the run's record", `document.getElementById('record').textContent.includes('Artifact location')`)
+	page := b.text("document.body.innerText")
+	for _, want := range []string{"Ran on\tlocal (this machine)", info.ArtifactURI, fmt.Sprintf("%d of %d predictions written as prelabels", info.Writeback["n_written"], info.Writeback["n_read"]), `"event":"result"`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the run page lacks %q:\n%s", want, page)
+		}
+	}
+	if log := b.text("document.getElementById('log').textContent"); !strings.Contains(log, "write-back") {
+		t.Errorf("the run page's log:\n%s", log)
+	}
+	b.screenshot("run-page.png")
+}
+
+func TestPageCancel(t *testing.T) {
+	b := newBrowser(t)
+	b.do("signing in", chromedp.Navigate(b.url+pagePath+"/login"), chromedp.WaitVisible(chromedp.ID("key")),
+		chromedp.SetValue(chromedp.ID("key"), testKey), chromedp.Click(chromedp.ID("signin")),
+		chromedp.WaitVisible(chromedp.ID("backend")))
+
+	// A long run, started on the server's command line: the page starts
+	// only trainers known by name.
+	long := testproject.Trainer(b.t, t.TempDir(), "echo '{\"v\":1,\"event\":\"status\",\"state\":\"running\",\"step\":\"sleeping\"}'\nsleep 60\n"+testproject.ResultLines)
+	out, err := exec.Command(filepath.Join(b.e.bin, "potato-dispatch"), "run", b.e.cfg, "--trainer", long, "--schemas", "sentiment", "--backend", "local", "--detach").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	longID := strings.TrimSpace(string(out))
+	b.waitJS("the long run's step line", `document.getElementById('step').textContent === "sleeping"`)
+	if id := b.text("document.getElementById('current-id').textContent"); id != longID {
+		t.Errorf("current run %q, want %s", id, longID)
+	}
+
+	// A run started meanwhile waits its turn.
+	b.do("starting a run", chromedp.SetValue(chromedp.ID("backend"), "local"), chromedp.Click(chromedp.ID("start-run")))
+	b.waitJS("the queued run", newest+` !== "`+longID+`"`)
+	queued := b.text(newest)
+	b.waitJS("its place in the queue", cellText(queued, colState)+` === "queued (1st in queue)"`)
+
+	b.do("Cancel run", chromedp.Click(chromedp.ID("cancel")))
+	b.waitJS("the long run to be cancelled", cellText(longID, colState)+` === "cancelled"`)
+	if info := b.e.info(longID); info.State != rundir.StateCancelled || !info.Finished {
+		t.Errorf("run %s: %s finished %v", longID, info.State, info.Finished)
+	}
+	// The queued run goes next and ends.
+	b.waitJS("the queued run to end", cellText(queued, colState)+` === "success"`)
+}
+
+// TestPageRefusals: what the page and its sign-in refuse, over plain
+// HTTP.
+func TestPageRefusals(t *testing.T) {
+	e := newAPI(t, testKey, "")
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	get := func(path string, cookie *http.Cookie) *http.Response {
+		req, _ := http.NewRequest("GET", e.ts.URL+path, nil)
+		if cookie != nil {
+			req.AddCookie(cookie)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	for _, p := range []string{pagePath, pagePath + "/runs/20261202-135501-7f3a"} {
+		if resp := get(p, nil); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != pagePath+"/login" {
+			t.Errorf("GET %s without a session: %d %s", p, resp.StatusCode, resp.Header.Get("Location"))
+		}
+	}
+	signIn := func(key string, headers ...string) *http.Response {
+		req, _ := http.NewRequest("POST", e.ts.URL+pagePath+"/login", strings.NewReader("key="+key))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		for i := 0; i+1 < len(headers); i += 2 {
+			req.Header.Set(headers[i], headers[i+1])
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	if resp := signIn("wrong"); resp.StatusCode != http.StatusUnauthorized || len(resp.Cookies()) != 0 {
+		t.Errorf("a wrong key: %d, cookies %v", resp.StatusCode, resp.Cookies())
+	}
+	if resp := signIn(testKey, "Origin", "http://evil.example"); resp.StatusCode != http.StatusForbidden || len(resp.Cookies()) != 0 {
+		t.Errorf("a sign-in from another site: %d, cookies %v", resp.StatusCode, resp.Cookies())
+	}
+	resp := signIn(testKey, "Origin", e.ts.URL)
+	if resp.StatusCode != http.StatusSeeOther || len(resp.Cookies()) != 1 {
+		t.Fatalf("sign-in: %d, cookies %v", resp.StatusCode, resp.Cookies())
+	}
+	c := resp.Cookies()[0]
+	if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Path != pagePath || c.MaxAge <= 0 {
+		t.Errorf("session cookie %+v", c)
+	}
+	if resp := get(pagePath, c); resp.StatusCode != 200 || !strings.Contains(resp.Header.Get("Content-Security-Policy"), "script-src 'self'") {
+		t.Errorf("the page with a session: %d %v", resp.StatusCode, resp.Header)
+	}
+	if resp := get(pagePath+"/runs/20261202-135501-7f3a", c); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("the page of no run: %d", resp.StatusCode)
+	}
+
+	// The API takes the session for reads, and for changes only with the
+	// session's CSRF token.
+	cookie := c.Name + "=" + c.Value
+	if a := e.do("GET", "/runs", "", "X-API-Key", "", "Cookie", cookie); a.code != 200 {
+		t.Errorf("GET /runs with a session: %d %s", a.code, a.body)
+	}
+	body := `{"trainer":"tfidf-logreg","schemas":["sentiment"]}`
+	if a := e.do("POST", "/runs", body, "X-API-Key", "", "Cookie", cookie); a.code != http.StatusForbidden || a.errorText(t) != msgBadCSRF {
+		t.Errorf("POST /runs with a session and no CSRF token: %d %s", a.code, a.body)
+	}
+	if a := e.do("POST", "/runs", body, "X-API-Key", "", "Cookie", cookie, csrfHeader, e.s.csrfToken(c.Value+"x")); a.code != http.StatusForbidden {
+		t.Errorf("POST /runs with another session's CSRF token: %d %s", a.code, a.body)
+	}
+	if a := e.do("POST", "/runs", body, "X-API-Key", "", "Cookie", cookie, csrfHeader, e.s.csrfToken(c.Value)); a.code != http.StatusCreated {
+		t.Errorf("POST /runs with a session and its CSRF token: %d %s", a.code, a.body)
+	}
+	// A cookie not signed with this key, or expired, is no session.
+	expired := e.s.newSession(time.Now().Add(-sessionTTL - time.Second))
+	forged := (&Server{Config: &config.Config{AdminAPIKey: "another key"}}).newSession(time.Now())
+	tampered := c.Value[:len(c.Value)-2] + "AA"
+	for _, v := range []string{expired, forged, tampered, "garbage"} {
+		if a := e.do("GET", "/runs", "", "X-API-Key", "", "Cookie", sessionCookie+"="+v); a.code != http.StatusUnauthorized || a.errorText(t) != msgSessionEnded {
+			t.Errorf("GET /runs with cookie %q: %d %s", v, a.code, a.body)
+		}
+		if resp := get(pagePath, &http.Cookie{Name: sessionCookie, Value: v}); resp.StatusCode != http.StatusSeeOther {
+			t.Errorf("the page with cookie %q: %d", v, resp.StatusCode)
+		}
+	}
+
+	// Without admin_api_key the sign-in says why it cannot be.
+	off := newAPI(t, "", "")
+	resp, err := http.Post(off.ts.URL+pagePath+"/login", "application/x-www-form-urlencoded", strings.NewReader("key="))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || len(resp.Cookies()) != 0 {
+		t.Errorf("sign-in with no admin_api_key: %d %v", resp.StatusCode, resp.Cookies())
+	}
+}
