@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -428,11 +429,25 @@ func (a *api) runs() ([]apiRun, error) {
 	return out, nil
 }
 
+// listRuns is GET /runs, newest first; ?limit=N keeps the newest N.
 func (a *api) listRuns(w http.ResponseWriter, r *http.Request) {
+	limit := 0
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			a.fail(w, errorf(http.StatusBadRequest, "limit %q is not a positive number of runs", v))
+			return
+		}
+		limit = n
+	}
 	runs, err := a.runs()
 	if err != nil {
 		a.fail(w, err)
 		return
+	}
+	w.Header().Set("X-Total-Count", strconv.Itoa(len(runs)))
+	if limit > 0 && len(runs) > limit {
+		runs = runs[:limit]
 	}
 	writeJSON(w, http.StatusOK, runs)
 }

@@ -374,6 +374,16 @@ func TestAPICancel(t *testing.T) {
 	if runs[0].RunID != queued || runs[0].QueuePosition != 1 || runs[1].QueuePosition != 0 {
 		t.Errorf("queue positions: %+v", runs)
 	}
+	// ?limit keeps the newest runs; X-Total-Count says how many there are.
+	a := e.do("GET", "/runs?limit=1", "")
+	var newest []apiRun
+	a.decode(t, &newest)
+	if a.code != 200 || len(newest) != 1 || newest[0].RunID != queued || newest[0].QueuePosition != 1 || a.hdr.Get("X-Total-Count") != "2" {
+		t.Errorf("GET /runs?limit=1: %d %s %s", a.code, a.hdr.Get("X-Total-Count"), a.body)
+	}
+	if a := e.do("GET", "/runs?limit=0", ""); a.code != http.StatusBadRequest {
+		t.Errorf("GET /runs?limit=0: %d %s", a.code, a.body)
+	}
 	if d := e.detail(queued); d.QueuePosition != 1 {
 		t.Errorf("GET /runs/%s: queue_position %d, want 1", queued, d.QueuePosition)
 	}
@@ -405,7 +415,7 @@ func TestAPICancel(t *testing.T) {
 			t.Errorf("run %s: exit_code %v, want 3", id, d.ExitCode)
 		}
 	}
-	a := e.do("POST", "/runs/"+longID+"/cancel", "")
+	a = e.do("POST", "/runs/"+longID+"/cancel", "")
 	if a.code != http.StatusConflict || !strings.Contains(a.errorText(t), "finished already (cancelled)") {
 		t.Errorf("cancel of a finished run: %d %s", a.code, a.body)
 	}

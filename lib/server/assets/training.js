@@ -12,6 +12,8 @@
   const pollMS = Number(body.dataset.pollMs) || 2000;
   const idlePollMS = Number(body.dataset.idlePollMs) || 10000;
   const backendsPollMS = 30000;
+  // The Runs table shows the newest runs only.
+  const tableRows = 50;
   const FINISHED = ["success", "error", "cancelled"];
 
   const $ = (id) => document.getElementById(id);
@@ -19,6 +21,11 @@
   // api sends one request and returns its JSON; a refusal throws the
   // API's own error text, with its hints.
   async function api(method, path, payload) {
+    return (await request(method, path, payload)).data;
+  }
+
+  // request is api with the answer's headers.
+  async function request(method, path, payload) {
     const init = { method, credentials: "same-origin", headers: { "X-CSRF-Token": csrf } };
     if (payload !== undefined) {
       init.headers["Content-Type"] = "application/json";
@@ -46,7 +53,7 @@
       throw new Error(msg);
     }
     if (data === null) throw new Error(method + " " + path + ": the answer is not JSON");
-    return data;
+    return { data, headers: resp.headers };
   }
 
   function showError(e) {
@@ -202,9 +209,11 @@
     }
 
     async function refreshRuns() {
-      let runs;
+      let runs, total;
       try {
-        runs = await api("GET", "/runs");
+        const answer = await request("GET", "/runs?limit=" + tableRows);
+        runs = answer.data;
+        total = Number(answer.headers.get("X-Total-Count")) || runs.length;
       } catch (e) {
         showError(e);
         return idlePollMS;
@@ -212,6 +221,8 @@
       const tbody = $("runs").tBodies[0];
       tbody.replaceChildren(...runs.map(row));
       $("no-runs").hidden = runs.length > 0;
+      $("more-runs").hidden = total <= runs.length;
+      $("more-runs").textContent = "The newest " + runs.length + " of " + total + " runs; every run is in GET " + API + "/runs.";
       // The current run: the one executing, else the next in the queue;
       // with none, the last run, as it ended.
       current = runs.find((r) => !finished(r) && !r.queue_position) || runs.find((r) => r.queue_position === 1) || null;
