@@ -52,23 +52,15 @@ import (
 	"syscall"
 	"time"
 
+	"potato-training/internal/benchkit"
 	"potato-training/internal/testproject"
 	"potato-training/lib/agentproto"
 	"potato-training/lib/rundir"
 )
 
-type tb struct{}
+const tb = benchkit.T("benchagents")
 
-func (tb) Helper() {}
-func (tb) Fatal(args ...any) {
-	fmt.Fprintln(os.Stderr, append([]any{"benchagents:"}, args...)...)
-	os.Exit(1)
-}
-
-func fatalf(format string, args ...any) { tb{}.Fatal(fmt.Sprintf(format, args...)) }
-
-// clockTick is USER_HZ, the unit of /proc/PID/stat's times: 100 on Linux.
-const clockTick = 100
+func fatalf(format string, args ...any) { tb.Fatalf(format, args...) }
 
 const backendName = "lab"
 
@@ -118,7 +110,7 @@ func project(dir string) (cfg string, root *rundir.Root, token string) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		fatalf("%v", err)
 	}
-	cfg = testproject.Write(tb{}, dir, 200, 150, `  backend: lab
+	cfg = testproject.Write(tb, dir, 200, 150, `  backend: lab
   backends:
     lab:
       type: agent
@@ -132,60 +124,19 @@ func project(dir string) (cfg string, root *rundir.Root, token string) {
 	return cfg, root, token
 }
 
-type server struct {
-	cmd  *exec.Cmd
-	addr string
-	log  *os.File
-}
-
-// startServer starts potato-server on a free loopback port and checks
-// that its open-file limit holds -agents connections.
-func startServer(bin, cfg, dir string, agents int) *server {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		fatalf("%v", err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	lf, err := os.Create(filepath.Join(dir, "server.log"))
-	if err != nil {
-		fatalf("%v", err)
-	}
-	cmd := exec.Command(filepath.Join(bin, "potato-server"), cfg, "--listen", addr)
-	cmd.Stdout, cmd.Stderr = lf, lf
-	if err := cmd.Start(); err != nil {
-		fatalf("starting potato-server: %v", err)
-	}
-	s := &server{cmd: cmd, addr: addr, log: lf}
-	testproject.WaitFor(tb{}, "potato-server to listen", func() bool {
-		c, err := net.Dial("tcp", addr)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	})
+// startServer starts potato-server and checks that its open-file limit
+// holds -agents connections.
+func startServer(bin, cfg, dir string, agents int) *benchkit.Server {
+	s := benchkit.StartServer(tb, bin, cfg, dir)
 	need := uint64(agents + 256)
-	if soft := nofileOf(cmd.Process.Pid); soft < need {
+	if soft := nofileOf(s.Pid()); soft < need {
 		arg := fmt.Sprintf("--nofile=%d:%d", need, need)
-		if out, err := exec.Command("prlimit", "--pid", strconv.Itoa(cmd.Process.Pid), arg).CombinedOutput(); err != nil {
-			s.stop()
+		if out, err := exec.Command("prlimit", "--pid", strconv.Itoa(s.Pid()), arg).CombinedOutput(); err != nil {
+			s.Stop()
 			fatalf("potato-server's open-file limit is %d, under %d, and prlimit failed: %v %s", soft, need, err, out)
 		}
 	}
 	return s
-}
-
-func (s *server) stop() {
-	s.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { s.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		s.cmd.Process.Kill()
-		<-done
-	}
-	s.log.Close()
 }
 
 // nofileOf is a process's soft open-file limit, from /proc/PID/limits.
@@ -210,37 +161,20 @@ func nofileOf(pid int) uint64 {
 	return 0
 }
 
-// cpuTicks is a process's utime+stime, in clock ticks.
 func cpuTicks(pid int) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	t, err := benchkit.CPUTicks(pid)
 	if err != nil {
 		fatalf("%v", err)
 	}
-	// The command name, field 2, may hold spaces: count from its ')'.
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	// f[0] is field 3 (state); utime and stime are fields 14 and 15.
-	u, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return u + st
+	return t
 }
 
-// statusKB is a "Name: N kB" line of /proc/PID/status.
 func statusKB(pid int, name string) int64 {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	kb, err := benchkit.StatusKB(pid, name)
 	if err != nil {
 		fatalf("%v", err)
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+":"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return kb
-		}
-	}
-	fatalf("no %s in /proc/%d/status", name, pid)
-	return 0
+	return kb
 }
 
 // established counts the TCP connections in state ESTABLISHED whose local
@@ -361,7 +295,7 @@ func isSocket(p string) bool {
 
 func waitFinished(root *rundir.Root, id string) rundir.Info {
 	var info rundir.Info
-	testproject.WaitFor(tb{}, "run "+id+" to end", func() bool {
+	testproject.WaitFor(tb, "run "+id+" to end", func() bool {
 		i, err := root.Read(id)
 		info = i
 		return err == nil && i.Finished
@@ -372,9 +306,9 @@ func waitFinished(root *rundir.Root, id string) rundir.Info {
 func pollBench(bin, dir string, agents int, window time.Duration, runs int) {
 	cfg, root, token := project(dir)
 	srv := startServer(bin, cfg, dir, agents)
-	defer srv.stop()
-	pid := srv.cmd.Process.Pid
-	_, portStr, _ := net.SplitHostPort(srv.addr)
+	defer srv.Stop()
+	pid := srv.Pid()
+	_, portStr, _ := net.SplitHostPort(srv.Addr)
 	port, _ := strconv.Atoi(portStr)
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -384,12 +318,12 @@ func pollBench(bin, dir string, agents int, window time.Duration, runs int) {
 	// A ramp of a few seconds, not one burst of SYNs.
 	for i := 0; i < agents; i++ {
 		wg.Add(1)
-		go func() { defer wg.Done(); agentSim(ctx, i, srv.addr, token, &inflight, &polls, &errs, got) }()
+		go func() { defer wg.Done(); agentSim(ctx, i, srv.Addr, token, &inflight, &polls, &errs, got) }()
 		if i%100 == 99 {
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
-	testproject.WaitFor(tb{}, "every agent's claim to be in flight", func() bool {
+	testproject.WaitFor(tb, "every agent's claim to be in flight", func() bool {
 		return inflight.Load() == int64(agents) && established(port) >= agents
 	})
 	time.Sleep(time.Second)
@@ -457,7 +391,7 @@ func pollBench(bin, dir string, agents int, window time.Duration, runs int) {
 		}
 	}
 
-	share := func(t int64, d time.Duration) float64 { return 100 * float64(t) / clockTick / d.Seconds() }
+	share := benchkit.Share
 	fmt.Printf("%d agents, %.0f s: potato-server CPU %.1f%% of a core (target under 5%%), peak RSS %.0f MB (target under 150 MB)\n",
 		agents, elapsed.Seconds(), share(ticks, elapsed), float64(hwm)/1024)
 	fmt.Printf("  between runs %.1f%% of a core over %.0f s; during the %d runs %.1f%% over %.1f s\n",
@@ -522,9 +456,9 @@ func bundleBench(bin, dir string, mb, n int) {
 	cfg, root, token := project(dir)
 	bigItems(dir, mb)
 	srv := startServer(bin, cfg, dir, 16)
-	defer srv.stop()
+	defer srv.Stop()
 	ctx := context.Background()
-	base := "http://" + srv.addr
+	base := "http://" + srv.Addr
 	c, err := agentproto.NewClient(base, token)
 	if err != nil {
 		fatalf("%v", err)
@@ -624,7 +558,7 @@ func bundleBench(bin, dir string, mb, n int) {
 		list(viaClient, "%.0f"), list(viaCurl, "%.0f"), list(direct, "%.0f"))
 
 	// The fault injector.
-	p := newCutter(srv.addr, size/2)
+	p := newCutter(srv.Addr, size/2)
 	defer p.close()
 	pc, err := agentproto.NewClient("http://"+p.addr(), cl.RunToken)
 	if err != nil {

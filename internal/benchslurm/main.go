@@ -23,13 +23,11 @@ import (
 	"strings"
 	"time"
 
+	"potato-training/internal/benchkit"
 	"potato-training/internal/testproject"
 )
 
-type tb struct{}
-
-func (tb) Helper()           {}
-func (tb) Fatal(args ...any) { fmt.Fprintln(os.Stderr, args...); os.Exit(1) }
+const tb = benchkit.T("benchslurm")
 
 func main() {
 	sshConfig := flag.String("F", "", "ssh_config file")
@@ -49,7 +47,7 @@ func main() {
 	if *noInotify {
 		envs += `, POTATO_TRAINING_NO_INOTIFY: "1"`
 	}
-	cfg := testproject.Write(tb{}, proj, 200, 150, fmt.Sprintf(`  backend: cluster
+	cfg := testproject.Write(tb, proj, 200, 150, fmt.Sprintf(`  backend: cluster
   backends:
     cluster:
       type: slurm
@@ -58,7 +56,7 @@ func main() {
       remote_dir: %s
       env: {%s}
 `, *host, *sshConfig, *remote, envs))
-	trainer := testproject.Trainer(tb{}, *work, `printf '{"v":1,"event":"status","state":"bench","step":"first event","t":%s}\n' "$(date +%s.%N)"
+	trainer := testproject.Trainer(tb, *work, `printf '{"v":1,"event":"status","state":"bench","step":"first event","t":%s}\n' "$(date +%s.%N)"
 sleep 1
 `+testproject.ResultLines)
 	runs := filepath.Join(proj, "annotation_output", "training", "runs")
@@ -94,13 +92,13 @@ func firstEventDelay(dispatch, cfg, trainer, runs string) float64 {
 	}
 	cmd := exec.Command(dispatch, "run", cfg, "--trainer", trainer, "--schemas", "sentiment")
 	if err := cmd.Start(); err != nil {
-		tb{}.Fatal(err)
+		tb.Fatal(err)
 	}
 	start := time.Now()
 	delay := -1.0
 	for delay < 0 {
 		if time.Since(start) > 3*time.Minute {
-			tb{}.Fatal("no event within 3 minutes")
+			tb.Fatal("no event within 3 minutes")
 		}
 		paths, _ := filepath.Glob(filepath.Join(runs, "*", "events.jsonl"))
 		for _, p := range paths {
@@ -114,7 +112,7 @@ func firstEventDelay(dispatch, cfg, trainer, runs string) float64 {
 		time.Sleep(2 * time.Millisecond)
 	}
 	if err := cmd.Wait(); err != nil {
-		tb{}.Fatal("dispatch: ", err)
+		tb.Fatal("dispatch: ", err)
 	}
 	return delay
 }

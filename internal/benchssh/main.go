@@ -25,19 +25,13 @@ import (
 	"strings"
 	"time"
 
+	"potato-training/internal/benchkit"
 	"potato-training/internal/testproject"
 	"potato-training/lib/config"
 	"potato-training/lib/sshx"
 )
 
-type tb struct{}
-
-func (tb) Helper()           {}
-func (tb) Fatal(args ...any) { fmt.Fprintln(os.Stderr, args...); os.Exit(1) }
-func (tb) Fatalf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, format+"\n", args...)
-	os.Exit(1)
-}
+const tb = benchkit.T("benchssh")
 
 func median(xs []float64) float64 {
 	s := append([]float64(nil), xs...)
@@ -111,7 +105,7 @@ func main() {
 	os.MkdirAll(proj, 0o755)
 	os.MkdirAll(remote, 0o777)
 	os.Chmod(remote, 0o777)
-	cfg := testproject.Write(tb{}, proj, 200, 150, fmt.Sprintf(`  backend: gpu
+	cfg := testproject.Write(tb, proj, 200, 150, fmt.Sprintf(`  backend: gpu
   backends:
     gpu:
       type: ssh
@@ -119,7 +113,7 @@ func main() {
       ssh_config: %s
       remote_dir: %s
 `, *host, *sshConfig, remote))
-	trainer := testproject.Trainer(tb{}, *work, `echo '{"v":1,"event":"status","state":"noop","step":"no-op"}'
+	trainer := testproject.Trainer(tb, *work, `echo '{"v":1,"event":"status","state":"noop","step":"no-op"}'
 `+testproject.ResultLines)
 	runs := filepath.Join(proj, "annotation_output", "training", "runs")
 	firstEvent(dispatch, cfg, trainer, runs) // copies the code: not counted
