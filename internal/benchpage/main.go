@@ -11,6 +11,8 @@
 // over -window with no page open, then with each count of -pages tabs
 // signed in and showing the page. The tabs' own Resource Timing entries
 // say how many polls the server answered and how long each took.
+// The page asks for the newest 50 runs; the server reads every record to
+// answer.
 package main
 
 import (
@@ -105,12 +107,15 @@ func main() {
 			answered += len(p) - before[i]
 			all = append(all, p[before[i]:]...)
 		}
+		if len(all) == 0 {
+			tb.Fatalf("%d tab(s): no poll of the runs in %s", n, *window)
+		}
 		slices.Sort(all)
 		fmt.Printf("  %2d page(s) open:   %.2f%%  (%d GET .../api/runs answered, %.2f per second; in the browser each took p50 %.1f ms, max %.1f ms)\n",
 			n, share, answered, float64(answered)/window.Seconds(), quantile(all, 0.5), all[len(all)-1])
 	}
-	size := runsSize(srv.Addr)
-	fmt.Printf("  one answer of GET /admin/training/api/runs: %d bytes (%d runs)\n", size, *history+1)
+	fmt.Printf("  one answer of the page's GET /admin/training/api/runs?limit=50: %d bytes; of GET .../runs, all %d runs: %d bytes\n",
+		runsSize(srv.Addr, "?limit=50"), *history+1, runsSize(srv.Addr, ""))
 }
 
 // project writes a project with admin_api_key and history finished runs.
@@ -192,7 +197,7 @@ func cpu(pid int, d time.Duration) float64 {
 // polls are the durations in ms of a tab's requests of the runs so far.
 func polls(ctx context.Context) []float64 {
 	v, err := chromedp.Run(ctx, chromedp.Evaluate[[]float64](`performance.setResourceTimingBufferSize(100000),
-		performance.getEntriesByType('resource').filter(e => e.name.endsWith('/admin/training/api/runs')).map(e => e.responseEnd - e.startTime)`))
+		performance.getEntriesByType('resource').filter(e => new URL(e.name).pathname === '/admin/training/api/runs').map(e => e.responseEnd - e.startTime)`))
 	if err != nil {
 		tb.Fatalf("reading the tab's resource timings: %v", err)
 	}
@@ -206,8 +211,8 @@ func quantile(s []float64, q float64) float64 {
 	return s[int(q*float64(len(s)-1))]
 }
 
-func runsSize(addr string) int {
-	out, err := exec.Command("curl", "-sS", "-H", "X-API-Key: "+key, "http://"+addr+"/admin/training/api/runs").Output()
+func runsSize(addr, query string) int {
+	out, err := exec.Command("curl", "-sS", "-H", "X-API-Key: "+key, "http://"+addr+"/admin/training/api/runs"+query).Output()
 	if err != nil {
 		tb.Fatalf("curl: %v", err)
 	}
