@@ -333,7 +333,56 @@ func (r *Root) Read(id string) (Info, error) {
 }
 
 // List returns every run, oldest first.
-func (r *Root) List() ([]Info, error) {
+func (r *Root) List() ([]Info, error) { return r.list(r.Read) }
+
+// Cache keeps the records of finished runs between listings, for a
+// reader that lists often, such as the page's polls: a finished run is
+// read again only when its run.json changes (modification time or
+// size). The zero Cache is ready to use. The Infos it returns share their
+// maps between listings: a caller does not change them.
+type Cache struct {
+	mu   sync.Mutex
+	runs map[string]cached
+}
+
+type cached struct {
+	info Info
+	mod  time.Time
+	size int64
+}
+
+// List is Root.List through the cache.
+func (c *Cache) List(r *Root) ([]Info, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.runs == nil {
+		c.runs = map[string]cached{}
+	}
+	seen := map[string]bool{}
+	out, err := r.list(func(id string) (Info, error) {
+		seen[id] = true
+		st, err := os.Stat(filepath.Join(r.RunDir(id), RecordFile))
+		if err != nil {
+			return Info{}, err
+		}
+		if e, ok := c.runs[id]; ok && e.mod.Equal(st.ModTime()) && e.size == st.Size() {
+			return e.info, nil
+		}
+		info, err := r.Read(id)
+		if err == nil && info.Finished {
+			c.runs[id] = cached{info: info, mod: st.ModTime(), size: st.Size()}
+		}
+		return info, err
+	})
+	for id := range c.runs {
+		if !seen[id] {
+			delete(c.runs, id)
+		}
+	}
+	return out, err
+}
+
+func (r *Root) list(read func(id string) (Info, error)) ([]Info, error) {
 	entries, err := os.ReadDir(filepath.Join(r.Dir, "runs"))
 	if err != nil {
 		return nil, err
@@ -343,7 +392,7 @@ func (r *Root) List() ([]Info, error) {
 		if !e.IsDir() || !ValidID(e.Name()) {
 			continue
 		}
-		info, err := r.Read(e.Name())
+		info, err := read(e.Name())
 		if err != nil {
 			continue // a run being created has no run.json yet
 		}

@@ -2,6 +2,7 @@ package rundir
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -102,5 +103,66 @@ func TestTailLines(t *testing.T) {
 	lines, err := TailLines(p, 3)
 	if err != nil || len(lines) != 3 || lines[2] != "last" {
 		t.Errorf("%q %v", lines, err)
+	}
+}
+
+// The cache lists what Root.List lists, and sees a finished run's record
+// change, a running run's progress, and a run removed.
+func TestCacheList(t *testing.T) {
+	root, _ := Open(t.TempDir())
+	done, err := root.Create(Record{Trainer: "done"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done.Update(func(r *Record) { r.State = StateSuccess })
+	if err := done.Finish(0); err != nil {
+		t.Fatal(err)
+	}
+	done.Close()
+	running, err := root.Create(Record{Trainer: "running", CreatedAt: time.Now().Add(time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer running.Close()
+	running.Update(func(r *Record) { r.State = StateRunning; r.Step = "one" })
+
+	var c Cache
+	list := func() []Info {
+		t.Helper()
+		got, err := c.List(root)
+		want, werr := root.List()
+		if err != nil || werr != nil || len(got) != len(want) {
+			t.Fatalf("cache %d runs (%v), List %d (%v)", len(got), err, len(want), werr)
+		}
+		for i := range got {
+			if got[i].RunID != want[i].RunID || got[i].State != want[i].State || got[i].Step != want[i].Step || got[i].Trainer != want[i].Trainer {
+				t.Errorf("run %d: cache %+v, List %+v", i, got[i].Record, want[i].Record)
+			}
+		}
+		return got
+	}
+	if got := list(); len(got) != 2 || got[0].Trainer != "done" || !got[0].Finished || got[1].Step != "one" {
+		t.Fatalf("%+v", got)
+	}
+	if len(c.runs) != 1 {
+		t.Errorf("%d runs cached, want the finished one", len(c.runs))
+	}
+	running.Update(func(r *Record) { r.Step = "two" })
+	// A finished run's record rewritten (a longer trainer name changes
+	// its size whatever the clock's resolution).
+	rec := done.Record()
+	rec.Trainer = "done, then changed"
+	b, _ := json.Marshal(rec)
+	if err := WriteFileAtomic(filepath.Join(done.Dir, RecordFile), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := list(); got[0].Trainer != "done, then changed" || got[1].Step != "two" {
+		t.Errorf("after changes: %+v", got)
+	}
+	if err := os.RemoveAll(done.Dir); err != nil {
+		t.Fatal(err)
+	}
+	if got := list(); len(got) != 1 || len(c.runs) != 0 {
+		t.Errorf("after removal: %d runs, %d cached", len(got), len(c.runs))
 	}
 }

@@ -409,7 +409,7 @@ type apiRunDetail struct {
 // queued and has not started: a run of an agent backend is queued again
 // while it waits for an agent, but it holds the queue meanwhile.
 func (a *api) runs() ([]apiRun, error) {
-	infos, err := a.s.Root.List()
+	infos, err := a.s.runs.List(a.s.Root)
 	if errors.Is(err, fs.ErrNotExist) {
 		return []apiRun{}, nil
 	}

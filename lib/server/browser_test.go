@@ -3,8 +3,8 @@ package server
 // The Training page in a real headless Chromium, driven over the DevTools
 // protocol, against Server.Handler on loopback with the real
 // potato-dispatch and potato-check: a local backend, an ssh backend to the
-// test sshd of scripts/test-sshd, and an agent backend whose agent polled
-// two minutes ago. The only fake is the ssh host's nvidia-smi (this
+// test sshd of scripts/test-sshd, a SLURM backend (only its menu entry is
+// used) and an agent backend whose agent polled two minutes ago. The only fake is the ssh host's nvidia-smi (this
 // machine has no GPU).
 
 import (
@@ -71,6 +71,10 @@ func newBrowser(t *testing.T) *browser {
       ssh_config: %s/ssh_config
       remote_dir: %s
       env: {PATH: "%s:/usr/local/bin:/usr/bin:/bin"}
+    cluster:
+      type: slurm
+      host: login.cluster.example.org
+      remote_dir: /scratch/potato
     lab-workstation:
       type: agent
 `, sd, remote, fakes))
@@ -187,9 +191,10 @@ func row(id, cell string) string {
 
 // Column indexes of the Runs table.
 const (
-	colRanOn = "3"
-	colState = "4"
-	colScore = "5"
+	colRanOn   = "3"
+	colState   = "4"
+	colScore   = "5"
+	colTrigger = "7"
 )
 
 func cellText(id, col string) string {
@@ -241,7 +246,8 @@ func TestPageInBrowser(t *testing.T) {
 	// The menu: every backend with its type and host, the config's
 	// default first selected.
 	menu := eval[[]string](b, `Array.from(document.querySelectorAll('#backend option')).map(o => o.textContent)`)
-	want := []string{"local (this machine)", "gpu-server (ssh to potato-test)", "lab-workstation (agent, last seen 2 min ago)"}
+	want := []string{"local (this machine)", "gpu-server (ssh to potato-test)", "cluster (slurm via login.cluster.example.org)",
+		"lab-workstation (agent, last seen 2 min ago)"}
 	if !slices.Equal(menu, want) {
 		t.Errorf("Runs on menu %q, want %q", menu, want)
 	}
@@ -356,7 +362,16 @@ func TestPageCancel(t *testing.T) {
 
 	// A long run, started on the server's command line: the page starts
 	// only trainers known by name.
-	long := testproject.Trainer(b.t, t.TempDir(), "echo '{\"v\":1,\"event\":\"status\",\"state\":\"running\",\"step\":\"sleeping\"}'\nsleep 60\n"+testproject.ResultLines)
+	// It reports progress with an ETA, then, once the test has seen it,
+	// the copy back of a model.
+	dir := t.TempDir()
+	next := filepath.Join(dir, "next")
+	long := testproject.Trainer(b.t, dir, `echo '{"v":1,"event":"status","state":"running","step":"sleeping"}'
+echo '{"v":1,"event":"progress","phase":"fit","current":3,"total":10,"eta_s":65}'
+while [ ! -e `+next+` ]; do sleep 0.1; done
+echo '{"v":1,"event":"progress","phase":"fetch","current":125829120,"total":346030080}'
+sleep 60
+`+testproject.ResultLines)
 	out, err := exec.Command(filepath.Join(b.e.bin, "potato-dispatch"), "run", b.e.cfg, "--trainer", long, "--schemas", "sentiment", "--backend", "local", "--detach").Output()
 	if err != nil {
 		t.Fatal(err)
@@ -366,12 +381,26 @@ func TestPageCancel(t *testing.T) {
 	if id := b.text("document.getElementById('current-id').textContent"); id != longID {
 		t.Errorf("current run %q, want %s", id, longID)
 	}
+	b.waitJS("the progress", `document.getElementById('progress-text').textContent === "fit 30%, ETA 1 min 05 s"`)
+	if v := eval[float64](b, "document.getElementById('progress').value"); v != 0.3 {
+		t.Errorf("progress bar at %v, want 0.3", v)
+	}
+	if err := os.WriteFile(next, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b.waitJS("the copy back", `document.getElementById('progress-text').textContent === "copying the model back: 120 MB of 330 MB"`)
+	if by := b.text(cellText(longID, colTrigger)); by != "manual" {
+		t.Errorf("started by %q, want manual", by)
+	}
 
 	// A run started meanwhile waits its turn.
 	b.do("starting a run", chromedp.SetValue(chromedp.ID("backend"), "local"), chromedp.Click(chromedp.ID("start-run")))
 	b.waitJS("the queued run", newest+` !== "`+longID+`"`)
 	queued := b.text(newest)
 	b.waitJS("its place in the queue", cellText(queued, colState)+` === "queued (1st in queue)"`)
+	if by := b.text(cellText(queued, colTrigger)); by != "api" {
+		t.Errorf("started by %q, want api", by)
+	}
 
 	b.do("Cancel run", chromedp.Click(chromedp.ID("cancel")))
 	b.waitJS("the long run to be cancelled", cellText(longID, colState)+` === "cancelled"`)

@@ -39,6 +39,8 @@ type Server struct {
 
 	once   sync.Once
 	broker *broker
+	// runs keeps finished runs' records between the page's polls.
+	runs rundir.Cache
 }
 
 func (s *Server) logf(format string, args ...any) {
