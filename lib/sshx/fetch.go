@@ -94,28 +94,12 @@ func (c *Conn) Fetch(ctx context.Context, agent, remoteDir, localDir string, opt
 	}
 	defer outR.Close()
 	growPipe(outR)
-	errR, errW, err := os.Pipe()
+	sess, err := c.startSession(ctx, remote, outW)
+	outW.Close()
 	if err != nil {
-		outW.Close()
 		return err
 	}
-	defer errR.Close()
-	cmd := c.Command(context.WithoutCancel(ctx), remote)
-	cmd.Stdout, cmd.Stderr = outW, errW
-	err = cmd.Start()
-	outW.Close()
-	errW.Close()
-	if err != nil {
-		return fmt.Errorf("fetch from %s: %w", c.t.Host, err)
-	}
-	stderr := newTailBuffer(64 << 10)
-	stderrDone := make(chan struct{})
-	go func() {
-		io.Copy(stderr, errR)
-		close(stderrDone)
-	}()
-	waited := make(chan error, 1)
-	go func() { waited <- cmd.Wait() }()
+	defer sess.close()
 
 	var (
 		total atomic.Int64
@@ -171,7 +155,7 @@ func (c *Conn) Fetch(ctx context.Context, agent, remoteDir, localDir string, opt
 	// was writing.
 	stop := func() {
 		close(quit)
-		stopGroup(cmd.Process.Pid, waited)
+		sess.stop()
 		outR.Close()
 		<-unpacked
 	}
@@ -181,24 +165,21 @@ func (c *Conn) Fetch(ctx context.Context, agent, remoteDir, localDir string, opt
 			var werr error
 			ended := true
 			select {
-			case werr = <-waited:
+			case werr = <-sess.waited:
 			case <-time.After(waitDelay):
 				// A sender left blocked by a refused stream, or a session
 				// that lingers after its stream.
-				stopGroup(cmd.Process.Pid, waited)
+				sess.stop()
 				ended = false
 			}
 			if ended {
-				select {
-				case <-stderrDone:
-				case <-time.After(waitDelay):
-				}
+				sess.settle()
 			}
 			cut := uerr == nil || errors.Is(uerr, io.ErrUnexpectedEOF)
 			switch {
 			case ended && werr != nil && cut:
 				// The remote side's failure explains a cut stream best.
-				return c.fetchError(ctx, remote, werr, stderr.Bytes())
+				return c.fetchError(ctx, remote, werr, sess.stderr.Bytes())
 			case uerr != nil:
 				return fmt.Errorf("fetch from %s: %w", c.t.Host, uerr)
 			case !ended:
@@ -231,26 +212,11 @@ var errStopped = errors.New("stopped")
 // file's growth to progress and as activity on moved, and stops when quit
 // is closed.
 func (c *Conn) fetchFile(ctx context.Context, remote string, f *os.File, quit <-chan struct{}, moved chan<- struct{}, progress func(int64)) error {
-	errR, errW, err := os.Pipe()
+	sess, err := c.startSession(ctx, remote, f)
 	if err != nil {
 		return err
 	}
-	defer errR.Close()
-	cmd := c.Command(context.WithoutCancel(ctx), remote)
-	cmd.Stdout, cmd.Stderr = f, errW
-	err = cmd.Start()
-	errW.Close()
-	if err != nil {
-		return fmt.Errorf("fetch from %s: %w", c.t.Host, err)
-	}
-	stderr := newTailBuffer(64 << 10)
-	stderrDone := make(chan struct{})
-	go func() {
-		io.Copy(stderr, errR)
-		close(stderrDone)
-	}()
-	waited := make(chan error, 1)
-	go func() { waited <- cmd.Wait() }()
+	defer sess.close()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	var last int64
@@ -266,24 +232,72 @@ func (c *Conn) fetchFile(ctx context.Context, remote string, f *os.File, quit <-
 	}
 	for {
 		select {
-		case werr := <-waited:
+		case werr := <-sess.waited:
 			grew()
-			select {
-			case <-stderrDone:
-			case <-time.After(waitDelay):
-			}
+			sess.settle()
 			if werr != nil {
-				return c.fetchError(ctx, remote, werr, stderr.Bytes())
+				return c.fetchError(ctx, remote, werr, sess.stderr.Bytes())
 			}
 			return nil
 		case <-tick.C:
 			grew()
 		case <-quit:
-			stopGroup(cmd.Process.Pid, waited)
+			sess.stop()
 			return errStopped
 		}
 	}
 }
+
+// session is one ssh session of a fetch through the master: its standard
+// error is kept, the last 64 KiB, and waited is sent the end of the
+// process.
+type session struct {
+	cmd        *exec.Cmd
+	errR       *os.File
+	stderr     *tailBuffer
+	stderrDone chan struct{}
+	waited     chan error
+}
+
+// startSession runs remote with stdout as its standard output. The
+// session lends its stdout and stderr to the master, which may keep them
+// while the remote end lives: stderr is read here, and a stopped session
+// is not waited for.
+func (c *Conn) startSession(ctx context.Context, remote string, stdout *os.File) (*session, error) {
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd := c.Command(context.WithoutCancel(ctx), remote)
+	cmd.Stdout, cmd.Stderr = stdout, errW
+	err = cmd.Start()
+	errW.Close()
+	if err != nil {
+		errR.Close()
+		return nil, fmt.Errorf("fetch from %s: %w", c.t.Host, err)
+	}
+	s := &session{cmd: cmd, errR: errR, stderr: newTailBuffer(64 << 10), stderrDone: make(chan struct{}), waited: make(chan error, 1)}
+	go func() {
+		io.Copy(s.stderr, errR)
+		close(s.stderrDone)
+	}()
+	go func() { s.waited <- cmd.Wait() }()
+	return s, nil
+}
+
+// stop ends the session's process group.
+func (s *session) stop() { stopGroup(s.cmd.Process.Pid, s.waited) }
+
+// settle gives the session's standard error a moment to be read whole
+// once the process has ended.
+func (s *session) settle() {
+	select {
+	case <-s.stderrDone:
+	case <-time.After(waitDelay):
+	}
+}
+
+func (s *session) close() { s.errR.Close() }
 
 // fetchError classifies the end of a Fetch's session that failed.
 func (c *Conn) fetchError(ctx context.Context, remote string, werr error, stderr []byte) error {
