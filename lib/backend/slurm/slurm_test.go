@@ -319,18 +319,7 @@ func TestCancelWhilePending(t *testing.T) {
 // A running job gets scancel --full --signal=TERM; a training process
 // that ignores it is ended by the plain scancel after grace_seconds.
 func TestCancelWhileRunningIgnoringTERM(t *testing.T) {
-	c := shim(t, 2)
-	e := setup(t, c, "")
-	id := e.Detach("--trainer", sleeper(t, false), "--schemas", "sentiment")
-	job := e.waitJob(id)
-	testproject.WaitFor(t, "the trainer", func() bool { return e.Info(id).Step == "working" })
-	if err := e.Command("potato-dispatch", "cancel", e.Config, id).Run(); err != nil {
-		t.Fatal(err)
-	}
-	info := e.wait(id)
-	if info.State != rundir.StateCancelled {
-		t.Errorf("state %s error %q\n%s", info.State, info.Error, e.dump(id))
-	}
+	c, e, id, job := cancelWhileRunning(t, false)
 	testproject.WaitFor(t, "the job to leave the queue", func() bool {
 		s := c.state(job)
 		return s != "RUNNING" && s != "PENDING" && s != "COMPLETING"
@@ -344,10 +333,18 @@ func TestCancelWhileRunningIgnoringTERM(t *testing.T) {
 // SLURM calls the job COMPLETED; the run is still cancelled, not a
 // success, because the agent remembers it asked.
 func TestCancelWhileRunningTrappingTERM(t *testing.T) {
-	c := shim(t, 2)
-	e := setup(t, c, "")
-	id := e.Detach("--trainer", sleeper(t, true), "--schemas", "sentiment")
-	job := e.waitJob(id)
+	c, _, _, job := cancelWhileRunning(t, true)
+	testproject.WaitFor(t, "the job to leave the queue", func() bool { s := c.state(job); return s != "RUNNING" && s != "" })
+}
+
+// cancelWhileRunning cancels a run whose training process, a sleeper
+// that traps TERM or not, is working, and checks that the run ends
+// cancelled.
+func cancelWhileRunning(t *testing.T, trap bool) (c *cluster, e *env, id, job string) {
+	c = shim(t, 2)
+	e = setup(t, c, "")
+	id = e.Detach("--trainer", sleeper(t, trap), "--schemas", "sentiment")
+	job = e.waitJob(id)
 	testproject.WaitFor(t, "the trainer", func() bool { return e.Info(id).Step == "working" })
 	if err := e.Command("potato-dispatch", "cancel", e.Config, id).Run(); err != nil {
 		t.Fatal(err)
@@ -356,7 +353,7 @@ func TestCancelWhileRunningTrappingTERM(t *testing.T) {
 	if info.State != rundir.StateCancelled {
 		t.Errorf("state %s error %q\n%s", info.State, info.Error, e.dump(id))
 	}
-	testproject.WaitFor(t, "the job to leave the queue", func() bool { s := c.state(job); return s != "RUNNING" && s != "" })
+	return c, e, id, job
 }
 
 // The scheduler ends the job: each fault's run error is F9's sentence.
