@@ -12,7 +12,7 @@ CMDS = $(notdir $(wildcard cmd/*))
 MAN1 = $(wildcard man/*.1)
 MAN5 = $(wildcard man/*.5)
 
-.PHONY: all build test lint man demo install uninstall clean
+.PHONY: all build test lint man screenshots demo install uninstall clean
 
 all: build
 
@@ -35,6 +35,12 @@ lint:
 # Rewrites the generated key table of man/potato-config.5.
 man:
 	$(GO) test ./lib/config -run TestManPageKeys -update
+
+# Writes the README's screenshots of the Training page into docs/, from the
+# browser test (needs chromium and the test sshd of scripts/test-setup).
+screenshots:
+	mkdir -p docs
+	$(GO) test -count=1 ./lib/server -run TestPageInBrowser -args -screenshots $(CURDIR)/docs
 
 # The main job end to end on the example project: validate, check the
 # local device, train the built-in trainer locally (the example's default
