@@ -33,6 +33,20 @@ func (p *proc) errorf(format string, a ...any) {
 	fmt.Fprintf(p.stderr, "%s: error: "+format+"\n", append([]any{p.name}, a...)...)
 }
 
+// informational answers --help, --usage and --version, as every SLURM
+// command does, and says whether opt was one of them.
+func (p *proc) informational(opt, usage string) bool {
+	switch opt {
+	case "help", "usage":
+		fmt.Fprint(p.stdout, usage)
+	case "version":
+		fmt.Fprintln(p.stdout, slurmVersion)
+	default:
+		return false
+	}
+	return true
+}
+
 // usage prints a getopt complaint as the SLURM commands do.
 func (p *proc) usage(err error, code int) int {
 	var ue *usageError
@@ -77,12 +91,7 @@ func runSbatch(p *proc, args []string) int {
 		return p.usage(err, sbatchBadOption)
 	}
 	for _, o := range cli {
-		switch o.name {
-		case "help", "usage":
-			fmt.Fprint(p.stdout, sbatchUsage)
-			return 0
-		case "version":
-			fmt.Fprintln(p.stdout, slurmVersion)
+		if p.informational(o.name, sbatchUsage) {
 			return 0
 		}
 	}

@@ -32,13 +32,10 @@ func runScancel(p *proc, args []string) int {
 	sig := 0
 	var users, names, parts, states []string
 	for _, o := range opts {
+		if p.informational(o.name, scancelUsage) {
+			return 0
+		}
 		switch o.name {
-		case "help", "usage":
-			fmt.Fprint(p.stdout, scancelUsage)
-			return 0
-		case "version":
-			fmt.Fprintln(p.stdout, slurmVersion)
-			return 0
 		case "batch":
 			batch = true
 		case "full":

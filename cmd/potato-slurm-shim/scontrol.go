@@ -25,13 +25,10 @@ func runScontrol(p *proc, args []string) int {
 	}
 	oneliner := false
 	for _, o := range opts {
+		if p.informational(o.name, scontrolUsage) {
+			return 0
+		}
 		switch o.name {
-		case "help", "usage":
-			fmt.Fprint(p.stdout, scontrolUsage)
-			return 0
-		case "version":
-			fmt.Fprintln(p.stdout, slurmVersion)
-			return 0
 		case "oneliner":
 			oneliner = true
 		}

@@ -238,13 +238,10 @@ func runSqueue(p *proc, args []string) int {
 	var ids []int
 	var users, states, parts, names []string
 	for _, o := range opts {
+		if p.informational(o.name, squeueUsage) {
+			return 0
+		}
 		switch o.name {
-		case "help", "usage":
-			fmt.Fprint(p.stdout, squeueUsage)
-			return 0
-		case "version":
-			fmt.Fprintln(p.stdout, slurmVersion)
-			return 0
 		case "format":
 			format, long = o.val, ""
 		case "Format":
