@@ -322,7 +322,6 @@ func TestPageInBrowser(t *testing.T) {
 	b.waitJS("the ssh run", newest+` !== "`+local+`"`)
 	remote := b.text(newest)
 	b.waitJS("the ssh run's step line", `window.steps.some(s => s.includes('potato-test'))`)
-	b.screenshot("training-page-running.png")
 	b.waitJS("run "+remote+" to end", `["success", "error"].includes(`+cellText(remote, colState)+`)`)
 	if st := b.text(cellText(remote, colState)); st != "success" {
 		t.Fatalf("ssh run %s: %s\n%s", remote, st, b.e.detail(remote).Log)
@@ -359,12 +358,11 @@ func TestPageCancel(t *testing.T) {
 		chromedp.WaitVisible(chromedp.ID("backend")))
 
 	// A long run, started on the server's command line: the page starts
-	// only trainers known by name.
-	// It reports progress with an ETA, then, once the test has seen it,
-	// the copy back of a model.
+	// only trainers known by name. It reports progress with an ETA, then,
+	// once the test has seen it, the copy back of a model.
 	dir := t.TempDir()
 	next := filepath.Join(dir, "next")
-	long := testproject.Trainer(b.t, dir, `echo '{"v":1,"event":"status","state":"running","step":"sleeping"}'
+	long := testproject.Trainer(b.t, dir, `echo '{"v":1,"event":"status","state":"running","step":"training: epoch 3 of 10"}'
 echo '{"v":1,"event":"progress","phase":"fit","current":3,"total":10,"eta_s":65}'
 while [ ! -e `+next+` ]; do sleep 0.1; done
 echo '{"v":1,"event":"progress","phase":"fetch","current":125829120,"total":346030080}'
@@ -375,7 +373,7 @@ sleep 60
 		t.Fatal(err)
 	}
 	longID := strings.TrimSpace(string(out))
-	b.waitJS("the long run's step line", `document.getElementById('step').textContent === "sleeping"`)
+	b.waitJS("the long run's step line", `document.getElementById('step').textContent === "training: epoch 3 of 10"`)
 	if id := b.text("document.getElementById('current-id').textContent"); id != longID {
 		t.Errorf("current run %q, want %s", id, longID)
 	}
@@ -383,10 +381,6 @@ sleep 60
 	if v := eval[float64](b, "document.getElementById('progress').value"); v != 0.3 {
 		t.Errorf("progress bar at %v, want 0.3", v)
 	}
-	if err := os.WriteFile(next, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	b.waitJS("the copy back", `document.getElementById('progress-text').textContent === "copying the model back: 120 MB of 330 MB"`)
 	if by := b.text(cellText(longID, colTrigger)); by != "manual" {
 		t.Errorf("started by %q, want manual", by)
 	}
@@ -399,6 +393,12 @@ sleep 60
 	if by := b.text(cellText(queued, colTrigger)); by != "api" {
 		t.Errorf("started by %q, want api", by)
 	}
+	b.screenshot("training-page-running.png")
+
+	if err := os.WriteFile(next, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b.waitJS("the copy back", `document.getElementById('progress-text').textContent === "copying the model back: 120 MB of 330 MB"`)
 
 	b.do("Cancel run", chromedp.Click(chromedp.ID("cancel")))
 	b.waitJS("the long run to be cancelled", cellText(longID, colState)+` === "cancelled"`)

@@ -198,7 +198,10 @@
       const first = el("td");
       first.appendChild(link);
       tr.appendChild(first);
-      tr.appendChild(el("td", r.trainer));
+      // A program's trainer by its file name; the whole path on hover.
+      const trainer = el("td", String(r.trainer).replace(/^exec:.*\//, "exec:"), "trainer");
+      trainer.title = r.trainer;
+      tr.appendChild(trainer);
       tr.appendChild(el("td", (r.schemas || []).join(", ")));
       tr.appendChild(el("td", r.ran_on, "ran-on"));
       tr.appendChild(el("td", stateText(r), "state"));
