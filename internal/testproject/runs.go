@@ -38,17 +38,23 @@ func (r *Runs) Command(name string, args ...string) *exec.Cmd {
 // Run is potato-dispatch run CONFIG ARGS..., waited for.
 func (r *Runs) Run(args ...string) Result {
 	r.T.Helper()
-	cmd := r.Command("potato-dispatch", append([]string{"run", r.Config}, args...)...)
+	code, out, errb := Exec(r.T, r.Command("potato-dispatch", append([]string{"run", r.Config}, args...)...))
+	return Result{code, strings.TrimSpace(out), errb}
+}
+
+// Exec runs cmd and returns its exit status and what it wrote; a command
+// that cannot be run at all fails the test.
+func Exec(t T, cmd *exec.Cmd) (code int, stdout, stderr string) {
+	t.Helper()
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
-	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {
 		code = ee.ExitCode()
 	} else if err != nil {
-		r.T.Fatal(err)
+		t.Fatal(err)
 	}
-	return Result{code, strings.TrimSpace(out.String()), errb.String()}
+	return code, out.String(), errb.String()
 }
 
 // Detach starts a run in the background and returns its id. A run the

@@ -50,17 +50,8 @@ type result struct {
 
 func run(t *testing.T, args ...string) result {
 	t.Helper()
-	cmd := dispatchCmd(t, args...)
-	var out, errb strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return result{code, out.String(), errb.String()}
+	code, out, errb := testproject.Exec(t, dispatchCmd(t, args...))
+	return result{code, out, errb}
 }
 
 func root(dir string) *rundir.Root {
