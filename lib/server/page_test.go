@@ -16,26 +16,19 @@ import (
 func TestPageRefusals(t *testing.T) {
 	e := newAPI(t, testKey, "")
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	get := func(path string, cookie *http.Cookie) *http.Response {
-		req, _ := http.NewRequest("GET", e.ts.URL+path, nil)
+	// send sends a request to url, a form when form is not "", with the
+	// cookie when it is not nil and the headers (name, value, ...); it
+	// does not follow redirects.
+	send := func(url, form string, cookie *http.Cookie, headers ...string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest("GET", url, nil)
+		if form != "" {
+			req, _ = http.NewRequest("POST", url, strings.NewReader(form))
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		}
 		if cookie != nil {
 			req.AddCookie(cookie)
 		}
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp
-	}
-	for _, p := range []string{pagePath, pagePath + "/runs/20261202-135501-7f3a"} {
-		if resp := get(p, nil); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != pagePath+"/login" {
-			t.Errorf("GET %s without a session: %d %s", p, resp.StatusCode, resp.Header.Get("Location"))
-		}
-	}
-	signIn := func(key string, headers ...string) *http.Response {
-		req, _ := http.NewRequest("POST", e.ts.URL+pagePath+"/login", strings.NewReader("key="+key))
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 		for i := 0; i+1 < len(headers); i += 2 {
 			req.Header.Set(headers[i], headers[i+1])
 		}
@@ -45,6 +38,15 @@ func TestPageRefusals(t *testing.T) {
 		}
 		resp.Body.Close()
 		return resp
+	}
+	get := func(path string, cookie *http.Cookie) *http.Response { return send(e.ts.URL+path, "", cookie) }
+	for _, p := range []string{pagePath, pagePath + "/runs/20261202-135501-7f3a"} {
+		if resp := get(p, nil); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != pagePath+"/login" {
+			t.Errorf("GET %s without a session: %d %s", p, resp.StatusCode, resp.Header.Get("Location"))
+		}
+	}
+	signIn := func(key string, headers ...string) *http.Response {
+		return send(e.ts.URL+pagePath+"/login", "key="+key, nil, headers...)
 	}
 	if resp := signIn("wrong"); resp.StatusCode != http.StatusUnauthorized || len(resp.Cookies()) != 0 {
 		t.Errorf("a wrong key: %d, cookies %v", resp.StatusCode, resp.Cookies())
@@ -97,17 +99,7 @@ func TestPageRefusals(t *testing.T) {
 	}
 
 	// Sign out: only with the session's CSRF token; it clears the cookie.
-	signOut := func(csrf string) *http.Response {
-		req, _ := http.NewRequest("POST", e.ts.URL+pagePath+"/logout", strings.NewReader("csrf="+csrf))
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		req.AddCookie(c)
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp
-	}
+	signOut := func(csrf string) *http.Response { return send(e.ts.URL+pagePath+"/logout", "csrf="+csrf, c) }
 	if resp := signOut("wrong"); resp.StatusCode != http.StatusForbidden || len(resp.Cookies()) != 0 {
 		t.Errorf("sign-out without the CSRF token: %d %v", resp.StatusCode, resp.Cookies())
 	}
@@ -118,11 +110,8 @@ func TestPageRefusals(t *testing.T) {
 
 	// Without admin_api_key the sign-in says why it cannot be.
 	off := newAPI(t, "", "")
-	resp, err := http.Post(off.ts.URL+pagePath+"/login", "application/x-www-form-urlencoded", strings.NewReader("key="))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
+	// An empty key still makes a form: "key=".
+	resp = send(off.ts.URL+pagePath+"/login", "key=", nil)
 	if resp.StatusCode != http.StatusForbidden || len(resp.Cookies()) != 0 {
 		t.Errorf("sign-in with no admin_api_key: %d %v", resp.StatusCode, resp.Cookies())
 	}
