@@ -175,14 +175,33 @@ func (s *Server) authorize(r *http.Request) *apiError {
 		}
 		return errorf(http.StatusUnauthorized, msgMissingKey)
 	}
-	// Hashes first, so that the comparison takes as long whatever the
-	// lengths.
-	g, k := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(want))
-	if subtle.ConstantTimeCompare(g[:], k[:]) != 1 {
+	if !s.isAPIKey(got) {
 		s.logf("api: wrong API key from %s for %s %s", r.RemoteAddr, r.Method, r.URL.Path)
 		return errorf(http.StatusUnauthorized, msgWrongKey)
 	}
 	return nil
+}
+
+// isAPIKey compares got with the config's admin_api_key, hashes first, so
+// that the comparison takes as long whatever the lengths.
+func (s *Server) isAPIKey(got string) bool {
+	g, k := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(s.Config.AdminAPIKey))
+	return subtle.ConstantTimeCompare(g[:], k[:]) == 1
+}
+
+// scheme is how the client reached the server: "https" over TLS, behind
+// a proxy that ends TLS the first value of X-Forwarded-Proto (a page of
+// another site cannot set this header without a preflight, which the
+// server never answers), else "http".
+func scheme(r *http.Request) string {
+	if r.TLS != nil {
+		return "https"
+	}
+	if p := r.Header.Get("X-Forwarded-Proto"); p != "" {
+		v, _, _ := strings.Cut(p, ",")
+		return strings.TrimSpace(v)
+	}
+	return "http"
 }
 
 // sameOrigin refuses a state change sent by a page of another site: an
@@ -205,16 +224,7 @@ func sameOrigin(r *http.Request) *apiError {
 	if err != nil || u.Host == "" || !strings.EqualFold(u.Host, r.Host) {
 		return errorf(http.StatusForbidden, msgCrossOrigin)
 	}
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
-	} else if p := r.Header.Get("X-Forwarded-Proto"); p != "" {
-		// Behind a proxy that ends TLS. A page of another site cannot set
-		// this header without a preflight, which the API never answers.
-		scheme, _, _ = strings.Cut(p, ",")
-		scheme = strings.TrimSpace(scheme)
-	}
-	if !strings.EqualFold(u.Scheme, scheme) {
+	if !strings.EqualFold(u.Scheme, scheme(r)) {
 		return errorf(http.StatusForbidden, msgCrossOrigin)
 	}
 	return nil

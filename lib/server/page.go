@@ -2,8 +2,6 @@ package server
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"crypto/subtle"
 	"embed"
 	"errors"
 	"fmt"
@@ -153,8 +151,7 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
 		s.render(w, http.StatusBadRequest, "login.html", d)
 		return
 	}
-	g, k := sha256.Sum256([]byte(r.PostFormValue("key"))), sha256.Sum256([]byte(s.Config.AdminAPIKey))
-	if subtle.ConstantTimeCompare(g[:], k[:]) != 1 {
+	if !s.isAPIKey(r.PostFormValue("key")) {
 		s.logf("page: wrong API key from %s", r.RemoteAddr)
 		d.Error = msgWrongKey
 		s.render(w, http.StatusUnauthorized, "login.html", d)

@@ -97,13 +97,7 @@ func (s *Server) checkCSRF(session, got string) *apiError {
 
 // secure reports whether the page was reached over https, directly or
 // through a proxy that ends TLS.
-func secure(r *http.Request) bool {
-	if r.TLS != nil {
-		return true
-	}
-	p, _, _ := strings.Cut(r.Header.Get("X-Forwarded-Proto"), ",")
-	return strings.EqualFold(strings.TrimSpace(p), "https")
-}
+func secure(r *http.Request) bool { return strings.EqualFold(scheme(r), "https") }
 
 func setSessionCookie(w http.ResponseWriter, r *http.Request, value string, maxAge int) {
 	http.SetCookie(w, &http.Cookie{
