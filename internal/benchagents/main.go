@@ -161,22 +161,6 @@ func nofileOf(pid int) uint64 {
 	return 0
 }
 
-func cpuTicks(pid int) int64 {
-	t, err := benchkit.CPUTicks(pid)
-	if err != nil {
-		fatalf("%v", err)
-	}
-	return t
-}
-
-func statusKB(pid int, name string) int64 {
-	kb, err := benchkit.StatusKB(pid, name)
-	if err != nil {
-		fatalf("%v", err)
-	}
-	return kb
-}
-
 // established counts the TCP connections in state ESTABLISHED whose local
 // port is port: the server's side of its clients' connections.
 func established(port int) int {
@@ -335,7 +319,7 @@ func pollBench(bin, dir string, agents int, window time.Duration, runs int) {
 		minIn = min(minIn, inflight.Load())
 	}
 	polls0 := polls.Load()
-	t0, c0 := time.Now(), cpuTicks(pid)
+	t0, c0 := time.Now(), benchkit.CPUTicks(tb, pid)
 	var busy time.Duration
 	var busyTicks int64
 	var lat []float64
@@ -345,7 +329,7 @@ func pollBench(bin, dir string, agents int, window time.Duration, runs int) {
 			time.Sleep(d)
 		}
 		sample()
-		b0, bc0 := time.Now(), cpuTicks(pid)
+		b0, bc0 := time.Now(), benchkit.CPUTicks(tb, pid)
 		id := detach(bin, cfg)
 		sockAt := socketAppears(root, id)
 		var c claimed
@@ -361,7 +345,7 @@ func pollBench(bin, dir string, agents int, window time.Duration, runs int) {
 		lat = append(lat, c.at.Sub(sockAt).Seconds())
 		info := waitFinished(root, id)
 		busy += time.Since(b0)
-		busyTicks += cpuTicks(pid) - bc0
+		busyTicks += benchkit.CPUTicks(tb, pid) - bc0
 		if info.State == rundir.StateSuccess {
 			fatalf("run %s: state %s, want the failure the bench reported", id, info.State)
 		}
@@ -373,7 +357,7 @@ func pollBench(bin, dir string, agents int, window time.Duration, runs int) {
 		time.Sleep(d)
 	}
 	sample()
-	elapsed, ticks := time.Since(t0), cpuTicks(pid)-c0
+	elapsed, ticks := time.Since(t0), benchkit.CPUTicks(tb, pid)-c0
 	pollsIn := polls.Load() - polls0
 	// Claims that came in after the last run are more than its one.
 	select {
@@ -381,7 +365,7 @@ func pollBench(bin, dir string, agents int, window time.Duration, runs int) {
 		fatalf("agent %d claimed run %s too, which was handed out already", c.agent, c.runID)
 	case <-time.After(500 * time.Millisecond):
 	}
-	hwm := statusKB(pid, "VmHWM")
+	hwm := benchkit.StatusKB(tb, pid, "VmHWM")
 	nofile := nofileOf(pid)
 	cancel()
 	wg.Wait()

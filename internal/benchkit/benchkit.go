@@ -34,11 +34,12 @@ func (t T) Fatalf(format string, args ...any) { t.Fatal(fmt.Sprintf(format, args
 // ClockTick is USER_HZ, the unit of /proc/PID/stat's times: 100 on Linux.
 const ClockTick = 100
 
-// CPUTicks is a process's utime+stime, in clock ticks.
-func CPUTicks(pid int) (int64, error) {
+// CPUTicks is a process's utime+stime, in clock ticks; an unreadable
+// /proc/PID/stat ends the command.
+func CPUTicks(t T, pid int) int64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, err
+		t.Fatal(err)
 	}
 	// The command name, field 2, may hold spaces: count from its ')'.
 	s := string(b)
@@ -46,7 +47,7 @@ func CPUTicks(pid int) (int64, error) {
 	// f[0] is field 3 (state); utime and stime are fields 14 and 15.
 	u, _ := strconv.ParseInt(f[11], 10, 64)
 	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return u + st, nil
+	return u + st
 }
 
 // Share is ticks of CPU time over d as a percentage of one core.
@@ -54,20 +55,23 @@ func Share(ticks int64, d time.Duration) float64 {
 	return 100 * float64(ticks) / ClockTick / d.Seconds()
 }
 
-// StatusKB is a "Name: N kB" line of /proc/PID/status, such as VmHWM.
-func StatusKB(pid int, name string) (int64, error) {
+// StatusKB is a "Name: N kB" line of /proc/PID/status, such as VmHWM;
+// without it the command ends.
+func StatusKB(t T, pid int, name string) int64 {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0, err
+		t.Fatal(err)
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		if v, ok := strings.CutPrefix(sc.Text(), name+":"); ok {
-			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb
 		}
 	}
-	return 0, fmt.Errorf("no %s in /proc/%d/status", name, pid)
+	t.Fatalf("no %s in /proc/%d/status", name, pid)
+	return 0
 }
 
 // Server is a potato-server process.

@@ -181,17 +181,9 @@ sleep 3600`)
 
 // cpu is the server's CPU over d, as a percentage of one core.
 func cpu(pid int, d time.Duration) float64 {
-	t0, err := benchkit.CPUTicks(pid)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	start := time.Now()
+	t0, start := benchkit.CPUTicks(tb, pid), time.Now()
 	time.Sleep(d)
-	t1, err := benchkit.CPUTicks(pid)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return benchkit.Share(t1-t0, time.Since(start))
+	return benchkit.Share(benchkit.CPUTicks(tb, pid)-t0, time.Since(start))
 }
 
 // polls are the durations in ms of a tab's requests of the runs so far.
