@@ -142,6 +142,23 @@ func SSHD(t testing.TB) string {
 	return dir
 }
 
+// SharedDir makes a directory under /tmp with mode, for what the test
+// sshd's user must reach (fake programs, trainers, a remote_dir), and
+// removes it when the test ends: the test's own TempDir may sit where
+// that user cannot go.
+func SharedDir(t testing.TB, mode os.FileMode) string {
+	t.Helper()
+	d, err := os.MkdirTemp("/tmp", "potato-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(d, mode); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
+
 // SLURM returns the state directory of the single-node SLURM that
 // scripts/test-slurm starts ($POTATO_TEST_SLURM_DIR, else
 // /tmp/potato-test-slurm) once its slurm.conf exists and scontrol ping

@@ -59,7 +59,7 @@ type browser struct {
 func newBrowser(t *testing.T) *browser {
 	exe := chromium(t)
 	sd := testcli.SSHD(t)
-	fakes, remote := sharedDir(t, 0o755), sharedDir(t, 0o777)
+	fakes, remote := testcli.SharedDir(t, 0o755), testcli.SharedDir(t, 0o777)
 	fakebin.NvidiaSMI(t, fakes, "0, GPU-aaaa, NVIDIA H200, 143771, 120000, 5, 9.0\n")
 	e := newAPI(t, testKey, fmt.Sprintf(`  backend: gpu-server
   backends:
@@ -97,20 +97,6 @@ func newBrowser(t *testing.T) *browser {
 		t.Fatalf("starting %s: %v", exe, err)
 	}
 	return &browser{t: t, ctx: ctx, url: e.ts.URL, e: e}
-}
-
-// sharedDir is a directory the test sshd's user can reach.
-func sharedDir(t *testing.T, mode os.FileMode) string {
-	t.Helper()
-	d, err := os.MkdirTemp("/tmp", "potato-page-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(d, mode); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(d) })
-	return d
 }
 
 // do runs steps in the page.

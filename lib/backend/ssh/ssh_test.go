@@ -28,19 +28,6 @@ import (
 
 func sshdDir(t *testing.T) string { return testcli.SSHD(t) }
 
-// shared makes a directory every user can read, for what the remote user
-// must reach: fake programs, trainers, the remote_dir.
-func shared(t *testing.T, mode os.FileMode) string {
-	t.Helper()
-	d, err := os.MkdirTemp("/tmp", "potato-ssh-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.Chmod(d, mode)
-	t.Cleanup(func() { os.RemoveAll(d) })
-	return d
-}
-
 type env struct {
 	*testproject.Runs
 	t         *testing.T
@@ -53,7 +40,7 @@ type env struct {
 // backend holds extra keys of the backend; extra of model_training.
 func setup(t *testing.T, gpus, backend, extra string) *env {
 	sd := sshdDir(t)
-	e := &env{t: t, fakes: shared(t, 0o755), remoteDir: shared(t, 0o777), Runs: &testproject.Runs{T: t,
+	e := &env{t: t, fakes: testcli.SharedDir(t, 0o755), remoteDir: testcli.SharedDir(t, 0o777), Runs: &testproject.Runs{T: t,
 		Bin: testcli.Binaries(t), Dir: t.TempDir(), Env: []string{"POTATO_TRAINING_STALL_TIMEOUT_S=2"}}}
 	if gpus != "" {
 		fakebin.NvidiaSMI(t, e.fakes, gpus)
@@ -115,7 +102,7 @@ func TestRunEndToEndAndCodeReuse(t *testing.T) {
 // remote user has it in its argv or environment, and no log holds it.
 func TestTokenNeverOnACommandLineOrInALog(t *testing.T) {
 	e := setup(t, "", "", "")
-	tr := testproject.Trainer(t, shared(t, 0o755), `echo '{"v":1,"event":"status","state":"fitting","step":"holding"}'
+	tr := testproject.Trainer(t, testcli.SharedDir(t, 0o755), `echo '{"v":1,"event":"status","state":"fitting","step":"holding"}'
 sleep 3
 `+testproject.ResultLines)
 	// The dispatch takes the run's token from this variable, a seam for
@@ -223,7 +210,7 @@ func TestGPUChoice(t *testing.T) {
 // the H200s (9.0): auto skips them; with no usable GPU the run is refused
 // with F5.
 func TestGPUWithoutTorchKernels(t *testing.T) {
-	py := shared(t, 0o755)
+	py := testcli.SharedDir(t, 0o755)
 	os.MkdirAll(filepath.Join(py, "torch", "cuda"), 0o755)
 	os.WriteFile(filepath.Join(py, "torch", "__init__.py"), []byte("__version__ = '2.4.0'\nfrom . import cuda, version\n"), 0o644)
 	os.WriteFile(filepath.Join(py, "torch", "version.py"), []byte("cuda = '12.4'\n"), 0o644)
@@ -252,8 +239,8 @@ func TestGPUWithoutTorchKernels(t *testing.T) {
 // grace_seconds, and the trainer is killed.
 func TestCancelATrainerThatIgnoresTERM(t *testing.T) {
 	e := setup(t, "", "", "")
-	marker := shared(t, 0o777)
-	tr := testproject.Trainer(t, shared(t, 0o755), `trap '' TERM
+	marker := testcli.SharedDir(t, 0o777)
+	tr := testproject.Trainer(t, testcli.SharedDir(t, 0o755), `trap '' TERM
 echo $$ > `+marker+`/pid
 echo '{"v":1,"event":"status","state":"fitting","step":"ignoring TERM"}'
 while :; do sleep 0.2; done`)
@@ -276,7 +263,7 @@ while :; do sleep 0.2; done`)
 // F6 after heartbeat_timeout_s, and agent.log kept.
 func TestSilentAgentFailsTheRun(t *testing.T) {
 	e := setup(t, "", "", "")
-	tr := testproject.Trainer(t, shared(t, 0o755), `echo '{"v":1,"event":"status","state":"fitting","step":"working"}'
+	tr := testproject.Trainer(t, testcli.SharedDir(t, 0o755), `echo '{"v":1,"event":"status","state":"fitting","step":"working"}'
 sleep 60`)
 	id := e.Detach("--trainer", tr, "--schemas", "sentiment")
 	testproject.WaitFor(t, "the trainer", func() bool { return e.Info(id).Step == "working" })
@@ -305,8 +292,8 @@ sleep 60`)
 // naming the session, and the agent stops its trainer (stdin EOF).
 func TestSSHSessionKilled(t *testing.T) {
 	e := setup(t, "", "", "")
-	marker := shared(t, 0o777)
-	tr := testproject.Trainer(t, shared(t, 0o755), `echo $$ > `+marker+`/pid
+	marker := testcli.SharedDir(t, 0o777)
+	tr := testproject.Trainer(t, testcli.SharedDir(t, 0o755), `echo $$ > `+marker+`/pid
 echo '{"v":1,"event":"status","state":"fitting","step":"working"}'
 sleep 60`)
 	id := e.Detach("--trainer", tr, "--schemas", "sentiment")
@@ -335,7 +322,7 @@ sleep 60`)
 // of its own, come back whole; the job directory is kept.
 func TestArtifactOverTheLimit(t *testing.T) {
 	e := setup(t, "", "      max_artifact_mb: 20\n", "")
-	tr := testproject.Trainer(t, shared(t, 0o755), `mkdir -p artifacts/sub
+	tr := testproject.Trainer(t, testcli.SharedDir(t, 0o755), `mkdir -p artifacts/sub
 head -c 22000000 /dev/zero > artifacts/big.bin
 head -c 17000000 /dev/urandom > artifacts/sub/direct.bin
 echo small > artifacts/small.txt
@@ -377,7 +364,7 @@ func TestStalledCopy(t *testing.T) {
 	wrapper := filepath.Join(e.fakes, "slow-sender")
 	pidFile := filepath.Join(e.remoteDir, "sleep.pid")
 	os.WriteFile(wrapper, []byte("#!/bin/sh\nsleep 30 & echo $! > "+pidFile+"\nwait $!\nexec \"$@\"\n"), 0o755)
-	tr := testproject.Trainer(t, shared(t, 0o755), `mkdir -p artifacts
+	tr := testproject.Trainer(t, testcli.SharedDir(t, 0o755), `mkdir -p artifacts
 echo model > artifacts/a.txt
 `+testproject.ResultLines)
 	cmd := e.Command("potato-dispatch", "run", e.Config, "--trainer", tr, "--schemas", "sentiment")
@@ -454,7 +441,7 @@ func wheel(t *testing.T, dir string) string {
 // packages visible, the listed packages installed with its pip, and
 // reused by the next run (SPEC S3).
 func TestPackagesVenv(t *testing.T) {
-	whl := wheel(t, shared(t, 0o755))
+	whl := wheel(t, testcli.SharedDir(t, 0o755))
 	e := setup(t, "", "      python: /usr/bin/python3\n      packages: [\""+whl+"\"]\n", "")
 	r := e.Run("--trainer", "tfidf-logreg", "--schemas", "sentiment")
 	log := e.File(r.ID, "run.log")
