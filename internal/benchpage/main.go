@@ -121,13 +121,7 @@ func main() {
 // project writes a project with admin_api_key and history finished runs.
 func project(dir string, history int) (string, *rundir.Root) {
 	cfg := testproject.Write(tb, dir, 200, 150, "")
-	text, err := os.ReadFile(cfg)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := os.WriteFile(cfg, append([]byte("admin_api_key: "+key+"\n"), text...), 0o644); err != nil {
-		tb.Fatal(err)
-	}
+	testproject.SetAPIKey(tb, cfg, key)
 	root, err := rundir.Open(filepath.Join(dir, "annotation_output", "training"))
 	if err != nil {
 		tb.Fatal(err)

@@ -78,6 +78,15 @@ func Trainer(t T, dir, body string) string {
 	return "exec:" + p
 }
 
+// SetAPIKey gives the project's config an admin_api_key, the key of
+// potato-server's HTTP API and page.
+func SetAPIKey(t T, cfg, key string) {
+	t.Helper()
+	text, err := os.ReadFile(cfg)
+	must(t, err)
+	must(t, os.WriteFile(cfg, append([]byte("admin_api_key: "+key+"\n"), text...), 0o644))
+}
+
 // ResultLines is the end of a fake trainer that succeeds: an empty
 // predictions file and a result event.
 const ResultLines = `mkdir -p artifacts; : > artifacts/predictions.jsonl

@@ -43,13 +43,7 @@ func newAPI(t *testing.T, key, extra string) *apiEnv {
 	dir := t.TempDir()
 	e.cfg = testproject.Write(t, dir, 120, 100, extra)
 	if key != "" {
-		text, err := os.ReadFile(e.cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(e.cfg, append([]byte("admin_api_key: "+key+"\n"), text...), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		testproject.SetAPIKey(t, e.cfg, key)
 	}
 	cfg, report, err := validate.File(e.cfg)
 	if err != nil || len(report.Errors) > 0 {

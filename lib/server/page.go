@@ -190,7 +190,7 @@ func (s *Server) trainingPage(w http.ResponseWriter, r *http.Request) {
 	}
 	s.render(w, http.StatusOK, "training.html", pageData{
 		Title: "Training: " + s.Config.TaskName, CSRF: s.csrfToken(sess),
-		PollMS: s.poll(s.PagePoll, pagePoll), IdlePollMS: s.poll(s.PageIdlePoll, pageIdlePoll),
+		PollMS: s.PagePoll.Milliseconds(), IdlePollMS: s.PageIdlePoll.Milliseconds(),
 		Backends: s.backends(time.Now()), Trainers: s.trainers(), Schemas: s.schemas(),
 	})
 }
@@ -213,15 +213,8 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request, id string) {
 		return
 	}
 	s.render(w, http.StatusOK, "run.html", pageData{
-		Title: "Run " + id, CSRF: s.csrfToken(sess), RunID: id, PollMS: s.poll(s.PagePoll, pagePoll),
+		Title: "Run " + id, CSRF: s.csrfToken(sess), RunID: id, PollMS: s.PagePoll.Milliseconds(),
 	})
-}
-
-func (s *Server) poll(d, def time.Duration) int64 {
-	if d <= 0 {
-		d = def
-	}
-	return d.Milliseconds()
 }
 
 // trainers are the start form's trainers: the ones this version can

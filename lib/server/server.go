@@ -54,6 +54,12 @@ func (s *Server) init() {
 		if s.LongPoll <= 0 {
 			s.LongPoll = 25 * time.Second
 		}
+		if s.PagePoll <= 0 {
+			s.PagePoll = pagePoll
+		}
+		if s.PageIdlePoll <= 0 {
+			s.PageIdlePoll = pageIdlePoll
+		}
 		s.broker = newBroker(s.Root)
 	})
 }
