@@ -384,14 +384,8 @@ func pollBench(bin, dir string, agents int, window time.Duration, runs int) {
 		minEst, maxEst, minIn, pollsIn, float64(pollsIn)/elapsed.Seconds(), errs.Load(), nofile)
 	sort.Float64s(lat)
 	fmt.Printf("claim latency over %d runs: p50 %.3f s, p99 %.3f s, max %.3f s (from the run's agent.sock appearing, polled every 1 ms, to an agent's 200; each run claimed by exactly one agent)\n",
-		len(lat), quantile(lat, 0.50), quantile(lat, 0.99), lat[len(lat)-1])
+		len(lat), benchkit.Quantile(lat, 0.50), benchkit.Quantile(lat, 0.99), lat[len(lat)-1])
 	fmt.Printf("  latencies (s, sorted): %s\n", list(lat, "%.3f"))
-}
-
-// quantile is the nearest-rank quantile of sorted xs.
-func quantile(xs []float64, q float64) float64 {
-	i := int(q*float64(len(xs))+0.999999) - 1
-	return xs[max(0, min(i, len(xs)-1))]
 }
 
 func list(xs []float64, format string) string {
@@ -400,12 +394,6 @@ func list(xs []float64, format string) string {
 		s = append(s, fmt.Sprintf(format, x))
 	}
 	return strings.Join(s, " ")
-}
-
-func median(xs []float64) float64 {
-	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
-	return s[len(s)/2]
 }
 
 // bigItems appends unlabelled items of random base64 text to the
@@ -533,11 +521,11 @@ func bundleBench(bin, dir string, mb, n int) {
 	}
 	os.Remove(hdr)
 	fmt.Printf("P3 bundle download %.0f MB/s / curl %.0f MB/s = %.2f (%.0f MB bundle through potato-server, median of %d, alternating; the client also fsyncs and checks the sha256)\n",
-		median(viaClient), median(viaCurl), median(viaClient)/median(viaCurl), sizeMB, n)
+		benchkit.Median(viaClient), benchkit.Median(viaCurl), benchkit.Median(viaClient)/benchkit.Median(viaCurl), sizeMB, n)
 	fmt.Printf("  the client's transfer alone, to its last byte written: %.0f MB/s = %.2f of curl's; the rest is its fsync and sha256 check\n",
-		median(transfer), median(transfer)/median(viaCurl))
+		benchkit.Median(transfer), benchkit.Median(transfer)/benchkit.Median(viaCurl))
 	fmt.Printf("  curl straight to the dispatch's socket %.0f MB/s: through the server = %.2f of it\n",
-		median(direct), median(viaCurl)/median(direct))
+		benchkit.Median(direct), benchkit.Median(viaCurl)/benchkit.Median(direct))
 	fmt.Printf("  client %s MB/s; curl %s MB/s; curl to the socket %s MB/s\n",
 		list(viaClient, "%.0f"), list(viaCurl, "%.0f"), list(direct, "%.0f"))
 

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -72,6 +73,20 @@ func StatusKB(t T, pid int, name string) int64 {
 	}
 	t.Fatalf("no %s in /proc/%d/status", name, pid)
 	return 0
+}
+
+// Quantile is the nearest-rank q-quantile of sorted values.
+func Quantile(sorted []float64, q float64) float64 {
+	i := int(q*float64(len(sorted))+0.999999) - 1
+	return sorted[max(0, min(i, len(sorted)-1))]
+}
+
+// Median is the median of values, in any order (the upper one of an even
+// count).
+func Median(xs []float64) float64 {
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	return s[len(s)/2]
 }
 
 // Server is a potato-server process.

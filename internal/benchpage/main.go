@@ -112,7 +112,7 @@ func main() {
 		}
 		slices.Sort(all)
 		fmt.Printf("  %2d page(s) open:   %.2f%%  (%d GET .../api/runs answered, %.2f per second; in the browser each took p50 %.1f ms, max %.1f ms)\n",
-			n, share, answered, float64(answered)/window.Seconds(), quantile(all, 0.5), all[len(all)-1])
+			n, share, answered, float64(answered)/window.Seconds(), benchkit.Quantile(all, 0.5), all[len(all)-1])
 	}
 	fmt.Printf("  one answer of the page's GET /admin/training/api/runs?limit=50: %d bytes; of GET .../runs, all %d runs: %d bytes\n",
 		runsSize(srv.Addr, "?limit=50"), *history+1, runsSize(srv.Addr, ""))
@@ -188,13 +188,6 @@ func polls(ctx context.Context) []float64 {
 		tb.Fatalf("reading the tab's resource timings: %v", err)
 	}
 	return v
-}
-
-func quantile(s []float64, q float64) float64 {
-	if len(s) == 0 {
-		return 0
-	}
-	return s[int(q*float64(len(s)-1))]
 }
 
 func runsSize(addr, query string) int {

@@ -21,7 +21,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
@@ -32,12 +31,6 @@ import (
 )
 
 const tb = benchkit.T("benchssh")
-
-func median(xs []float64) float64 {
-	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
-	return s[len(s)/2]
-}
 
 func timeCmd(name string, args ...string) float64 {
 	t0 := time.Now()
@@ -193,10 +186,10 @@ func main() {
 		rs = append(rs, size/time.Since(t0).Seconds())
 		os.RemoveAll(dst)
 	}
-	fmt.Printf("P1 first event %.3f s / ssh true %.3f s = %.2f (target at most 3)\n", median(p1), median(ref1), median(p1)/median(ref1))
-	fmt.Printf("P2 copy back %.0f MB/s / ssh cat %.0f MB/s = %.2f (target at least 0.9)\n", median(p2), median(ref2), median(p2)/median(ref2))
+	fmt.Printf("P1 first event %.3f s / ssh true %.3f s = %.2f (target at most 3)\n", benchkit.Median(p1), benchkit.Median(ref1), benchkit.Median(p1)/benchkit.Median(ref1))
+	fmt.Printf("P2 copy back %.0f MB/s / ssh cat %.0f MB/s = %.2f (target at least 0.9)\n", benchkit.Median(p2), benchkit.Median(ref2), benchkit.Median(p2)/benchkit.Median(ref2))
 	if len(rs) > 0 {
-		fmt.Printf("rsync through the master %.0f MB/s / ssh cat = %.2f (for comparison)\n", median(rs), median(rs)/median(ref2))
+		fmt.Printf("rsync through the master %.0f MB/s / ssh cat = %.2f (for comparison)\n", benchkit.Median(rs), benchkit.Median(rs)/benchkit.Median(ref2))
 	}
 	fmt.Printf("runs: %d each; P1 %s; ssh true %s\n", *n, list(p1), list(ref1))
 	fmt.Printf("P2 %s MB/s; ssh cat %s MB/s; rsync %s MB/s\n", list(p2), list(ref2), list(rs))
