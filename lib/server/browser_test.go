@@ -127,7 +127,7 @@ func (b *browser) text(expr string) string {
 }
 
 // exec runs JavaScript for what it does.
-func (b *browser) exec(what, js string) {
+func (b *browser) exec(js string) {
 	b.t.Helper()
 	eval[bool](b, js+"; true")
 }
@@ -168,11 +168,6 @@ func (b *browser) screenshot(name string) {
 	}
 }
 
-// row is the state cell of run id in the Runs table, as JavaScript.
-func row(id, cell string) string {
-	return fmt.Sprintf(`(document.querySelector('#runs tr[data-run=%q]') || {cells: []}).cells[%s]`, id, cell)
-}
-
 // Column indexes of the Runs table.
 const (
 	colRanOn   = "3"
@@ -181,8 +176,10 @@ const (
 	colTrigger = "7"
 )
 
+// cellText is, as JavaScript, the text of column col of run id's row in
+// the Runs table ("" while there is no such row).
 func cellText(id, col string) string {
-	return fmt.Sprintf(`(((%s) || {}).textContent || "")`, row(id, col))
+	return fmt.Sprintf(`(((document.querySelector('#runs tr[data-run=%q]') || {cells: []}).cells[%s] || {}).textContent || "")`, id, col)
 }
 
 // newest is the run id of the table's first row.
@@ -268,7 +265,7 @@ func TestPageInBrowser(t *testing.T) {
 
 	// An error of the API is text on the page.
 	b.do("choosing local", chromedp.SetValue(chromedp.ID("backend"), "local"))
-	b.exec("unticking the schemas", `document.querySelectorAll('input[name=schemas]').forEach(i => i.checked = false)`)
+	b.exec(`document.querySelectorAll('input[name=schemas]').forEach(i => i.checked = false)`)
 	b.do("a start with no schema", chromedp.Click(chromedp.ID("start-run")))
 	b.waitJS("the error", `!document.getElementById('error').hidden`)
 	if msg := b.text("document.getElementById('error').textContent"); !strings.HasPrefix(msg, "no schema given") {
@@ -277,8 +274,8 @@ func TestPageInBrowser(t *testing.T) {
 
 	// A local run from the form: the step line follows it, and it ends
 	// in the table with its held-out score.
-	b.exec("recording the step line", recordSteps)
-	b.exec("ticking sentiment", `document.querySelector('input[value=sentiment]').checked = true`)
+	b.exec(recordSteps)
+	b.exec(`document.querySelector('input[value=sentiment]').checked = true`)
 	b.do("starting a local run", chromedp.SetValue(chromedp.ID("trainer"), "tfidf-logreg"), chromedp.Click(chromedp.ID("start-run")))
 	b.waitJS("the run in the table", newest+` !== ""`)
 	local := b.text(newest)
@@ -303,7 +300,7 @@ func TestPageInBrowser(t *testing.T) {
 
 	// A run on the ssh backend: its steps name the host, and "Ran on"
 	// says where.
-	b.exec("recording the step line", recordSteps)
+	b.exec(recordSteps)
 	b.do("starting an ssh run", chromedp.SetValue(chromedp.ID("backend"), "gpu-server"), chromedp.Click(chromedp.ID("start-run")))
 	b.waitJS("the ssh run", newest+` !== "`+local+`"`)
 	remote := b.text(newest)
