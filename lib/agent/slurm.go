@@ -72,6 +72,9 @@ type slurmJob struct {
 	restarts  int    // scontrol's Restarts when last seen
 	cancelled bool   // the agent asked for the cancel
 	nudge     chan struct{}
+	// spoke is true once the training process has written an event since
+	// the job last started: its own steps then make the step line.
+	spoke bool
 }
 
 // slurmEnv is the agent's environment less its token, for the scheduler's
@@ -193,7 +196,12 @@ func (sj *slurmJob) follow(ctx context.Context) (int, string) {
 	// The scheduler's commands outlive ctx: a stopped agent still cancels
 	// its job, so the GPU is released (M6).
 	bg := context.WithoutCancel(ctx)
-	t := &tailer{path: filepath.Join(sj.dir, jobEvents), emit: j.emit, raw: func(l string) {
+	t := &tailer{path: filepath.Join(sj.dir, jobEvents), emit: func(e events.Event) {
+		sj.mu.Lock()
+		sj.spoke = true
+		sj.mu.Unlock()
+		j.emit(e)
+	}, raw: func(l string) {
 		j.mu.Lock()
 		j.raw = append(j.raw, []byte(l))
 		j.mu.Unlock()
@@ -292,6 +300,12 @@ func (sj *slurmJob) check(ctx context.Context) (bool, error) {
 	}
 	sj.mu.Lock()
 	sj.state = q.State
+	if q.State == slurm.StatePending {
+		// Requeued or not started yet: the queue has the step line until
+		// the training process speaks again.
+		sj.spoke = false
+	}
+	spoke := sj.spoke
 	sj.mu.Unlock()
 	desc := q.Describe()
 	if desc != sj.lastDesc() {
@@ -307,7 +321,12 @@ func (sj *slurmJob) check(ctx context.Context) (bool, error) {
 		if q.State == slurm.StateRunning {
 			state = "running"
 		}
-		sj.j.emit(events.Status(state, fmt.Sprintf("SLURM job %s: %s", sj.id, desc)))
+		// A job seen running only after its training process has
+		// reported keeps the process's step line; the run log has the
+		// queue's word.
+		if !(q.State == slurm.StateRunning && spoke) {
+			sj.j.emit(events.Status(state, fmt.Sprintf("SLURM job %s: %s", sj.id, desc)))
+		}
 	}
 	return true, nil
 }

@@ -295,6 +295,27 @@ func TestEndToEndPendingThenRunning(t *testing.T) {
 	}
 }
 
+// The queue's RUNNING, seen after the training process has reported its
+// own step, goes to the run log and leaves the step line to the process
+// (seen as a flake of TestRealCancel, where the real scheduler starts a
+// job between two polls of squeue).
+func TestStepLineStaysTheTrainers(t *testing.T) {
+	c := shim(t, 1)
+	e := setup(t, c, "")
+	_, unblock := c.blocker()
+	defer unblock()
+	id := e.Detach("--trainer", sleeper(t, true), "--schemas", "sentiment")
+	testproject.WaitFor(t, "PENDING", func() bool { return e.logHas(id, ": PENDING (Priority)") })
+	unblock()
+	testproject.WaitFor(t, "the queue to say RUNNING", func() bool { return e.logHas(id, ": RUNNING on node07") })
+	testproject.WaitFor(t, "the trainer's step line", func() bool { return e.Info(id).Step == "working" })
+	// Two more polls of the queue (poll_interval_s 1) change nothing.
+	time.Sleep(2500 * time.Millisecond)
+	if step := e.Info(id).Step; step != "working" {
+		t.Errorf("step line %q, want the trainer's %q\n%s", step, "working", e.dump(id))
+	}
+}
+
 func TestCancelWhilePending(t *testing.T) {
 	c := shim(t, 1)
 	e := setup(t, c, "")
