@@ -68,9 +68,9 @@ func Binaries(t testing.TB) string {
 }
 
 // Params returns testscript parameters for the scripts in dir. The
-// scripts see $REPO (the repository), $SHARED (the shared reference
-// directory beside it) and, when siblings is set, $BIN holding every
-// built binary, also put first on PATH.
+// scripts see $REPO (the repository) and, when siblings is set, $BIN
+// holding every built binary, also put first on PATH. Nothing outside the
+// repository is named: reference data lives in $REPO/testdata.
 func Params(t testing.TB, dir string, siblings bool) testscript.Params {
 	root := Root()
 	var bin string
@@ -81,7 +81,6 @@ func Params(t testing.TB, dir string, siblings bool) testscript.Params {
 		Dir: dir,
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("REPO", root)
-			env.Setenv("SHARED", filepath.Join(filepath.Dir(root), "shared"))
 			if bin != "" {
 				env.Setenv("BIN", bin)
 				env.Setenv("PATH", bin+string(os.PathListSeparator)+env.Getenv("PATH"))

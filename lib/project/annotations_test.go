@@ -176,7 +176,7 @@ func TestLabelTargets(t *testing.T) {
 	}
 }
 
-const examples = "../../../shared/potato-examples/examples/advanced/"
+const examples = "../../testdata/potato-examples/advanced/"
 
 func TestReadAnnotationsRealDatasetPublishing(t *testing.T) {
 	schemes := []config.Scheme{

@@ -101,7 +101,7 @@ func TestEachItemNoSourceFieldsAndOrder(t *testing.T) {
 }
 
 func TestEachItemRealExamples(t *testing.T) {
-	base := "../../../shared/potato-examples/examples/advanced/"
+	base := "../../testdata/potato-examples/advanced/"
 	// reviews.json holds one object a line; reflection-examples.json is an array.
 	got := collect(t, Source{
 		DataFiles: []string{abs(t, base+"dataset-publishing/data/reviews.json")},

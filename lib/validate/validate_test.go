@@ -10,7 +10,7 @@ import (
 // Every config of Potato's own example projects validates without errors:
 // their many keys belong to Potato (SPEC V6).
 func TestPotatoExamples(t *testing.T) {
-	root := filepath.Join("..", "..", "..", "shared", "potato-examples", "examples")
+	root := filepath.Join("..", "..", "testdata", "potato-examples")
 	n := 0
 	err := filepath.Walk(root, func(p string, info os.FileInfo, err error) error {
 		if err != nil {
