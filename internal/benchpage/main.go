@@ -114,8 +114,8 @@ func main() {
 		fmt.Printf("  %2d page(s) open:   %.2f%%  (%d GET .../api/runs answered, %.2f per second; in the browser each took p50 %.1f ms, max %.1f ms)\n",
 			n, share, answered, float64(answered)/window.Seconds(), benchkit.Quantile(all, 0.5), all[len(all)-1])
 	}
-	fmt.Printf("  one answer of the page's GET /admin/training/api/runs?limit=50: %d bytes; of GET .../runs, all %d runs: %d bytes\n",
-		runsSize(srv.Addr, "?limit=50"), *history+1, runsSize(srv.Addr, ""))
+	fmt.Printf("  one answer of the page's GET /admin/training/api/runs?limit=50&current=1: %d bytes; of GET .../runs, all %d runs: %d bytes\n",
+		runsSize(srv.Addr, "?limit=50&current=1"), *history+1, runsSize(srv.Addr, ""))
 }
 
 // project writes a project with admin_api_key and history finished runs.

@@ -439,9 +439,13 @@ func (a *api) runs() ([]apiRun, error) {
 	return out, nil
 }
 
-// listRuns is GET /runs, newest first; ?limit=N keeps the newest N.
+// listRuns is GET /runs, newest first; ?limit=N keeps the newest N, and
+// with ?current=1 also the run executing and the next in the queue where
+// they are older than those, so that a page that shows the newest runs
+// still shows the run under way however many wait behind it.
 func (a *api) listRuns(w http.ResponseWriter, r *http.Request) {
 	limit := 0
+	current := r.URL.Query().Get("current") == "1"
 	if v := r.URL.Query().Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
@@ -457,9 +461,30 @@ func (a *api) listRuns(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("X-Total-Count", strconv.Itoa(len(runs)))
 	if limit > 0 && len(runs) > limit {
-		runs = runs[:limit]
+		kept := runs[:limit:limit]
+		if current {
+			for _, run := range runs[limit:] {
+				if run.current() {
+					kept = append(kept, run)
+				}
+			}
+		}
+		runs = kept
 	}
 	writeJSON(w, http.StatusOK, runs)
+}
+
+// current reports whether the run is the one under way: executing, or the
+// next to start.
+func (r apiRun) current() bool {
+	if r.QueuePosition > 0 {
+		return r.QueuePosition == 1
+	}
+	switch r.State {
+	case rundir.StateSuccess, rundir.StateError, rundir.StateCancelled:
+		return false
+	}
+	return true
 }
 
 // run finds one run among the runs, or answers 404.

@@ -375,6 +375,15 @@ func TestAPICancel(t *testing.T) {
 	if a.code != 200 || len(newest) != 1 || newest[0].RunID != queued || newest[0].QueuePosition != 1 || a.hdr.Get("X-Total-Count") != "2" {
 		t.Errorf("GET /runs?limit=1: %d %s %s", a.code, a.hdr.Get("X-Total-Count"), a.body)
 	}
+	// With current=1 the executing run comes too, after the newest, when it
+	// is older than they are: the page never loses the run under way.
+	a = e.do("GET", "/runs?limit=1&current=1", "")
+	var withCurrent []apiRun
+	a.decode(t, &withCurrent)
+	if a.code != 200 || len(withCurrent) != 2 || withCurrent[0].RunID != queued || withCurrent[1].RunID != longID ||
+		a.hdr.Get("X-Total-Count") != "2" {
+		t.Errorf("GET /runs?limit=1&current=1: %d %s %s", a.code, a.hdr.Get("X-Total-Count"), a.body)
+	}
 	if a := e.do("GET", "/runs?limit=0", ""); a.code != http.StatusBadRequest {
 		t.Errorf("GET /runs?limit=0: %d %s", a.code, a.body)
 	}

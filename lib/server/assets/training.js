@@ -214,18 +214,21 @@
     async function refreshRuns() {
       let runs, total;
       try {
-        const answer = await request("GET", "/runs?limit=" + tableRows);
+        const answer = await request("GET", "/runs?limit=" + tableRows + "&current=1");
         runs = answer.data;
         total = Number(answer.headers.get("X-Total-Count")) || runs.length;
       } catch (e) {
         showError(e);
         return idlePollMS;
       }
+      // The table shows the newest runs; the answer may add, after them,
+      // the run under way when it is older (current=1).
+      const newest = runs.slice(0, tableRows);
       const tbody = $("runs").tBodies[0];
-      tbody.replaceChildren(...runs.map(row));
-      $("no-runs").hidden = runs.length > 0;
-      $("more-runs").hidden = total <= runs.length;
-      $("more-runs").textContent = "The newest " + runs.length + " of " + total + " runs; every run is in GET " + API + "/runs.";
+      tbody.replaceChildren(...newest.map(row));
+      $("no-runs").hidden = newest.length > 0;
+      $("more-runs").hidden = total <= newest.length;
+      $("more-runs").textContent = "The newest " + newest.length + " of " + total + " runs; every run is in GET " + API + "/runs.";
       // The current run: the one executing, else the next in the queue;
       // with none, the last run, as it ended.
       current = runs.find((r) => !finished(r) && !r.queue_position) || runs.find((r) => r.queue_position === 1) || null;
