@@ -21,10 +21,10 @@ import (
 
 // The user-visible texts of SPEC V3 and V4, kept in one place.
 const (
-	longTimeWarning  = "%s is %s. A job that holds a GPU for more than 6 hours is long on a shared cluster; check its policy"
-	ackTooShort      = "validation.acknowledge entry %q is too short to acknowledge anything: an entry needs at least %d characters"
-	ackMatchesNone   = "validation.acknowledge entry %q matches no warning"
-	ackMinChars      = 12
+	longTimeWarning = "%s is %s. A job that holds a GPU for more than 6 hours is long on a shared cluster; check its policy"
+	ackTooShort     = "validation.acknowledge entry %q is too short to acknowledge anything: an entry needs at least %d characters"
+	ackMatchesNone  = "validation.acknowledge entry %q matches no warning"
+	ackMinChars     = 12
 	// PrelabelsHidden is the warning for writeback.schemas without
 	// pre_annotation.enabled: true; potato-check(1) gives it too.
 	PrelabelsHidden = "model_training.writeback.schemas is set but pre_annotation.enabled is not true: " +
