@@ -15,6 +15,7 @@ import (
 	"potato-training/lib/config"
 	"potato-training/lib/gpu"
 	"potato-training/lib/probe"
+	"potato-training/lib/validate"
 )
 
 // Report is what potato-check prints; --json prints it as it is. New
@@ -96,8 +97,17 @@ func Local(ctx context.Context, cfg *config.Config, gp gpu.Probe) Report {
 	return r
 }
 
-// Backend checks a configured backend.
+// Backend checks a configured backend. A config whose prelabels Potato
+// would not show (validate.PrelabelsHidden) adds that warning.
 func Backend(ctx context.Context, cfg *config.Config, b *config.Backend, gp gpu.Probe) Report {
+	r := backendReport(ctx, cfg, b, gp)
+	if validate.PrelabelsWithoutPreAnnotation(cfg) {
+		r.Warnings = append(r.Warnings, validate.PrelabelsHidden)
+	}
+	return r
+}
+
+func backendReport(ctx context.Context, cfg *config.Config, b *config.Backend, gp gpu.Probe) Report {
 	switch b.Type {
 	case config.TypeLocal:
 		return Local(ctx, cfg, gp)

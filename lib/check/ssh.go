@@ -76,7 +76,21 @@ func SSH(ctx context.Context, b *config.Backend) Report {
 	if msg, bad := f.NvrtcMismatch(); bad {
 		r.Warnings = append(r.Warnings, msg)
 	}
-	dev, _, err := sshbackend.ChooseDevice(b, f)
+	// The torch trainers' device: what the host's torch allows them does
+	// not keep the built-in trainer from running, so it is a warning.
+	for _, t := range pythonTrainers {
+		if !sshbackend.NeedsTorch(t) || f.PythonMissing || f.Torch == "" {
+			continue
+		}
+		switch dev, _, err := sshbackend.ChooseDevice(b, f, true); {
+		case err != nil:
+			r.Warnings = append(r.Warnings, t+": "+err.Error())
+		case dev == "cpu" && f.CPUTorch() && len(f.GPUs) > 0 && !b.GPUs.None:
+			r.Warnings = append(r.Warnings, fmt.Sprintf(probe.CPUTorchFormat, f.Torch, t, b.Host))
+		}
+	}
+	// The device line is the built-in trainer's, which needs no torch.
+	dev, _, err := sshbackend.ChooseDevice(b, f, false)
 	if err != nil {
 		r.Problems = append(r.Problems, err.Error())
 	} else {

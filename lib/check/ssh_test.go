@@ -7,12 +7,17 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 
 	"potato-training/internal/fakebin"
 	"potato-training/internal/testcli"
+	sshbackend "potato-training/lib/backend/ssh"
 	"potato-training/lib/config"
+	"potato-training/lib/gpu"
+	"potato-training/lib/probe"
 )
 
 func sshBackend(t *testing.T, host, python, gpus string) *config.Backend {
@@ -80,4 +85,81 @@ func TestSSHReportFailures(t *testing.T) {
 			t.Errorf("%s: %+v", c.name, r)
 		}
 	}
+}
+
+// TestChooseDeviceForTorch: the host's torch decides the GPUs of a trainer
+// that needs torch, and only of one. Facts as the probe gives them; the
+// real CPU build is TestSSHReportCPUTorch's.
+func TestChooseDeviceForTorch(t *testing.T) {
+	h200 := gpu.GPU{Index: 0, Name: "NVIDIA H200", MemoryFreeMB: 140000, ComputeCap: "9.0"}
+	cpuTorch := probe.Facts{Torch: "1.13.1", GPUs: []gpu.GPU{h200}}
+	sm80 := probe.Facts{Torch: "2.4.0", TorchCUDA: "12.4", TorchArch: []string{"sm_80"}, GPUs: []gpu.GPU{h200}}
+	auto := &config.Backend{Host: "gpu.example.org", MinFreeGPUMB: 2000}
+	pinned := &config.Backend{Host: "gpu.example.org", GPUs: config.GPUs{Indices: []int{0}}}
+	for _, tc := range []struct {
+		name       string
+		b          *config.Backend
+		f          probe.Facts
+		needsTorch bool
+		dev, err   string
+		note       string
+	}{
+		{"built-in, CPU torch", auto, cpuTorch, false, "cuda:0", "", ""},
+		{"built-in, no kernels", auto, sm80, false, "cuda:0", "", ""},
+		{"torch trainer, CPU torch, auto: CPU with a warning", auto, cpuTorch, true, "cpu", "",
+			"warning: this host's torch 1.13.1 is a CPU build, so the run trains on the CPU of gpu.example.org"},
+		{"torch trainer, CPU torch, pinned: refused", pinned, cpuTorch, true, "",
+			"gpus pins GPU 0, but the torch 1.13.1 on gpu.example.org is a CPU build and cannot use it", ""},
+		{"built-in, CPU torch, pinned", pinned, cpuTorch, false, "cuda:0", "", ""},
+		{"torch trainer, no kernels for any GPU: F5", auto, sm80, true, "", gpu.NoUsableGPUText, ""},
+	} {
+		dev, notes, err := sshbackend.ChooseDevice(tc.b, tc.f, tc.needsTorch)
+		gotErr := ""
+		if err != nil {
+			gotErr = err.Error()
+		}
+		if dev != tc.dev || gotErr != tc.err || tc.note != "" && !slices.Contains(notes, tc.note) {
+			t.Errorf("%s: %q %q %q", tc.name, dev, notes, gotErr)
+		}
+	}
+}
+
+// TestSSHReportCPUTorch runs the check against this machine's real
+// /usr/bin/python3, whose torch is Debian's CPU build (scripts/install-deps
+// installs it; outside CI a host without it skips), with two GPUs from the
+// fake nvidia-smi. A run can start: the built-in trainer gets a GPU; the
+// torch trainer would train on the CPU, which is a warning.
+func TestSSHReportCPUTorch(t *testing.T) {
+	if err := exec.Command("/usr/bin/python3", "-c", "import torch; assert torch.version.cuda is None").Run(); err != nil {
+		if os.Getenv("CI") == "" {
+			t.Skipf("/usr/bin/python3 has no CPU-only torch (%v); scripts/install-deps installs python3-torch", err)
+		}
+		t.Fatalf("/usr/bin/python3 has no CPU-only torch: %v", err)
+	}
+	b := sshBackend(t, "potato-test", "/usr/bin/python3", "0, GPU-a, NVIDIA H200, 143771, 3000, 90, 9.0\n1, GPU-b, NVIDIA H200, 143771, 100000, 4, 9.0\n")
+	r := SSH(context.Background(), b)
+	warnings := strings.Join(r.Warnings, "\n")
+	if !r.OK || r.Device == nil || r.Device.Device != "cuda:1" || len(r.Problems) > 0 ||
+		!strings.Contains(warnings, "is a CPU build, so hf-text-classification trains on the CPU of potato-test") {
+		t.Fatalf("%+v", r)
+	}
+	for _, g := range r.GPUs {
+		if !g.NoTorchKernels {
+			t.Errorf("GPU %d not marked: a CPU torch has no kernels for it", g.Index)
+		}
+	}
+	b.GPUs = config.GPUs{Indices: []int{0}}
+	r = SSH(context.Background(), b)
+	want := "hf-text-classification: gpus pins GPU 0, but the torch " + torchVersion(t) + " on potato-test is a CPU build and cannot use it"
+	if !r.OK || r.Device == nil || r.Device.Device != "cuda:0" || !slices.Contains(r.Warnings, want) {
+		t.Errorf("pinned: %+v", r)
+	}
+}
+
+func torchVersion(t *testing.T) string {
+	out, err := exec.Command("/usr/bin/python3", "-c", "import torch; print(torch.__version__)").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(out))
 }

@@ -42,6 +42,9 @@ type Config struct {
 	Training    Training
 	Acknowledge []Acknowledge
 
+	// preAnnotation is Potato's pre_annotation.enabled.
+	preAnnotation bool
+
 	// Problems are the errors found while decoding: malformed YAML, unknown
 	// keys, missing required keys and values of the wrong type. The
 	// validator adds the rules about values.
@@ -335,6 +338,8 @@ func (d *decoder) project(root *yaml.Node) {
 			c.AdminAPIKey = scalarString(v)
 		case "model_training":
 			training, trainingKey = v, k
+		case "pre_annotation":
+			c.preAnnotation = yamlTrue(mapGet(v, "enabled"))
 		case "validation":
 			d.validation(k, v)
 		}
@@ -371,6 +376,24 @@ func (d *decoder) project(root *yaml.Node) {
 		}
 	}
 	d.training(trainingKey, training)
+}
+
+// PreAnnotationEnabled is whether the config sets pre_annotation.enabled
+// to true: Potato shows stored prelabels to annotators only then, and
+// loads them when it starts.
+func (c *Config) PreAnnotationEnabled() bool { return c.preAnnotation }
+
+// yamlTrue is whether n is a true that Potato's YAML reader (YAML 1.1)
+// reads: true, yes or on, in any of their spellings.
+func yamlTrue(n *yaml.Node) bool {
+	if n == nil || deref(n).Kind != yaml.ScalarNode {
+		return false
+	}
+	switch deref(n).Value {
+	case "true", "True", "TRUE", "yes", "Yes", "YES", "on", "On", "ON":
+		return true
+	}
+	return false
 }
 
 func readScheme(n *yaml.Node) Scheme {

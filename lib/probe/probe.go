@@ -392,3 +392,21 @@ func (f Facts) UsableGPU(g gpu.GPU) bool {
 	}
 	return gpu.TorchSupports(f.TorchArch, g.ComputeCap)
 }
+
+// CPUTorchFormat is the run log's warning when a trainer that needs torch
+// trains on the CPU of a host with GPUs because the host's torch is a CPU
+// build (torch's version, then the host).
+const CPUTorchFormat = "this host's torch %s is a CPU build, so %s trains on the CPU of %s"
+
+// CPUTorch is whether the host's torch imports and is a CPU build.
+func (f Facts) CPUTorch() bool { return f.Torch != "" && f.TorchCUDA == "" }
+
+// GPUFilter is the usable of gpu.Choose for a trainer. The torch checks
+// apply only to a trainer that needs torch: for any other (the built-in
+// tfidf-logreg) every GPU is usable, whatever torch the host has.
+func (f Facts) GPUFilter(needsTorch bool) func(gpu.GPU) bool {
+	if !needsTorch {
+		return func(gpu.GPU) bool { return true }
+	}
+	return f.UsableGPU
+}

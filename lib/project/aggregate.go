@@ -1,14 +1,9 @@
 package project
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
 	"sort"
-	"strconv"
-	"strings"
-
-	"potato-training/lib/config"
 )
 
 // Aggregation methods, as model_training.aggregation names them.
@@ -17,14 +12,11 @@ const (
 	Majority  = "majority"
 )
 
-// Dawid-Skene settings (FORMATS.md): at most dsMaxIter EM rounds, stopping
-// once the log-likelihood moves by less than dsTol. dsSmooth is added to every
-// count so that a class an annotator was never seen to give keeps a small
-// probability instead of vetoing it.
+// Dawid-Skene settings, Potato's: at most dsMaxIter EM rounds, stopping
+// once the log-likelihood moves by less than dsTol.
 const (
 	dsMaxIter = 100
 	dsTol     = 1e-6
-	dsSmooth  = 0.01
 )
 
 // Resolution holds one agreed target per item and schema.
@@ -66,19 +58,20 @@ func (r *Resolution) Targets(itemID string) map[string]any {
 	return r.targets[itemID]
 }
 
-// Resolve agrees one target per item and schema from the annotators' votes.
+// Resolve agrees one target per item and schema from the annotators'
+// votes, as Potato's training code does (FORMATS.md "Annotations").
 //
-// Majority votes on the target (not on the raw {label: value} map, so that
-// {"3": "3"} and {"3": "true"} are the same likert answer); an annotator
-// whose map yields no target does not vote, and a tie goes to the target of
-// the first annotator seen.
+// Both methods compare whole value maps (Vote.Key), not targets: {"a":
+// "true"} and {"a": "a"} are different answers to them, as to Potato. The
+// winning map's target is the item's; when it has none (nothing chosen,
+// two radio labels), the item has no target for that schema.
 //
-// Consensus runs Dawid-Skene EM on each nominal schema that more than one
-// annotator voted on, starting from the majority vote; its classes are the
-// scheme's configured labels followed by any other label observed, sorted.
-// Multilabel, ordinal, continuous and span schemas have no confusion matrix
-// to estimate, so consensus resolves them by majority. The empty method is
-// Consensus, Potato's default.
+// Majority takes the map given most often, the first annotator's on a tie.
+//
+// Consensus runs Dawid-Skene EM (Potato's dawid_skene) on every schema
+// once more than one annotator has annotated anything; its classes are the
+// distinct maps in sorted key order. With a single annotator it is
+// majority. The empty method is Consensus, Potato's default.
 func (a *Annotations) Resolve(method string) (*Resolution, error) {
 	switch method {
 	case "":
@@ -95,6 +88,7 @@ func (a *Annotations) Resolve(method string) (*Resolution, error) {
 			Schemas:    make(map[string]SchemaStats),
 		},
 	}
+	useDS := method == Consensus && a.active > 1
 	done := make(map[string]bool)
 	for _, s := range a.Schemes {
 		if done[s.Name] {
@@ -102,13 +96,9 @@ func (a *Annotations) Resolve(method string) (*Resolution, error) {
 		}
 		done[s.Name] = true
 		var ids []string
-		voters := make(map[int]bool)
 		for id, m := range a.votes {
-			if vs := m[s.Name]; len(vs) > 0 {
+			if len(m[s.Name]) > 0 {
 				ids = append(ids, id)
-				for _, v := range vs {
-					voters[v.Annotator] = true
-				}
 			}
 		}
 		if len(ids) == 0 {
@@ -116,8 +106,8 @@ func (a *Annotations) Resolve(method string) (*Resolution, error) {
 		}
 		sort.Strings(ids)
 		var st SchemaStats
-		if method == Consensus && s.Kind == config.KindNominal && len(voters) > 1 {
-			st = a.resolveDawidSkene(r, s, ids)
+		if useDS {
+			st = a.resolveDawidSkene(r, s.Name, ids)
 		} else {
 			st = a.resolveMajority(r, s.Name, ids)
 		}
@@ -139,93 +129,79 @@ func (r *Resolution) set(itemID, schema string, t any) {
 func (a *Annotations) resolveMajority(r *Resolution, schema string, ids []string) SchemaStats {
 	st := SchemaStats{Method: "majority"}
 	for _, id := range ids {
-		t, disputed := majority(a.votes[id][schema])
-		r.set(id, schema, t)
-		st.Items++
-		if disputed {
+		votes := a.votes[id][schema]
+		w := majority(votes)
+		if disputed(votes) {
 			st.Disputed++
+		}
+		if w.Target != nil {
+			r.set(id, schema, w.Target)
+			st.Items++
 		}
 	}
 	return st
 }
 
-// majority returns the most common target among votes (in annotator order),
-// the earliest on a tie, and whether the votes disagreed at all.
-func majority(votes []Vote) (winner any, disputed bool) {
-	keys := make([]string, len(votes))
+// majority returns the vote whose map is given most often, in annotator
+// order the earliest on a tie (Potato's Counter.most_common(1)).
+func majority(votes []Vote) Vote {
 	counts := make(map[string]int, len(votes))
+	for _, v := range votes {
+		counts[v.Key]++
+	}
+	best := 0
 	for i, v := range votes {
-		keys[i] = targetKey(v.Target)
-		counts[keys[i]]++
-	}
-	best, bestN := 0, 0
-	for i, k := range keys {
-		if n := counts[k]; n > bestN {
-			best, bestN = i, n
+		if counts[v.Key] > counts[votes[best].Key] {
+			best = i
 		}
 	}
-	return votes[best].Target, len(counts) > 1
+	return votes[best]
 }
 
-// targetKey renders a target so that equal targets have equal keys.
-func targetKey(t any) string {
-	switch x := t.(type) {
-	case string:
-		return "s" + x
-	case float64:
-		return "f" + strconv.FormatFloat(x, 'g', -1, 64)
-	case []string:
-		return "m" + strings.Join(x, "\x00")
-	}
-	b, _ := json.Marshal(t)
-	return "j" + string(b)
-}
-
-func (a *Annotations) resolveDawidSkene(r *Resolution, s config.Scheme, ids []string) SchemaStats {
-	var classes []string
-	index := make(map[string]int)
-	addClass := func(c string) {
-		if _, ok := index[c]; !ok {
-			index[c] = len(classes)
-			classes = append(classes, c)
+// disputed is whether the votes give more than one map.
+func disputed(votes []Vote) bool {
+	for _, v := range votes[1:] {
+		if v.Key != votes[0].Key {
+			return true
 		}
 	}
-	for _, l := range s.Labels {
-		addClass(l)
-	}
-	var extra []string
+	return false
+}
+
+func (a *Annotations) resolveDawidSkene(r *Resolution, schema string, ids []string) SchemaStats {
+	target := make(map[string]any) // key -> target, the same for every vote of a key
 	for _, id := range ids {
-		for _, v := range a.votes[id][s.Name] {
-			if c := v.Target.(string); !containsString(extra, c) {
-				if _, ok := index[c]; !ok {
-					extra = append(extra, c)
-				}
-			}
+		for _, v := range a.votes[id][schema] {
+			target[v.Key] = v.Target
 		}
 	}
-	sort.Strings(extra)
-	for _, c := range extra {
-		addClass(c)
+	classes := make([]string, 0, len(target))
+	for k := range target {
+		classes = append(classes, k)
+	}
+	sort.Strings(classes)
+	index := make(map[string]int, len(classes))
+	for c, k := range classes {
+		index[k] = c
 	}
 
 	obs := make([][]observation, len(ids))
-	start := make([]int, len(ids))
 	st := SchemaStats{Method: "dawid-skene"}
 	for i, id := range ids {
-		votes := a.votes[id][s.Name]
+		votes := a.votes[id][schema]
 		for _, v := range votes {
-			obs[i] = append(obs[i], observation{annotator: v.Annotator, class: index[v.Target.(string)]})
+			obs[i] = append(obs[i], observation{annotator: v.Annotator, class: index[v.Key]})
 		}
-		w, disputed := majority(votes)
-		start[i] = index[w.(string)]
-		if disputed {
+		if disputed(votes) {
 			st.Disputed++
 		}
 	}
-	res := dawidSkene(obs, start, len(a.Annotators), len(classes), dsMaxIter, dsTol)
+	res := dawidSkene(obs, len(a.Annotators), len(classes), dsMaxIter, dsTol)
 	for i, id := range ids {
-		r.set(id, s.Name, classes[res.labels[i]])
-		st.Items++
+		if t := target[classes[res.labels[i]]]; t != nil {
+			r.set(id, schema, t)
+			st.Items++
+		}
 	}
 	st.Iterations, st.Converged = res.iterations, res.converged
 	st.Reliability = make(map[string]float64)
@@ -244,125 +220,33 @@ type dsResult struct {
 	labels      []int       // per item, the class of highest posterior
 	posterior   [][]float64 // per item, per class
 	prior       []float64
-	confusion   [][][]float64 // [annotator][true class][given class]
+	confusion   [][][]float64 // [annotator][true class][given class]; nil for one with no observation
 	reliability []float64     // per annotator; NaN for one with no observation
 	iterations  int
 	converged   bool
 }
 
 // dawidSkene estimates each item's true class from obs[item] (Dawid and
-// Skene, 1979). It starts from the classes in start (the majority vote),
-// then alternates the M-step (class priors and each annotator's confusion
-// matrix from the current posteriors, with dsSmooth added to every count)
-// and the E-step (each item's posterior from the prior and the confusion
-// rows of its votes), for at most maxIter rounds, stopping early once the
-// log-likelihood of the votes changes by less than tol, as Potato's own
-// implementation does. Where two classes end level, the starting class
-// wins.
-func dawidSkene(obs [][]observation, start []int, nAnnotators, k, maxIter int, tol float64) dsResult {
+// Skene, 1979), step for step as Potato's dawid_skene does, so that the
+// same votes give the same classes:
+//
+//   - one class only: every item gets it, after no round;
+//   - the posteriors start at each item's vote frequencies;
+//   - the M-step takes the class priors from the summed posteriors and each
+//     annotator's confusion rows from the posteriors of the items they
+//     voted on, without smoothing; a row with no weight is uniform;
+//   - the E-step multiplies the prior by the confusion entries of the
+//     item's votes, in annotator order, and normalises; an item whose
+//     product is 0 for every class gets uniform posteriors;
+//   - EM stops after maxIter rounds, or once the log-likelihood of the
+//     votes has moved by less than tol since the round before;
+//   - an item's class is the first of highest posterior in class order.
+//
+// Sums run left to right in item, then annotator order, as CPython's sum
+// before 3.12 adds. Products are not fused into multiply-adds.
+func dawidSkene(obs [][]observation, nAnnotators, k, maxIter int, tol float64) dsResult {
 	n := len(obs)
-	post := make([][]float64, n)
-	for i := range post {
-		post[i] = make([]float64, k)
-		post[i][start[i]] = 1
-	}
-	prior := make([]float64, k)
-	conf := make([][][]float64, nAnnotators)
-	den := make([][]float64, nAnnotators)
-	for j := range conf {
-		conf[j] = make([][]float64, k)
-		for c := range conf[j] {
-			conf[j][c] = make([]float64, k)
-		}
-		den[j] = make([]float64, k)
-	}
-	logConf := make([][][]float64, nAnnotators)
-	for j := range logConf {
-		logConf[j] = make([][]float64, k)
-		for c := range logConf[j] {
-			logConf[j][c] = make([]float64, k)
-		}
-	}
-	logPrior := make([]float64, k)
-	logp := make([]float64, k)
-	res := dsResult{}
-	prevLL := 0.0
-	for res.iterations < maxIter {
-		res.iterations++
-
-		// M-step.
-		for c := range prior {
-			prior[c] = dsSmooth
-		}
-		for j := range conf {
-			for c := range conf[j] {
-				for l := range conf[j][c] {
-					conf[j][c][l] = dsSmooth
-				}
-				den[j][c] = dsSmooth * float64(k)
-			}
-		}
-		for i, p := range post {
-			for c, pc := range p {
-				prior[c] += pc
-				for _, o := range obs[i] {
-					conf[o.annotator][c][o.class] += pc
-					den[o.annotator][c] += pc
-				}
-			}
-		}
-		for c := range prior {
-			prior[c] /= float64(n) + dsSmooth*float64(k)
-			logPrior[c] = math.Log(prior[c])
-		}
-		for j := range conf {
-			for c := range conf[j] {
-				for l := range conf[j][c] {
-					conf[j][c][l] /= den[j][c]
-					logConf[j][c][l] = math.Log(conf[j][c][l])
-				}
-			}
-		}
-
-		// E-step, in logs so that many votes do not underflow.
-		ll := 0.0
-		for i, p := range post {
-			top := math.Inf(-1)
-			for c := range logp {
-				logp[c] = logPrior[c]
-				for _, o := range obs[i] {
-					logp[c] += logConf[o.annotator][c][o.class]
-				}
-				top = math.Max(top, logp[c])
-			}
-			sum := 0.0
-			for c := range logp {
-				logp[c] = math.Exp(logp[c] - top)
-				sum += logp[c]
-			}
-			for c := range p {
-				p[c] = logp[c] / sum
-			}
-			ll += top + math.Log(sum)
-		}
-		if res.iterations > 1 && math.Abs(ll-prevLL) < tol {
-			res.converged = true
-			break
-		}
-		prevLL = ll
-	}
-
-	res.labels = make([]int, n)
-	for i, p := range post {
-		best := start[i]
-		for c, pc := range p {
-			if pc > p[best]+1e-12 {
-				best = c
-			}
-		}
-		res.labels[i] = best
-	}
-	res.reliability = make([]float64, nAnnotators)
+	res := dsResult{labels: make([]int, n), reliability: make([]float64, nAnnotators)}
 	seen := make([]bool, nAnnotators)
 	for _, item := range obs {
 		for _, o := range item {
@@ -372,11 +256,154 @@ func dawidSkene(obs [][]observation, start []int, nAnnotators, k, maxIter int, t
 	for j := range res.reliability {
 		if !seen[j] {
 			res.reliability[j] = math.NaN()
+		}
+	}
+	post := make([][]float64, n)
+	for i := range post {
+		post[i] = make([]float64, k)
+	}
+	if k == 1 {
+		for i := range post {
+			post[i][0] = 1
+		}
+		for j := range res.reliability {
+			if seen[j] {
+				res.reliability[j] = 1
+			}
+		}
+		res.posterior, res.prior, res.converged = post, []float64{1}, true
+		return res
+	}
+
+	for i, item := range obs {
+		total := 0.0
+		for _, o := range item {
+			post[i][o.class]++
+			total++
+		}
+		for c := range post[i] {
+			if total > 0 {
+				post[i][c] /= total
+			} else {
+				post[i][c] = 1 / float64(k)
+			}
+		}
+	}
+	prior := make([]float64, k)
+	num := make([][][]float64, nAnnotators)
+	den := make([][]float64, nAnnotators)
+	conf := make([][][]float64, nAnnotators)
+	for j := range num {
+		if !seen[j] {
 			continue
 		}
-		for c := range prior {
-			res.reliability[j] += prior[c] * conf[j][c][c]
+		num[j], conf[j], den[j] = make([][]float64, k), make([][]float64, k), make([]float64, k)
+		for c := range num[j] {
+			num[j][c], conf[j][c] = make([]float64, k), make([]float64, k)
 		}
+	}
+	scores := make([]float64, k)
+	var prevLL float64
+	for res.iterations < maxIter {
+		res.iterations++
+
+		// M-step.
+		clear(prior)
+		for _, p := range post {
+			for c, pc := range p {
+				prior[c] += pc
+			}
+		}
+		tot := 0.0
+		for _, pc := range prior {
+			tot += pc
+		}
+		if tot == 0 {
+			tot = 1
+		}
+		for c := range prior {
+			prior[c] /= tot
+		}
+		for j := range num {
+			if seen[j] {
+				clear(den[j])
+				for c := range num[j] {
+					clear(num[j][c])
+				}
+			}
+		}
+		for i, p := range post {
+			for _, o := range obs[i] {
+				for c, pc := range p {
+					num[o.annotator][c][o.class] += pc
+					den[o.annotator][c] += pc
+				}
+			}
+		}
+		for j := range conf {
+			if !seen[j] {
+				continue
+			}
+			for c := range conf[j] {
+				for l := range conf[j][c] {
+					if den[j][c] > 0 {
+						conf[j][c][l] = num[j][c][l] / den[j][c]
+					} else {
+						conf[j][c][l] = 1 / float64(k)
+					}
+				}
+			}
+		}
+
+		// E-step.
+		ll := 0.0
+		for i, p := range post {
+			copy(scores, prior)
+			for _, o := range obs[i] {
+				for c := range scores {
+					scores[c] *= conf[o.annotator][c][o.class]
+				}
+			}
+			s := 0.0
+			for _, x := range scores {
+				s += x
+			}
+			if s > 0 {
+				for c := range p {
+					p[c] = scores[c] / s
+				}
+				ll += math.Log(s)
+			} else {
+				for c := range p {
+					p[c] = 1 / float64(k)
+				}
+			}
+		}
+		if res.iterations > 1 && math.Abs(ll-prevLL) < tol {
+			res.converged = true
+			break
+		}
+		prevLL = ll
+	}
+
+	for i, p := range post {
+		best := 0
+		for c, pc := range p {
+			if pc > p[best] {
+				best = c
+			}
+		}
+		res.labels[i] = best
+	}
+	for j := range res.reliability {
+		if !seen[j] {
+			continue
+		}
+		acc := 0.0
+		for c := range prior {
+			acc += float64(prior[c] * conf[j][c][c])
+		}
+		res.reliability[j] = acc
 	}
 	res.posterior, res.prior, res.confusion = post, prior, conf
 	return res

@@ -10,23 +10,28 @@ import (
 	"potato-training/lib/config"
 )
 
-// fromVotes builds Annotations from {item: {annotator: target}} for one
-// schema, annotators in the order given.
+// fromVotes builds Annotations from {item: {annotator: label}} for one
+// radio schema, annotators in the order given; each vote's map is
+// {label: "true"}, as Potato's radio writes it.
 func fromVotes(s config.Scheme, annotators []string, votes map[string]map[string]any) *Annotations {
 	a := &Annotations{Schemes: []config.Scheme{s}, votes: map[string]map[string][]Vote{}}
 	for _, id := range annotators {
 		a.Annotators = append(a.Annotators, Annotator{ID: id, Dir: id})
 	}
+	active := map[int]bool{}
 	for item, byAnnotator := range votes {
 		for j, id := range annotators {
 			if t, ok := byAnnotator[id]; ok {
 				if a.votes[item] == nil {
 					a.votes[item] = map[string][]Vote{}
 				}
-				a.votes[item][s.Name] = append(a.votes[item][s.Name], Vote{Annotator: j, Target: t})
+				key := pyJSON(map[string]any{t.(string): "true"})
+				a.votes[item][s.Name] = append(a.votes[item][s.Name], Vote{Annotator: j, Key: key, Target: t})
+				active[j] = true
 			}
 		}
 	}
+	a.active = len(active)
 	return a
 }
 
@@ -47,9 +52,8 @@ func TestMajorityOnTestdata(t *testing.T) {
 	}{
 		{"i1", "sentiment", "positive"},
 		{"i2", "sentiment", "negative"}, // 1-1: alice (ann_a) is seen first
-		{"i3", "sentiment", "negative"}, // alice chose two labels, so only ann_b votes
 		{"i4", "sentiment", "neutral"},
-		{"i1", "aspects", []string{"acting", "plot"}},
+		{"i1", "aspects", []string{"acting", "plot"}}, // two maps, alice's first
 		{"i1", "rating", 4.0},
 		{"i2", "score", 0.0},
 		{"i3", "toxic", []Span{
@@ -65,6 +69,11 @@ func TestMajorityOnTestdata(t *testing.T) {
 	if _, ok := r.Target("i2", "aspects"); ok {
 		t.Error("i2 aspects has a target, want none: nothing was chosen")
 	}
+	// Alice chose two radio labels and ann_b one: 1-1, and alice's map,
+	// seen first, wins and means nothing, so the item has no sentiment.
+	if got, ok := r.Target("i3", "sentiment"); ok {
+		t.Errorf("i3 sentiment = %v, want none: alice's two labels win the tie", got)
+	}
 	if r.Targets("i5") != nil {
 		t.Errorf("i5 targets = %v, want none", r.Targets("i5"))
 	}
@@ -72,8 +81,8 @@ func TestMajorityOnTestdata(t *testing.T) {
 	if st.Method != Majority || st.Annotators != 2 || st.Items != 4 {
 		t.Errorf("stats = %+v", st)
 	}
-	if s := st.Schemas["sentiment"]; s.Method != "majority" || s.Items != 4 || s.Disputed != 1 {
-		t.Errorf("sentiment stats = %+v, want 4 items, 1 disputed", s)
+	if s := st.Schemas["sentiment"]; s.Method != "majority" || s.Items != 3 || s.Disputed != 2 {
+		t.Errorf("sentiment stats = %+v, want 3 items, 2 disputed", s)
 	}
 	if s := st.Schemas["toxic"]; s.Items != 1 || s.Disputed != 1 {
 		t.Errorf("toxic stats = %+v", s)
@@ -107,8 +116,9 @@ func TestResolveMethods(t *testing.T) {
 	if r.Stats.Method != Consensus {
 		t.Errorf(`Resolve("").Stats.Method = %q, want consensus`, r.Stats.Method)
 	}
-	// Consensus is Dawid-Skene for the nominal schema only.
-	want := map[string]string{"sentiment": "dawid-skene", "aspects": "majority", "rating": "majority", "score": "majority", "toxic": "majority"}
+	// Two annotators: consensus is Dawid-Skene for every schema, as in
+	// Potato, even where one of them voted.
+	want := map[string]string{"sentiment": "dawid-skene", "aspects": "dawid-skene", "rating": "dawid-skene", "score": "dawid-skene", "toxic": "dawid-skene"}
 	for schema, method := range want {
 		if got := r.Stats.Schemas[schema].Method; got != method {
 			t.Errorf("%s resolved by %q, want %q", schema, got, method)
@@ -231,11 +241,12 @@ func TestConsensusAdversarial(t *testing.T) {
 }
 
 // TestDawidSkeneByHand checks one EM round on three items against numbers
-// worked out by hand. Classes a=0, b=1; annotators X, Y, Z.
+// worked out by hand, as Potato's dawid_skene computes them. Classes a=0,
+// b=1; annotators X, Y, Z.
 //
-//	item 1: X=a Y=a Z=b  (majority a)
-//	item 2: X=b Y=b Z=b  (majority b)
-//	item 3: X=a Y=b Z=b  (majority b)
+//	item 1: X=a Y=a Z=b  (start 2/3, 1/3)
+//	item 2: X=b Y=b Z=b  (start 0, 1)
+//	item 3: X=a Y=b Z=b  (start 1/3, 2/3)
 func TestDawidSkeneByHand(t *testing.T) {
 	const X, Y, Z, A, B = 0, 1, 2, 0, 1
 	obs := [][]observation{
@@ -243,15 +254,16 @@ func TestDawidSkeneByHand(t *testing.T) {
 		{{X, B}, {Y, B}, {Z, B}},
 		{{X, A}, {Y, B}, {Z, B}},
 	}
-	res := dawidSkene(obs, []int{A, B, B}, 3, 2, 1, dsTol)
+	res := dawidSkene(obs, 3, 2, 1, dsTol)
 
-	// M-step from the majority: one item of class a, two of b; each count
-	// gets 0.01, each total 0.02.
-	pa, pb := 1.01/3.02, 2.01/3.02
+	// M-step from the vote frequencies, no smoothing: prior a = (2/3 + 0 +
+	// 1/3)/3. X said a on items 1 and 3, whose a-weights sum to 1, and b on
+	// item 2, a-weight 0: row a is (1, 0); row b is (1/3+2/3, 1)/2. Z only
+	// ever said b: both its rows are (0, 1).
 	wantConf := [3][2][2]float64{
-		X: {A: {1.01 / 1.02, 0.01 / 1.02}, B: {1.01 / 2.02, 1.01 / 2.02}},
-		Y: {A: {1.01 / 1.02, 0.01 / 1.02}, B: {0.01 / 2.02, 2.01 / 2.02}},
-		Z: {A: {0.01 / 1.02, 1.01 / 1.02}, B: {0.01 / 2.02, 2.01 / 2.02}},
+		X: {A: {1, 0}, B: {0.5, 0.5}},
+		Y: {A: {2.0 / 3, 1.0 / 3}, B: {1.0 / 6, 5.0 / 6}},
+		Z: {A: {0, 1}, B: {0, 1}},
 	}
 	near := func(what string, got, want float64) {
 		t.Helper()
@@ -259,8 +271,8 @@ func TestDawidSkeneByHand(t *testing.T) {
 			t.Errorf("%s = %.15f, want %.15f", what, got, want)
 		}
 	}
-	near("prior a", res.prior[A], pa)
-	near("prior b", res.prior[B], pb)
+	near("prior a", res.prior[A], 1.0/3)
+	near("prior b", res.prior[B], 2.0/3)
 	for j := range wantConf {
 		for c := range 2 {
 			for l := range 2 {
@@ -268,29 +280,43 @@ func TestDawidSkeneByHand(t *testing.T) {
 			}
 		}
 	}
-
-	// E-step: prior times the confusion entries of each vote, normalised.
-	c := wantConf
-	scores := [3][2]float64{
-		{pa * c[X][A][A] * c[Y][A][A] * c[Z][A][B], pb * c[X][B][A] * c[Y][B][A] * c[Z][B][B]},
-		{pa * c[X][A][B] * c[Y][A][B] * c[Z][A][B], pb * c[X][B][B] * c[Y][B][B] * c[Z][B][B]},
-		{pa * c[X][A][A] * c[Y][A][B] * c[Z][A][B], pb * c[X][B][A] * c[Y][B][B] * c[Z][B][B]},
-	}
-	for i, s := range scores {
-		near(fmt.Sprintf("item %d posterior a", i+1), res.posterior[i][A], s[0]/(s[0]+s[1]))
-		near(fmt.Sprintf("item %d posterior b", i+1), res.posterior[i][B], s[1]/(s[0]+s[1]))
-	}
-	// Worked through: item 1 scores 0.334437*0.990196^3 = 0.324697 for a
-	// against 0.665563*0.5*0.004950*0.995050 = 0.001639 for b, so a at
-	// 0.99498; item 3 scores 0.334437*0.990196*0.009804*0.990196 = 0.003215
-	// for a against 0.665563*0.5*0.995050*0.995050 = 0.329495 for b.
+	// E-step. Item 1: a 1/3*1*2/3*1 = 2/9, b 2/3*1/2*1/6*1 = 1/18, so a at
+	// 0.8. Item 2: a has X's 0, so b at 1. Item 3: a 1/3*1*1/3*1 = 1/9, b
+	// 2/3*1/2*5/6*1 = 5/18, so a at 2/7.
+	near("item 1 posterior a", res.posterior[0][A], 0.8)
+	near("item 2 posterior a", res.posterior[1][A], 0)
+	near("item 3 posterior a", res.posterior[2][A], 2.0/7)
 	if !reflect.DeepEqual(res.labels, []int{A, B, B}) {
 		t.Errorf("labels = %v, want [a b b]", res.labels)
 	}
-	near("item 1 posterior a, rounded", math.Round(res.posterior[0][A]*1e5)/1e5, 0.99498)
-	near("item 3 posterior a, rounded", math.Round(res.posterior[2][A]*1e5)/1e5, 0.00966)
 	if res.iterations != 1 || res.converged {
 		t.Errorf("iterations = %d, converged = %v; want 1 round, not converged", res.iterations, res.converged)
+	}
+	// Reliability: the prior-weighted diagonal, X 1/3*1 + 2/3*1/2.
+	near("reliability X", res.reliability[X], 2.0/3)
+}
+
+// TestDawidSkeneTieGoesToClassOrder has two annotators who disagree on one
+// item: the posteriors end level, and the class first in sorted key order
+// wins, while majority takes the first annotator's map.
+func TestDawidSkeneTieGoesToClassOrder(t *testing.T) {
+	s := scheme("q", "radio", "b", "a")
+	a := fromVotes(s, []string{"x", "y"}, map[string]map[string]any{"i": {"x": "b", "y": "a"}})
+	if got, _ := resolve(t, a, Majority).Target("i", "q"); got != "b" {
+		t.Errorf("majority = %v, want b (x is first)", got)
+	}
+	r := resolve(t, a, Consensus)
+	if got, _ := r.Target("i", "q"); got != "a" {
+		t.Errorf("consensus = %v, want a: {\"a\": \"true\"} sorts first", got)
+	}
+}
+
+// TestDawidSkeneOneClass: when every vote is the same map there is one
+// class, no round is run, and every annotator is reliable.
+func TestDawidSkeneOneClass(t *testing.T) {
+	res := dawidSkene([][]observation{{{0, 0}, {1, 0}}, {{1, 0}}}, 3, 1, dsMaxIter, dsTol)
+	if res.iterations != 0 || !reflect.DeepEqual(res.labels, []int{0, 0}) || res.reliability[0] != 1 || !math.IsNaN(res.reliability[2]) {
+		t.Errorf("one class: %+v", res)
 	}
 }
 
@@ -340,11 +366,11 @@ func TestConsensusConverges(t *testing.T) {
 
 func TestDawidSkeneIterationCap(t *testing.T) {
 	obs := [][]observation{{{0, 0}, {1, 1}}, {{0, 1}, {1, 1}}, {{0, 0}, {1, 0}}, {{0, 1}, {1, 0}}}
-	res := dawidSkene(obs, []int{0, 1, 0, 1}, 2, 2, 3, 0)
+	res := dawidSkene(obs, 2, 2, 3, 0)
 	if res.iterations != 3 || res.converged {
 		t.Errorf("tolerance 0, cap 3: %d rounds, converged %v", res.iterations, res.converged)
 	}
-	res = dawidSkene(obs, []int{0, 1, 0, 1}, 2, 2, dsMaxIter, dsTol)
+	res = dawidSkene(obs, 2, 2, dsMaxIter, dsTol)
 	if res.iterations > dsMaxIter {
 		t.Errorf("%d rounds, want at most %d", res.iterations, dsMaxIter)
 	}
@@ -367,5 +393,94 @@ func TestConsensusClassesIncludeObservedExtras(t *testing.T) {
 		if got, _ := r.Target(item, "q"); got != want {
 			t.Errorf("%s = %v, want %s", item, got, want)
 		}
+	}
+}
+
+// TestMixedEncodings reads testdata/mixed, where each annotator writes a
+// chosen radio label in another encoding ("true", the label's name, 1),
+// one multiselect answer has a single choice and likert answers are given
+// as "3". Each annotator's target is what FORMATS.md says the encoding
+// means; majority then votes on the whole value maps, as Potato does, so
+// that {"positive": "positive"} and {"positive": 1} are two answers.
+func TestMixedEncodings(t *testing.T) {
+	schemes := []config.Scheme{
+		scheme("sentiment", "radio", "positive", "negative", "neutral"),
+		scheme("aspects", "multiselect", "acting", "plot", "music"),
+		scheme("rating", "likert"),
+	}
+	a, err := ReadAnnotations(abs(t, "testdata/mixed"), schemes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		annotator int
+		item      string
+		want      map[string]any
+	}{
+		{0, "m1", map[string]any{"sentiment": "positive", "aspects": []string{"plot"}, "rating": 3.0}},
+		{1, "m1", map[string]any{"sentiment": "positive", "aspects": []string{"plot"}, "rating": 3.0}},
+		{2, "m1", map[string]any{"sentiment": "positive", "aspects": []string{"plot"}, "rating": 3.0}},
+		{0, "m2", map[string]any{"sentiment": "negative", "aspects": []string{"acting"}, "rating": 4.0}},
+		{1, "m2", map[string]any{"sentiment": "positive", "aspects": []string{"acting"}, "rating": 4.0}}, // {"4": "true"}
+		{2, "m2", map[string]any{"sentiment": "positive", "rating": 5.0}},
+		{0, "m3", map[string]any{}}, // two radio labels chosen
+		{1, "m3", map[string]any{"sentiment": "neutral"}},
+		{3, "m4", map[string]any{"sentiment": "neutral", "rating": 3.0}},
+		{3, "m5", map[string]any{"sentiment": "neutral", "rating": 2.0}},
+	} {
+		if got := targetsOf(a, tc.annotator, tc.item); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s %s = %#v, want %#v", a.Annotators[tc.annotator].ID, tc.item, got, tc.want)
+		}
+	}
+
+	r := resolve(t, a, Majority)
+	for _, tc := range []struct {
+		item, schema string
+		want         any // nil: no target
+	}{
+		{"m1", "sentiment", "positive"}, // three maps, one each: the first
+		{"m1", "aspects", []string{"plot"}},
+		{"m1", "rating", 3.0},
+		// Two annotators said positive, in two encodings: three maps of
+		// one vote each, and the first annotator's negative wins.
+		{"m2", "sentiment", "negative"},
+		{"m2", "aspects", []string{"acting"}},
+		{"m2", "rating", 4.0}, // {"4": "4"}, {"4": "true"}, {"5": "5"}: the first
+		{"m3", "sentiment", nil},
+		{"m4", "sentiment", "neutral"},
+		{"m4", "rating", 3.0},
+		{"m5", "sentiment", "negative"},
+		{"m5", "rating", 2.0}, // {"2": "2"} twice against {"2": "true"}
+	} {
+		got, ok := r.Target(tc.item, tc.schema)
+		if tc.want == nil && ok || tc.want != nil && !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("majority %s %s = %#v (%v), want %#v", tc.item, tc.schema, got, ok, tc.want)
+		}
+	}
+	if st := r.Stats.Schemas["sentiment"]; st.Items != 4 || st.Disputed != 4 {
+		t.Errorf("sentiment stats = %+v, want 4 items, 4 disputed (every map differs)", st)
+	}
+
+	c := resolve(t, a, Consensus)
+	for _, s := range schemes {
+		if st := c.Stats.Schemas[s.Name]; st.Method != "dawid-skene" || st.Iterations < 1 || st.Iterations > dsMaxIter {
+			t.Errorf("consensus %s stats = %+v", s.Name, st)
+		}
+	}
+	// m5: ann-name and ann-one said negative, each in their own encoding,
+	// ann-true-2 neutral. In the first M-step each of the three maps has
+	// m5's weight 1/3, and ann-true-2's {"neutral": "true"} has m4's 1 as
+	// well; every annotator's confusion row for each of the three classes
+	// gives their own m5 map with probability 1, so the E-step's scores are
+	// the priors, 4/15 for neutral against 1/15 for each negative map.
+	// Majority said negative.
+	if got, _ := c.Target("m5", "sentiment"); got != "neutral" {
+		t.Errorf("consensus m5 sentiment = %v, want neutral", got)
+	}
+	if got, _ := c.Target("m4", "sentiment"); got != "neutral" {
+		t.Errorf("consensus m4 sentiment = %v, want neutral", got)
+	}
+	for _, id := range []string{"m1", "m2", "m3", "m4", "m5"} {
+		t.Logf("consensus %s: %v", id, c.Targets(id))
 	}
 }

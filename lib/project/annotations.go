@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -31,11 +33,19 @@ type Span struct {
 	ID     string `json:"id,omitempty"`
 }
 
-// Vote is one annotator's target for one item and schema.
+// Vote is one annotator's answer for one item and schema.
 type Vote struct {
 	Annotator int // index into Annotations.Annotators
-	// Target is a string (nominal), a sorted []string (multilabel), a
-	// float64 (ordinal, continuous) or a []Span sorted by position (span).
+	// Key is the whole value map the annotator gave, {name: value} (for a
+	// span schema {"_spans": [span, ...]}), as Potato's aggregation
+	// compares it: Python's json.dumps with sort_keys, so two votes agree
+	// exactly when their keys are equal.
+	Key string
+	// Target is what the map means for training: a string (nominal), a
+	// sorted []string (multilabel), a float64 (ordinal, continuous) or a
+	// []Span sorted by position (span). nil when the map yields none (no
+	// label chosen, two radio labels chosen, ...): such a vote still takes
+	// part in the aggregation, as in Potato.
 	Target any
 }
 
@@ -44,8 +54,13 @@ type Vote struct {
 type Annotations struct {
 	Annotators []Annotator // sorted by folder name: "first seen" is this order
 	Schemes    []config.Scheme
-	// votes[item][schema] lists the votes in annotator order.
+	// votes[item][schema] lists the votes in annotator order, those
+	// without a target included.
 	votes map[string]map[string][]Vote
+	// active counts the annotators with at least one instance in their
+	// label or span maps, of any schema: Potato's annotators, which decide
+	// whether consensus has more than one to weigh.
+	active int
 }
 
 // ReadAnnotations reads every annotator's user_state.json under dir. Only
@@ -82,38 +97,62 @@ func ReadAnnotations(dir string, schemes []config.Scheme) (*Annotations, error) 
 			id = e.Name()
 		}
 		a.Annotators = append(a.Annotators, Annotator{ID: id, Dir: e.Name()})
-		for iid, targets := range st.targets {
+		if st.instances > 0 {
+			a.active++
+		}
+		for iid, votes := range st.votes {
 			m := a.votes[iid]
 			if m == nil {
-				m = make(map[string][]Vote, len(targets))
+				m = make(map[string][]Vote, len(votes))
 				a.votes[iid] = m
 			}
-			for schema, t := range targets {
-				m[schema] = append(m[schema], Vote{Annotator: idx, Target: t})
+			for schema, v := range votes {
+				v.Annotator = idx
+				m[schema] = append(m[schema], v)
 			}
 		}
 	}
 	return a, nil
 }
 
-// Votes returns the votes for one item and schema, in annotator order.
+// Votes returns the votes with a target for one item and schema, in
+// annotator order.
 func (a *Annotations) Votes(itemID, schema string) []Vote {
-	return a.votes[itemID][schema]
+	all := a.votes[itemID][schema]
+	for _, v := range all {
+		if v.Target == nil {
+			out := make([]Vote, 0, len(all))
+			for _, v := range all {
+				if v.Target != nil {
+					out = append(out, v)
+				}
+			}
+			return out
+		}
+	}
+	return all
 }
 
 // ItemIDs returns the ids of the items anyone has a target for, sorted.
 func (a *Annotations) ItemIDs() []string {
 	ids := make([]string, 0, len(a.votes))
-	for id := range a.votes {
-		ids = append(ids, id)
+	for id, m := range a.votes {
+		for _, vs := range m {
+			if slices.ContainsFunc(vs, func(v Vote) bool { return v.Target != nil }) {
+				ids = append(ids, id)
+				break
+			}
+		}
 	}
 	sort.Strings(ids)
 	return ids
 }
 
 type userState struct {
-	userID  string
-	targets map[string]map[string]any // item -> schema -> target
+	userID    string
+	votes     map[string]map[string]Vote // item -> schema -> vote
+	instances int                        // instances in either map, of any schema
+	keys      map[string]struct{}
 }
 
 // readUserState walks one user_state.json token by token: the keys that
@@ -127,7 +166,7 @@ func readUserState(path string, schemes map[string]config.Scheme) (*userState, e
 	defer f.Close()
 	dec := json.NewDecoder(bufio.NewReaderSize(f, 64<<10))
 	dec.UseNumber()
-	st := &userState{targets: make(map[string]map[string]any)}
+	st := &userState{votes: make(map[string]map[string]Vote)}
 	fail := func(err error) (*userState, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -150,22 +189,31 @@ func readUserState(path string, schemes map[string]config.Scheme) (*userState, e
 			}
 		case "instance_id_to_label_to_value":
 			err = eachInstance(dec, func(iid string, v any) {
+				st.seen(iid)
 				for schema, values := range foldLabels(v) {
 					s, ok := schemes[schema]
 					if !ok || s.Kind == config.KindSpan {
 						continue
 					}
+					vote := Vote{Key: pyJSON(values)}
 					if t, ok := labelTarget(s.Kind, values); ok {
-						st.set(iid, schema, t)
+						vote.Target = t
 					}
+					st.set(iid, schema, vote)
 				}
 			})
 		case "instance_id_to_span_to_value":
 			err = eachInstance(dec, func(iid string, v any) {
-				for schema, spans := range foldSpans(v) {
-					if s, ok := schemes[schema]; ok && s.Kind == config.KindSpan && len(spans) > 0 {
-						sortSpans(spans)
-						st.set(iid, schema, spans)
+				st.seen(iid)
+				raw := make(map[string][]any)
+				for schema, spans := range foldSpans(v, raw) {
+					if s, ok := schemes[schema]; ok && s.Kind == config.KindSpan {
+						vote := Vote{Key: pyJSON(map[string]any{"_spans": raw[schema]})}
+						if len(spans) > 0 {
+							sortSpans(spans)
+							vote.Target = spans
+						}
+						st.set(iid, schema, vote)
 					}
 				}
 			})
@@ -182,13 +230,28 @@ func readUserState(path string, schemes map[string]config.Scheme) (*userState, e
 	return st, nil
 }
 
-func (st *userState) set(iid, schema string, t any) {
-	m := st.targets[iid]
+func (st *userState) set(iid, schema string, v Vote) {
+	m := st.votes[iid]
 	if m == nil {
-		m = make(map[string]any, 2)
-		st.targets[iid] = m
+		m = make(map[string]Vote, 2)
+		st.votes[iid] = m
 	}
-	m[schema] = t
+	m[schema] = v
+}
+
+// seen counts an instance of either map once: Potato makes one record of
+// it, whatever it holds.
+func (st *userState) seen(iid string) {
+	if iid == "" {
+		return
+	}
+	if st.keys == nil {
+		st.keys = make(map[string]struct{})
+	}
+	if _, ok := st.keys[iid]; !ok {
+		st.keys[iid] = struct{}{}
+		st.instances++
+	}
 }
 
 func expectDelim(dec *json.Decoder, want json.Delim) error {
@@ -300,13 +363,16 @@ func foldLabels(v any) map[string]map[string]any {
 
 // foldSpans turns one instance's spans into {schema: spans}: the list of
 // [span, value] pairs Potato writes (the value is not consulted, as in
-// Potato), or an older {schema: [span, ...]} or {schema: {id: span}}.
-func foldSpans(v any) map[string][]Span {
+// Potato), or an older {schema: [span, ...]} or {schema: {id: span}}. raw
+// receives the span objects as they were decoded, by schema, in file order
+// (for {id: span}, in id order), for the vote's key.
+func foldSpans(v any, raw map[string][]any) map[string][]Span {
 	out := make(map[string][]Span)
 	add := func(o any) {
 		if m, ok := o.(map[string]any); ok {
 			s := spanOf(m)
 			out[s.Schema] = append(out[s.Schema], s)
+			raw[s.Schema] = append(raw[s.Schema], m)
 		}
 	}
 	switch x := v.(type) {
@@ -325,10 +391,14 @@ func foldSpans(v any) map[string][]Span {
 			case []any:
 				objs = y
 			case map[string]any:
-				for _, o := range y {
-					objs = append(objs, o)
+				for _, id := range slices.Sorted(maps.Keys(y)) {
+					objs = append(objs, y[id])
 				}
+			default:
+				continue
 			}
+			raw[schema] = append(raw[schema][:0:0], objs...)
+			out[schema] = out[schema][:0:0]
 			for _, o := range objs {
 				if m, ok := o.(map[string]any); ok {
 					s := spanOf(m)
@@ -404,13 +474,15 @@ func chosen(v any) bool {
 func labelTarget(kind config.Kind, values map[string]any) (any, bool) {
 	switch kind {
 	case config.KindNominal:
+		// A label without a name counts as chosen, as in Potato, but is
+		// no target.
 		one, n := "", 0
 		for name, v := range values {
-			if name != "" && chosen(v) {
+			if chosen(v) {
 				one, n = name, n+1
 			}
 		}
-		return one, n == 1
+		return one, n == 1 && one != ""
 	case config.KindMultilabel:
 		var names []string
 		for name, v := range values {

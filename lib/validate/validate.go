@@ -21,10 +21,14 @@ import (
 
 // The user-visible texts of SPEC V3 and V4, kept in one place.
 const (
-	longTimeWarning  = "%s is %s. A job that holds a GPU for more than 6 hours is long on a shared cluster; check its policy"
-	ackTooShort      = "validation.acknowledge entry %q is too short to acknowledge anything: an entry needs at least %d characters"
-	ackMatchesNone   = "validation.acknowledge entry %q matches no warning"
-	ackMinChars      = 12
+	longTimeWarning = "%s is %s. A job that holds a GPU for more than 6 hours is long on a shared cluster; check its policy"
+	ackTooShort     = "validation.acknowledge entry %q is too short to acknowledge anything: an entry needs at least %d characters"
+	ackMatchesNone  = "validation.acknowledge entry %q matches no warning"
+	ackMinChars     = 12
+	// PrelabelsHidden is the warning for writeback.schemas without
+	// pre_annotation.enabled: true; potato-check(1) gives it too.
+	PrelabelsHidden = "model_training.writeback.schemas is set but pre_annotation.enabled is not true: " +
+		"Potato stores the prelabels and does not show them to annotators; set pre_annotation.enabled: true and restart Potato"
 	maxSLURMDuration = 6 * time.Hour
 )
 
@@ -166,6 +170,9 @@ func (ch *checker) training() {
 		ch.errorf(wl("min_confidence"), "model_training.writeback.min_confidence", "", "model_training.writeback.min_confidence is %g: it must be between 0 and 1", mc)
 	}
 	ch.schemas("model_training.writeback.schemas", t.Writeback.Schemas, wl("schemas"))
+	if PrelabelsWithoutPreAnnotation(c) {
+		ch.warnf(wl("schemas"), "model_training.writeback.schemas", "", "%s", PrelabelsHidden)
+	}
 
 	ar := t.AutoRetrain
 	al := func(k string) int {
@@ -203,6 +210,13 @@ func (ch *checker) training() {
 			ch.errorf(al("trainer"), "model_training.auto_retrain.trainer", "", "model_training.auto_retrain: the trainer decision-calibrate runs only on the annotation server, not on %s (%s)", b.Name, b.Type)
 		}
 	}
+}
+
+// PrelabelsWithoutPreAnnotation is whether runs write prelabels that
+// Potato will not show: writeback.schemas names a schema and
+// pre_annotation.enabled is not true.
+func PrelabelsWithoutPreAnnotation(c *config.Config) bool {
+	return len(c.Training.Writeback.Schemas) > 0 && !c.PreAnnotationEnabled()
 }
 
 func (ch *checker) backendNames() string {

@@ -280,7 +280,7 @@ func TrainerPackages(name string) []string {
 // chooseDevice applies gpus: auto, a pin, or none (SPEC S4) and logs the
 // GPU obtained (S7).
 func (s *Backend) chooseDevice(job *backend.Job) error {
-	dev, notes, err := ChooseDevice(s.b, s.facts)
+	dev, notes, err := ChooseDevice(s.b, s.facts, NeedsTorch(job.Spec.Trainer))
 	for _, n := range notes {
 		job.Logf("%s", n)
 	}
@@ -291,17 +291,27 @@ func (s *Backend) chooseDevice(job *backend.Job) error {
 	return nil
 }
 
+// NeedsTorch is whether a trainer imports torch, so that the host's torch
+// decides which GPUs it can use.
+func NeedsTorch(trainer string) bool {
+	return slices.Contains(TrainerPackages(trainer), "torch")
+}
+
 // ChooseDevice is the device a run on b gets, given the host's facts:
-// "cuda:N", "cuda:N,M" or "cpu", with lines for the run log.
-func ChooseDevice(b *config.Backend, f probe.Facts) (string, []string, error) {
+// "cuda:N", "cuda:N,M" or "cpu", with lines for the run log. needsTorch
+// says whether the run's trainer uses torch: only then do the host's torch
+// kernels matter. gpus: auto with a CPU build of torch trains on the CPU,
+// with a warning; GPUs pinned for it are refused.
+func ChooseDevice(b *config.Backend, f probe.Facts, needsTorch bool) (string, []string, error) {
 	var notes []string
 	gpus := f.GPUs
-	usable := func(x gpu.GPU) bool { return f.UsableGPU(x) }
+	usable := f.GPUFilter(needsTorch)
 	for _, x := range gpus {
 		if !usable(x) {
 			notes = append(notes, fmt.Sprintf("GPU %d (%s): %s", x.Index, x.Name, probe.NoKernelsMark))
 		}
 	}
+	cpuTorch := needsTorch && f.CPUTorch() && len(gpus) > 0
 	switch g := b.GPUs; {
 	case g.None:
 		return "cpu", append(notes, "gpus: none: training on the CPU of "+b.Host), nil
@@ -320,9 +330,14 @@ func ChooseDevice(b *config.Backend, f probe.Facts) (string, []string, error) {
 			}
 			ids = append(ids, strconv.Itoa(i))
 		}
+		if cpuTorch {
+			return "", notes, fmt.Errorf("gpus pins GPU %s, but the torch %s on %s is a CPU build and cannot use it", strings.Join(ids, ","), f.Torch, b.Host)
+		}
 		return "cuda:" + strings.Join(ids, ","), notes, nil
 	case len(gpus) == 0:
 		return "cpu", append(notes, b.Host+" has no GPU: training on its CPU"), nil
+	case cpuTorch:
+		return "cpu", append(notes, "warning: "+fmt.Sprintf(probe.CPUTorchFormat, f.Torch, "the run", b.Host)), nil
 	}
 	x, err := gpu.Choose(gpus, b.MinFreeGPUMB, usable)
 	if err != nil {
