@@ -121,7 +121,7 @@ func check(cfg *config.Config, opt *Options) (*config.Backend, error) {
 		return nil, usagef("model_training.enabled is not true in %s: set it to train this project", cfg.Path)
 	}
 	if opt.Trainer == "" {
-		return nil, usagef("no trainer given: use --trainer tfidf-logreg")
+		return nil, usagef("no trainer given: use --trainer with one of %s", trainer.Choices())
 	}
 	if strings.HasPrefix(opt.Trainer, local.ExecPrefix) {
 		// A program on the machine that runs the training process: the
@@ -133,7 +133,7 @@ func check(cfg *config.Config, opt *Options) (*config.Backend, error) {
 		info, ok := trainer.Lookup(opt.Trainer)
 		switch {
 		case !ok:
-			return nil, usagef("unknown trainer %q", opt.Trainer)
+			return nil, usagef("unknown trainer %q: the trainers are %s", opt.Trainer, trainer.Choices())
 		case info.LocalOnly && b.Type != config.TypeLocal:
 			return nil, usagef("trainer %s runs only on the annotation server (local), not on %s: %s", opt.Trainer, b.Label(), info.LocalReason)
 		case !info.Available:
