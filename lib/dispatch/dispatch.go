@@ -71,16 +71,39 @@ func usagef(format string, args ...any) error {
 }
 
 // LoadConfig reads and validates the config; a run never starts from a
-// config with errors (SPEC V2).
+// config with errors (SPEC V2). An error that concerns one backend alone
+// (a misspelt key of its entry, model_training.backend naming no backend)
+// is kept in cfg.BackendErrors instead: it refuses runs on that backend
+// (check) and leaves the other backends, status and cancel working.
 func LoadConfig(path string) (*config.Config, error) {
 	cfg, report, err := validate.File(path)
 	if err != nil {
 		return nil, &UsageError{Err: err}
 	}
-	if len(report.Errors) > 0 {
+	var global []validate.Finding
+	for _, e := range report.Errors {
+		name := e.Backend
+		switch e.Key {
+		case "model_training.backend":
+			name = cfg.Training.Backend
+		case "model_training.auto_retrain.backend":
+			name = cfg.Training.AutoRetrain.Backend
+		}
+		// An entry named local is an error of the whole config: the
+		// local backend is not that entry.
+		if name == "" || name == config.LocalBackend.Name {
+			global = append(global, e)
+			continue
+		}
+		if cfg.BackendErrors == nil {
+			cfg.BackendErrors = map[string][]config.Problem{}
+		}
+		cfg.BackendErrors[name] = append(cfg.BackendErrors[name], config.Problem{Line: e.Line, Key: e.Key, Message: e.Message, Backend: name})
+	}
+	if len(global) > 0 {
 		var b strings.Builder
-		fmt.Fprintf(&b, "%s has %d error(s); run potato validate %s", path, len(report.Errors), path)
-		for _, e := range report.Errors {
+		fmt.Fprintf(&b, "%s has %d error(s); run potato validate %s", path, len(global), path)
+		for _, e := range global {
 			fmt.Fprintf(&b, "\n  %s:%d: %s", e.File, e.Line, e.Message)
 		}
 		return nil, &UsageError{Err: errors.New(b.String())}
@@ -112,6 +135,9 @@ func check(cfg *config.Config, opt *Options) (*config.Backend, error) {
 	name := opt.Backend
 	if name == "" {
 		name = cfg.Training.Backend
+	}
+	if err := cfg.BackendError(name); err != nil {
+		return nil, &UsageError{Err: err}
 	}
 	b, ok := cfg.Backend(name)
 	if !ok {
