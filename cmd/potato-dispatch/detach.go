@@ -13,17 +13,14 @@ import (
 	"potato-training/internal/cli"
 )
 
-// detach starts this command again without --detach, in its own session,
-// prints the run id it reports and returns: the run goes on in the
-// background and survives the caller.
-func detach(ctx *cli.Context) error {
-	var args []string
-	for _, a := range os.Args[1:] {
-		if a != "--detach" {
-			args = append(args, a)
-		}
-	}
-	id, err := startDetached(ctx, args)
+// detach starts this run again in its own session, prints the run id it
+// reports and returns: the run goes on in the background and survives the
+// caller. The background command is made from the parsed flags, never from
+// the words of os.Args, so whichever way --detach was spelt
+// (--detach, --detach=true, POTATO_... in the environment) it is not
+// passed on.
+func detach(ctx *cli.Context, c *runCmd) error {
+	id, err := startDetached(ctx, c.detachedArgs())
 	if err != nil {
 		return err
 	}
@@ -31,16 +28,40 @@ func detach(ctx *cli.Context) error {
 	return nil
 }
 
-// startDetached runs "potato-dispatch ARGS --detached" (a run command) in
-// its own session and returns the run id it reports once the run is
-// recorded. A run refused before that passes on its message and exit
-// status.
+// detachedArgs is the command line of the background run: every flag the
+// user gave, as parsed, and no --detach. Values go in --flag=value form
+// and the config after "--", so that a value starting with "-" stays a
+// value.
+func (c *runCmd) detachedArgs() []string {
+	args := []string{"run", "--trainer=" + c.Trainer, "--schemas=" + strings.Join(c.Schemas, ",")}
+	if c.Backend != "" {
+		args = append(args, "--backend="+c.Backend)
+	}
+	for _, p := range c.Param {
+		args = append(args, "--param="+p)
+	}
+	if c.RunID != "" {
+		args = append(args, "--run-id="+c.RunID)
+	}
+	if c.Trigger != "" {
+		args = append(args, "--trigger="+c.Trigger)
+	}
+	return append(args, "--", c.Config)
+}
+
+// startDetached runs "potato-dispatch run --detached ARGS..." (args is
+// "run" and its arguments) in its own session and returns the run id it
+// reports once the run is recorded. A run refused before that passes on
+// its message and exit status.
 func startDetached(ctx *cli.Context, args []string) (string, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return "", err
 	}
-	args = append(args[:len(args):len(args)], "--detached")
+	if len(args) == 0 || args[0] != "run" {
+		return "", fmt.Errorf("internal error: a detached command is a run, not %q", args)
+	}
+	args = append([]string{"run", "--detached"}, args[1:]...)
 	cmd := exec.Command(self, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	out, err := cmd.StdoutPipe()

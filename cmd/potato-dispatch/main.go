@@ -16,11 +16,12 @@ import (
 
 	"potato-training/internal/cli"
 	"potato-training/lib/dispatch"
+	"potato-training/lib/trainer"
 )
 
 type runCmd struct {
 	Config   string   `arg:"" help:"The project's config file."`
-	Trainer  string   `required:"" help:"Trainer: tfidf-logreg, or exec:PROGRAM (local only)." env:"POTATO_TRAINER"`
+	Trainer  string   `required:"" help:"Trainer: ${trainers}." env:"POTATO_TRAINER"`
 	Schemas  []string `required:"" sep:"," help:"Schemas to train on, comma-separated." env:"POTATO_SCHEMAS"`
 	Backend  string   `help:"Backend to run on; model_training.backend when left out." env:"POTATO_BACKEND"`
 	Param    []string `help:"Trainer parameter KEY=VALUE; may be repeated." placeholder:"KEY=VALUE" sep:"none"`
@@ -39,8 +40,9 @@ func (c *runCmd) Run(ctx *cli.Context) error {
 		}
 		params[k] = v
 	}
-	if c.Detach {
-		return detach(ctx)
+	// The background run itself never detaches again.
+	if c.Detach && !c.Detached {
+		return detach(ctx, c)
 	}
 	sctx, stop := context.WithCancel(context.Background())
 	defer stop()
@@ -167,7 +169,10 @@ type command struct {
 
 func main() {
 	os.Exit(cli.Main("potato-dispatch", "Take a training run from start to finish: queue, bundle, backend, limits, write-back.",
-		"potato-dispatch(1)", &command{}, cli.OSEnv()))
+		"potato-dispatch(1)", &command{}, cli.OSEnv(),
+		// The trainers of --trainer's help come from the registry, as its
+		// "unknown trainer" error does.
+		kong.Vars{"trainers": trainer.Choices()}))
 }
 
 // summarize prints the outcome of a run waited for on standard error: the

@@ -44,6 +44,9 @@ func (c *command) Run(ctx *cli.Context) error {
 	if err != nil {
 		return cli.Failf(cli.ExitUsage, "%v", err)
 	}
+	if err := cfg.BackendError(c.Backend); err != nil {
+		return cli.Failf(cli.ExitUsage, "%v", err)
+	}
 	b, ok := cfg.Backend(c.Backend)
 	if !ok {
 		return cli.Failf(cli.ExitUsage, "no backend %q in %s", c.Backend, c.Config).

@@ -38,13 +38,62 @@ var routes = []route{
 
 const name = "potato"
 
-func usage(w io.Writer) {
-	fmt.Fprintf(w, "Usage: potato <verb> [args...]\n\nVerbs:\n")
+// usage lists the verbs whose words start with group ("" for all of
+// them, "training" for potato training's).
+func usage(w io.Writer, group string) {
+	prog := strings.TrimSpace(name + " " + group)
+	fmt.Fprintf(w, "Usage: %s <verb> [args...]\n\nVerbs:\n", prog)
 	for _, r := range routes {
-		fmt.Fprintf(w, "  %-20s %s (%s)\n", strings.Join(r.words, " "), r.help, r.binary)
+		words := r.words
+		if group != "" {
+			if words[0] != group || len(words) < 2 {
+				continue
+			}
+			words = words[1:]
+		}
+		fmt.Fprintf(w, "  %-20s %s (%s)\n", strings.Join(words, " "), r.help, r.binary)
 	}
-	fmt.Fprintf(w, "\nEach verb takes the arguments of its binary; \"potato VERB --help\" shows them.\n\nSee potato(1).\n")
+	fmt.Fprintf(w, "\nEach verb takes the arguments of its binary; \"%s VERB --help\" shows them.\n\nSee potato(1).\n", prog)
 }
+
+// shortUsage is the synopsis of potato(1), for group's verbs ("" for all
+// of them): what a command given no verb prints on standard error.
+func shortUsage(w io.Writer, group string) {
+	var lines []string
+	seen := map[string]int{}
+	for _, r := range routes {
+		if group != "" && r.words[0] != group {
+			continue
+		}
+		if i, ok := seen[r.words[0]]; ok && len(r.words) > 1 {
+			lines[i] += "|" + r.words[1]
+			continue
+		}
+		seen[r.words[0]] = len(lines)
+		lines = append(lines, name+" "+strings.Join(r.words, " "))
+	}
+	for i, l := range lines {
+		lead := "       "
+		if i == 0 {
+			lead = "Usage: "
+		}
+		fmt.Fprintf(w, "%s%s [args...]\n", lead, l)
+	}
+	fmt.Fprintf(w, "See %s --help, or potato(1).\n", strings.TrimSpace(name+" "+group))
+}
+
+// isGroup tells whether word is the first word of verbs of two words
+// ("training").
+func isGroup(word string) bool {
+	for _, r := range routes {
+		if len(r.words) > 1 && r.words[0] == word {
+			return true
+		}
+	}
+	return false
+}
+
+func isHelp(arg string) bool { return arg == "--help" || arg == "-h" || arg == "help" }
 
 // resolve finds the route of args and the arguments for its binary.
 func resolve(args []string) (route, []string, error) {
@@ -58,26 +107,45 @@ func resolve(args []string) (route, []string, error) {
 			return r, rest, nil
 		}
 	}
-	what := "nothing"
-	if len(args) > 0 {
-		what = fmt.Sprintf("%q", strings.Join(args[:min(len(args), 2)], " "))
-	}
+	what := fmt.Sprintf("%q", strings.Join(args[:min(len(args), 2)], " "))
 	return route{}, nil, fmt.Errorf("unknown verb %s: the verbs are %s", what, strings.Join(verbs, ", "))
 }
 
+// invokedAs is how the binary of r names itself in its help and usage:
+// the words typed for it, less those the route passes on as the binary's
+// own subcommand ("potato training" for potato-dispatch run, whose usage
+// adds "run").
+func (r route) invokedAs() string {
+	return strings.Join(append([]string{name}, r.words[:len(r.words)-len(r.prefix)]...), " ")
+}
+
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 1 && (args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
-		usage(stdout)
+	switch {
+	case len(args) == 0:
+		// No verb is a usage error: the synopsis goes to standard error.
+		shortUsage(stderr, "")
+		return cli.ExitUsage
+	case len(args) == 1 && isHelp(args[0]):
+		usage(stdout, "")
 		return cli.ExitOK
-	}
-	if len(args) == 1 && args[0] == "--version" {
+	case len(args) == 1 && args[0] == "--version":
 		fmt.Fprintln(stdout, cli.Version)
+		return cli.ExitOK
+	case len(args) == 1 && isGroup(args[0]):
+		shortUsage(stderr, args[0])
+		return cli.ExitUsage
+	case len(args) == 2 && isGroup(args[0]) && isHelp(args[1]):
+		usage(stdout, args[0])
 		return cli.ExitOK
 	}
 	r, rest, err := resolve(args)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: error: %v\n", name, err)
-		fmt.Fprintf(stderr, "%s: hint: see potato --help\n", name)
+		hint := "potato --help"
+		if isGroup(args[0]) {
+			hint = "potato " + args[0] + " --help"
+		}
+		fmt.Fprintf(stderr, "%s: hint: see %s\n", name, hint)
 		return cli.ExitUsage
 	}
 	path, err := cli.FindSibling(r.binary)
@@ -86,9 +154,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 127
 	}
 	// exec replaces this process: standard input and output, signals and
-	// the exit status are the child's own.
+	// the exit status are the child's own. The binary's help names the
+	// command as it was typed.
 	argv := append([]string{r.binary}, rest...)
-	err = syscall.Exec(path, argv, os.Environ())
+	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, cli.InvokedAsVar+"=") })
+	env = append(env, cli.InvokedAsVar+"="+r.invokedAs())
+	err = syscall.Exec(path, argv, env)
 	fmt.Fprintf(stderr, "%s: error: cannot run %s: %v\n", name, path, err)
 	return 126
 }

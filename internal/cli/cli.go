@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 
 	"github.com/alecthomas/kong"
 )
@@ -32,11 +33,23 @@ type Env struct {
 	Stdin  io.Reader
 	Stdout io.Writer
 	Stderr io.Writer
+	// InvokedAs is the name the help and the usage show in place of the
+	// binary's: "potato training" when the front command ran
+	// "potato-dispatch run ..." for "potato training run ...". Empty means
+	// the binary's own name.
+	InvokedAs string
 }
 
-// OSEnv is the process's own environment.
+// InvokedAsVar is the environment variable through which the front
+// command passes Env.InvokedAs to the binary it runs.
+const InvokedAsVar = "POTATO_INVOKED_AS"
+
+// OSEnv is the process's own environment. It takes InvokedAsVar out of
+// the environment, so that the programs this one starts do not inherit it.
 func OSEnv() Env {
-	return Env{Args: os.Args[1:], Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
+	invoked := os.Getenv(InvokedAsVar)
+	os.Unsetenv(InvokedAsVar)
+	return Env{Args: os.Args[1:], Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, InvokedAs: invoked}
 }
 
 // ExitError carries an exit status and a message for a command's Run.
@@ -74,8 +87,13 @@ type exitPanic int
 
 // Main parses env.Args into grammar (a pointer to a kong command struct
 // whose Run methods take *Context), runs the selected command and returns
-// the exit status. manPage is e.g. "potato-validate(1)".
-func Main(name, description, manPage string, grammar any, env Env) (code int) {
+// the exit status. manPage is e.g. "potato-validate(1)". opts are further
+// kong options, such as kong.Vars for help texts made at run time.
+//
+// The help, the usage and the "see ... --help" hint name the command as
+// env.InvokedAs when it is set; the error lines always name the binary,
+// the program that speaks.
+func Main(name, description, manPage string, grammar any, env Env, opts ...kong.Option) (code int) {
 	defer func() {
 		if r := recover(); r != nil {
 			if c, ok := r.(exitPanic); ok {
@@ -85,8 +103,12 @@ func Main(name, description, manPage string, grammar any, env Env) (code int) {
 			panic(r)
 		}
 	}()
-	parser, err := kong.New(grammar,
-		kong.Name(name),
+	usageName := name
+	if env.InvokedAs != "" {
+		usageName = env.InvokedAs
+	}
+	options := []kong.Option{
+		kong.Name(usageName),
 		kong.Description(description),
 		kong.Writers(env.Stdout, env.Stderr),
 		kong.Exit(func(c int) { panic(exitPanic(c)) }),
@@ -99,18 +121,34 @@ func Main(name, description, manPage string, grammar any, env Env) (code int) {
 			return err
 		}),
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
-	)
+	}
+	parser, err := kong.New(grammar, append(options, opts...)...)
 	if err != nil {
 		panic(err)
 	}
 	kctx, err := parser.Parse(env.Args)
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "%s: error: %v\n", name, err)
-		fmt.Fprintf(env.Stderr, "%s: hint: see %s --help\n", name, name)
+		fmt.Fprintf(env.Stderr, "%s: hint: see %s --help\n", name, helpCommand(usageName, err))
 		return ExitUsage
 	}
 	err = kctx.Run(&Context{Env: env, Name: name})
 	return report(name, env.Stderr, err)
+}
+
+// helpCommand is the command whose --help answers a parse error: the
+// subcommand that was being parsed, when there is one ("potato-dispatch
+// run").
+func helpCommand(usageName string, err error) string {
+	var pe *kong.ParseError
+	if !errors.As(err, &pe) || pe.Context == nil {
+		return usageName
+	}
+	var words []string
+	for n := pe.Context.Selected(); n != nil && n.Type == kong.CommandNode; n = n.Parent {
+		words = append([]string{n.Name}, words...)
+	}
+	return strings.Join(append([]string{usageName}, words...), " ")
 }
 
 // Context is handed to every Run method.

@@ -49,6 +49,28 @@ type Config struct {
 	// keys, missing required keys and values of the wrong type. The
 	// validator adds the rules about values.
 	Problems []Problem
+
+	// BackendErrors are the validation errors that concern one backend
+	// alone, by backend name: they stop runs on that backend and nothing
+	// else. Whoever validated the config fills it (potato-dispatch's
+	// LoadConfig); BackendError reads it. A backend named here may be
+	// missing from Training.Backends, when not even its type could be read.
+	BackendErrors map[string][]Problem
+}
+
+// BackendError says why the named backend cannot be used, with the
+// validation errors that concern it, or returns nil.
+func (c *Config) BackendError(name string) error {
+	ps := c.BackendErrors[name]
+	if len(ps) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "backend %s has %d error(s) in %s; run potato validate %s", name, len(ps), c.Path, c.Path)
+	for _, p := range ps {
+		fmt.Fprintf(&b, "\n  %s:%d: %s", c.Path, p.Line, p.Message)
+	}
+	return errors.New(b.String())
 }
 
 // Problem is one error or warning, tied to a line of the config file.

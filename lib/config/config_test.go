@@ -191,3 +191,41 @@ func TestKindOf(t *testing.T) {
 		}
 	}
 }
+
+// The decoder tags each problem of a backend's entry with the backend,
+// even one whose type it cannot read, so that the errors of one backend
+// can be told from the rest; BackendError says them for that backend only.
+func TestBackendErrors(t *testing.T) {
+	c := parse(t, `model_training:
+  backends:
+    gpu: {type: ssh, host: h, pyhton: python3}
+    typo: {type: shh}
+    fine: {type: agent}
+`)
+	c.Path = "config.yaml"
+	by := map[string][]Problem{}
+	for _, p := range c.Problems {
+		if p.Backend == "" {
+			t.Errorf("problem without its backend: %+v", p)
+		}
+		by[p.Backend] = append(by[p.Backend], p)
+	}
+	if len(by["gpu"]) != 1 || len(by["typo"]) != 1 || len(by["fine"]) != 0 {
+		t.Fatalf("problems by backend: %+v", by)
+	}
+	c.BackendErrors = by
+	err := c.BackendError("gpu")
+	want := "backend gpu has 1 error(s) in config.yaml; run potato validate config.yaml\n" +
+		`  config.yaml:3: model_training.backends.gpu: unknown key "pyhton" for an ssh backend (did you mean "python"?)`
+	if err == nil || err.Error() != want {
+		t.Errorf("BackendError(gpu) = %v, want %s", err, want)
+	}
+	if err := c.BackendError("typo"); err == nil || !strings.Contains(err.Error(), `model_training.backends.typo.type is "shh"`) {
+		t.Errorf("BackendError(typo) = %v", err)
+	}
+	for _, name := range []string{"fine", "local", "nowhere"} {
+		if err := c.BackendError(name); err != nil {
+			t.Errorf("BackendError(%s) = %v, want nil", name, err)
+		}
+	}
+}

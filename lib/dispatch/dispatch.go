@@ -71,16 +71,39 @@ func usagef(format string, args ...any) error {
 }
 
 // LoadConfig reads and validates the config; a run never starts from a
-// config with errors (SPEC V2).
+// config with errors (SPEC V2). An error that concerns one backend alone
+// (a misspelt key of its entry, model_training.backend naming no backend)
+// is kept in cfg.BackendErrors instead: it refuses runs on that backend
+// (check) and leaves the other backends, status and cancel working.
 func LoadConfig(path string) (*config.Config, error) {
 	cfg, report, err := validate.File(path)
 	if err != nil {
 		return nil, &UsageError{Err: err}
 	}
-	if len(report.Errors) > 0 {
+	var global []validate.Finding
+	for _, e := range report.Errors {
+		name := e.Backend
+		switch e.Key {
+		case "model_training.backend":
+			name = cfg.Training.Backend
+		case "model_training.auto_retrain.backend":
+			name = cfg.Training.AutoRetrain.Backend
+		}
+		// An entry named local is an error of the whole config: the
+		// local backend is not that entry.
+		if name == "" || name == config.LocalBackend.Name {
+			global = append(global, e)
+			continue
+		}
+		if cfg.BackendErrors == nil {
+			cfg.BackendErrors = map[string][]config.Problem{}
+		}
+		cfg.BackendErrors[name] = append(cfg.BackendErrors[name], config.Problem{Line: e.Line, Key: e.Key, Message: e.Message, Backend: name})
+	}
+	if len(global) > 0 {
 		var b strings.Builder
-		fmt.Fprintf(&b, "%s has %d error(s); run potato validate %s", path, len(report.Errors), path)
-		for _, e := range report.Errors {
+		fmt.Fprintf(&b, "%s has %d error(s); run potato validate %s", path, len(global), path)
+		for _, e := range global {
 			fmt.Fprintf(&b, "\n  %s:%d: %s", e.File, e.Line, e.Message)
 		}
 		return nil, &UsageError{Err: errors.New(b.String())}
@@ -113,6 +136,9 @@ func check(cfg *config.Config, opt *Options) (*config.Backend, error) {
 	if name == "" {
 		name = cfg.Training.Backend
 	}
+	if err := cfg.BackendError(name); err != nil {
+		return nil, &UsageError{Err: err}
+	}
 	b, ok := cfg.Backend(name)
 	if !ok {
 		return nil, usagef("no backend %q in %s: the backends are %s", name, cfg.Path, backendNames(cfg))
@@ -121,7 +147,7 @@ func check(cfg *config.Config, opt *Options) (*config.Backend, error) {
 		return nil, usagef("model_training.enabled is not true in %s: set it to train this project", cfg.Path)
 	}
 	if opt.Trainer == "" {
-		return nil, usagef("no trainer given: use --trainer tfidf-logreg")
+		return nil, usagef("no trainer given: use --trainer with one of %s", trainer.Choices())
 	}
 	if strings.HasPrefix(opt.Trainer, local.ExecPrefix) {
 		// A program on the machine that runs the training process: the
@@ -133,7 +159,7 @@ func check(cfg *config.Config, opt *Options) (*config.Backend, error) {
 		info, ok := trainer.Lookup(opt.Trainer)
 		switch {
 		case !ok:
-			return nil, usagef("unknown trainer %q", opt.Trainer)
+			return nil, usagef("unknown trainer %q: the trainers are %s", opt.Trainer, trainer.Choices())
 		case info.LocalOnly && b.Type != config.TypeLocal:
 			return nil, usagef("trainer %s runs only on the annotation server (local), not on %s: %s", opt.Trainer, b.Label(), info.LocalReason)
 		case !info.Available:

@@ -96,12 +96,50 @@ type Info struct {
 	LocalReason string
 }
 
-// Trainers is the registry, by name.
-var Trainers = map[string]Info{
-	"tfidf-logreg":           {Name: "tfidf-logreg", Builtin: true, Kinds: []string{"nominal", "multilabel"}, Available: true},
-	"hf-text-classification": {Name: "hf-text-classification", Kinds: []string{"nominal", "multilabel"}, Available: true},
-	"decision-calibrate": {Name: "decision-calibrate", LocalOnly: true, Builtin: true, Kinds: []string{"nominal"}, Available: true,
+// registry is every trainer this version names, in the order the help,
+// the errors and potato-dispatch(1) list them.
+var registry = []Info{
+	{Name: "tfidf-logreg", Builtin: true, Kinds: []string{"nominal", "multilabel"}, Available: true},
+	{Name: "hf-text-classification", Kinds: []string{"nominal", "multilabel"}, Available: true},
+	{Name: "decision-calibrate", LocalOnly: true, Builtin: true, Kinds: []string{"nominal"}, Available: true,
 		NoPredictions: true, LocalReason: "it reads the annotation server's own files (Potato's store, project.sqlite, and the annotations)"},
+}
+
+// Trainers is the registry, by name.
+var Trainers = func() map[string]Info {
+	m := make(map[string]Info, len(registry))
+	for _, i := range registry {
+		m[i.Name] = i
+	}
+	return m
+}()
+
+// Runnable returns the trainers this version can run, in the registry's
+// order.
+func Runnable() []Info {
+	var out []Info
+	for _, i := range registry {
+		if i.Available {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// Choices is the list of trainers a user can give --trainer, as the help
+// and the "unknown trainer" error say it:
+//
+//	tfidf-logreg, hf-text-classification, decision-calibrate (local only), or exec:PROGRAM
+func Choices() string {
+	var names []string
+	for _, i := range Runnable() {
+		n := i.Name
+		if i.LocalOnly {
+			n += " (local only)"
+		}
+		names = append(names, n)
+	}
+	return strings.Join(names, ", ") + ", or " + ExecPrefix + "PROGRAM"
 }
 
 // Lookup finds a trainer by name.
