@@ -206,9 +206,9 @@ func TestWritesIntoAStorePotatoCreated(t *testing.T) {
 	}
 	var row struct {
 		backend, names, kinds, trigger, params, metrics, artifact, version, digest, errText, code, host string
-		nTrain, seed                                                                                   int
-		started                                                                                        sql.NullFloat64
-		pid                                                                                            sql.NullInt64
+		nTrain, seed                                                                                    int
+		started                                                                                         sql.NullFloat64
+		pid                                                                                             sql.NullInt64
 	}
 	err = s.db.QueryRow(`SELECT backend, schema_names, kinds, trigger, params, metrics, artifact_dir,
 		model_version, bundle_digest, error, error_code, host, n_train, split_seed, started_at, pid
