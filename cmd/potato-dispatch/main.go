@@ -113,6 +113,23 @@ func (c *statusCmd) Run(ctx *cli.Context) error {
 	return exitError(dispatch.Status(ctx.Stdout, dispatch.StatusOptions{ConfigPath: c.Config, RunID: c.RunID, JSON: c.JSON, LogLines: c.Lines}))
 }
 
+type writebackCmd struct {
+	Config string `arg:"" help:"The project's config file."`
+	RunID  string `arg:"" name:"run-id" help:"The finished run to write to Potato's store."`
+}
+
+// Run writes a finished run's row, items and predictions to Potato's
+// store again, such as a run that ended with store_failed; it is
+// idempotent.
+func (c *writebackCmd) Run(ctx *cli.Context) error {
+	s, err := dispatch.Writeback(c.Config, c.RunID)
+	if err != nil {
+		return exitError(err)
+	}
+	fmt.Fprintln(ctx.Stdout, s)
+	return nil
+}
+
 type autoCmd struct {
 	Config string `arg:"" help:"The project's config file."`
 	Quiet  bool   `short:"q" help:"Say nothing when no run starts; errors are still printed." env:"POTATO_AUTO_QUIET"`
@@ -160,11 +177,12 @@ func exitError(err error) error {
 }
 
 type command struct {
-	Run     runCmd           `cmd:"" help:"Start a run; print its id at once; wait for its end unless --detach."`
-	Cancel  cancelCmd        `cmd:"" help:"Cancel a run."`
-	Status  statusCmd        `cmd:"" help:"Show the runs, or one run."`
-	Auto    autoCmd          `cmd:"" help:"Start a run when model_training.auto_retrain calls for one (for cron)."`
-	Version kong.VersionFlag `help:"Print the version and exit."`
+	Run       runCmd           `cmd:"" help:"Start a run; print its id at once; wait for its end unless --detach."`
+	Cancel    cancelCmd        `cmd:"" help:"Cancel a run."`
+	Status    statusCmd        `cmd:"" help:"Show the runs, or one run."`
+	Auto      autoCmd          `cmd:"" help:"Start a run when model_training.auto_retrain calls for one (for cron)."`
+	Writeback writebackCmd     `cmd:"" help:"Write a finished run's row and predictions to Potato's store again (after store_failed)."`
+	Version   kong.VersionFlag `help:"Print the version and exit."`
 }
 
 func main() {

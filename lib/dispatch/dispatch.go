@@ -210,6 +210,7 @@ func Run(ctx context.Context, opt Options) (int, error) {
 	if err != nil {
 		return ExitFailed, err
 	}
+	settleLost(cfg, root)
 	if opt.Trigger == "" {
 		opt.Trigger = "manual"
 	}
@@ -234,6 +235,12 @@ func Run(ctx context.Context, opt Options) (int, error) {
 		newBackend = defaultBackend
 	}
 	d := &dispatcher{cfg: cfg, root: root, run: run, backendCfg: b, newBackend: newBackend}
+	// The run is in Potato's store from its start, so that Potato's page
+	// shows it; a store that cannot be written stops it before any work.
+	d.stored = potatoStatus(rundir.StateQueued)
+	if err := recordRun(cfg, root, run.Record()); err != nil {
+		return d.finish(rundir.StateError, err.Error(), CodeStoreFailed), nil
+	}
 	return d.execute(ctx), nil
 }
 
@@ -256,6 +263,13 @@ type dispatcher struct {
 	// still arrive (a remote agent's last posts) are dropped, so nothing
 	// changes the record after exit_code.
 	finished bool
+	// trained is set once the trainer's result is collected: from then on
+	// a store that fails leaves the run pending for potato-dispatch
+	// writeback.
+	trained bool
+
+	storeMu sync.Mutex
+	stored  string // the status last upserted into Potato's store
 }
 
 func (d *dispatcher) logf(format string, args ...any) { d.run.Logf(format, args...) }
@@ -264,27 +278,57 @@ func (d *dispatcher) set(fn func(*rundir.Record)) {
 	if err := d.run.Update(fn); err != nil {
 		d.logf("cannot write run.json: %v", err)
 	}
+	d.upsert(d.run.Record())
+}
+
+// upsert writes the run row into Potato's store when its status changed
+// (Potato's life cycle: queued, building, running, evaluating). A failure
+// is a warning here: the end of the run writes the row again, and fails
+// the run if it cannot. finish writes the terminal row itself.
+func (d *dispatcher) upsert(rec rundir.Record) {
+	if rundir.Finished(rec.State) {
+		return
+	}
+	d.storeMu.Lock()
+	defer d.storeMu.Unlock()
+	st := potatoStatus(rec.State)
+	if st == d.stored {
+		return
+	}
+	d.stored = st
+	if err := recordRun(d.cfg, d.root, rec); err != nil {
+		d.logf("warning: the run is %s, but %v", st, err)
+	}
 }
 
 func (d *dispatcher) step(s string) { d.set(func(r *rundir.Record) { r.Step = s }) }
 
-// finish ends the run: the record, the store, then exit_code, last.
+// finish ends the run: Potato's store, the record, then exit_code, last.
+// A run whose terminal row cannot be written to the store is not a
+// success: it ends in error with error_code store_failed, and, when it had
+// trained, stays pending for potato-dispatch writeback.
 func (d *dispatcher) finish(state, msg, code string) int {
 	d.mu.Lock()
 	d.finished = true
+	trained := d.trained
 	d.mu.Unlock()
-	exit := ExitFailed
-	switch state {
-	case rundir.StateSuccess:
-		exit = ExitSuccess
-	case rundir.StateCancelled:
-		exit = ExitCancelled
+	if state == rundir.StateError && code == "" {
+		code = CodeDispatchFailed
 	}
+	pending := trained && code == CodeStoreFailed
 	now := time.Now().UTC()
-	d.set(func(r *rundir.Record) {
+	end := func(r *rundir.Record, state, msg, code string) int {
+		exit := ExitFailed
+		switch state {
+		case rundir.StateSuccess:
+			exit = ExitSuccess
+		case rundir.StateCancelled:
+			exit = ExitCancelled
+		}
 		r.State = state
 		r.FinishedAt = &now
 		r.ExitCode = &exit
+		r.Error, r.ErrorCode = "", ""
 		if state != rundir.StateSuccess {
 			r.Error = msg
 			r.ErrorCode = code
@@ -300,19 +344,55 @@ func (d *dispatcher) finish(state, msg, code string) int {
 		default:
 			r.Step = "failed: " + msg
 		}
+		return exit
+	}
+	rec := d.run.Record()
+	end(&rec, state, msg, code)
+	var storeErr error
+	if code != CodeStoreFailed || trained {
+		storeErr = recordRun(d.cfg, d.root, rec)
+	} else {
+		storeErr = errors.New(msg) // the store failed before: no second try
+	}
+	if storeErr != nil && state == rundir.StateSuccess {
+		// The run trained and wrote back, but Potato would not list it.
+		state, msg, code, pending = rundir.StateError, storeErr.Error(), CodeStoreFailed, true
+		end(&rec, state, msg, code)
+		if err := recordRun(d.cfg, d.root, rec); err == nil {
+			storeErr = nil
+		}
+	}
+	var exit int
+	d.set(func(r *rundir.Record) {
+		exit = end(r, state, msg, code)
+		r.WritebackPending = pending
+		r.StoreError = ""
+		if storeErr != nil {
+			r.StoreError = storeErr.Error()
+		}
 	})
 	if state == rundir.StateSuccess {
 		d.logf("run finished: success")
 	} else {
 		d.logf("run finished: %s: %s", state, msg)
 	}
-	d.record()
+	if storeErr != nil && code != CodeStoreFailed {
+		d.logf("%v", storeErr)
+	}
+	if pending {
+		d.logf("the predictions stay in %s: potato-dispatch writeback CONFIG %s applies them to Potato's store", d.run.Path(rundir.PredictionsFile), d.run.ID)
+	}
 	d.prune()
 	if err := d.run.Finish(exit); err != nil {
 		d.logf("cannot write exit_code: %v", err)
 	}
 	return exit
 }
+
+// CodeDispatchFailed is the error_code of a failure that has no code of
+// its own (a backend that could not start the run, a file that could not
+// be written), so that Potato's page tells every failure by a code.
+const CodeDispatchFailed = "dispatch_failed"
 
 func (d *dispatcher) execute(ctx context.Context) int {
 	ctx, stop := context.WithCancel(ctx)
@@ -505,9 +585,16 @@ wait:
 		uri = "file://" + spec.Workdir
 	}
 	d.set(func(r *rundir.Record) { r.ArtifactURI = uri })
+	d.mu.Lock()
+	d.trained = true
+	d.mu.Unlock()
 	if info, _ := trainer.Lookup(spec.Trainer); info.NoPredictions {
 		d.logf("%s writes no predictions: nothing to score or write back", spec.Trainer)
 	} else if err := d.writeBack(m); err != nil {
+		var se *StoreError
+		if errors.As(err, &se) {
+			return d.finish(rundir.StateError, "write-back: "+err.Error(), CodeStoreFailed)
+		}
 		return d.finish(rundir.StateError, "write-back: "+err.Error(), "writeback")
 	}
 	return d.finish(rundir.StateSuccess, "", "")
@@ -583,6 +670,7 @@ func (d *dispatcher) onEvent(job *backend.Job, e events.Event) {
 		}
 		d.result = &r
 		d.set(func(rec *rundir.Record) {
+			rec.ModelVersion = r.ModelVersion
 			if rec.Metrics == nil {
 				rec.Metrics = map[string]any{}
 			}
@@ -606,6 +694,9 @@ func (d *dispatcher) prune() {
 	}
 	var done []rundir.Info
 	for _, i := range infos {
+		if i.WritebackPending {
+			continue // its bundle is needed to write its predictions back
+		}
 		if i.Finished || i.RunID == d.run.ID {
 			done = append(done, i)
 		}

@@ -114,9 +114,10 @@ func TestEndToEndBuiltinTrainer(t *testing.T) {
 	}
 	var status, backend, metrics string
 	db.QueryRow(`SELECT status, backend, metrics FROM training_runs WHERE run_id = ?`, id).Scan(&status, &backend, &metrics)
-	if status != "success" || backend != "local" || !strings.Contains(metrics, `"heldout"`) || !strings.Contains(metrics, `"accuracy"`) {
+	if status != "success" || backend != "local" || !strings.Contains(metrics, `"test_accuracy"`) || !strings.Contains(metrics, `"val_accuracy"`) {
 		t.Errorf("training_runs row: %q %q %q", status, backend, metrics)
 	}
+	checkRunRow(t, db, id, "success")
 }
 
 func TestQueueRunsOneAtATimeInOrder(t *testing.T) {

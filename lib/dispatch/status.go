@@ -27,6 +27,7 @@ func Cancel(configPath, id string) error {
 	if err != nil {
 		return err
 	}
+	settleLost(cfg, root)
 	info, err := root.Read(id)
 	if err != nil {
 		return err
@@ -64,6 +65,7 @@ func Status(w io.Writer, opt StatusOptions) error {
 	if err != nil {
 		return err
 	}
+	settleLost(cfg, root)
 	if opt.RunID != "" {
 		info, err := root.Read(opt.RunID)
 		if err != nil {
@@ -159,6 +161,13 @@ func writeDetail(w io.Writer, info rundir.Info, log []string) error {
 	}
 	field("artifacts", r.ArtifactURI)
 	field("error", r.Error)
+	if r.ErrorCode != "" {
+		field("error code", r.ErrorCode)
+	}
+	field("store", r.StoreError)
+	if r.WritebackPending {
+		field("pending", "the predictions are not in Potato's store: run potato-dispatch writeback CONFIG "+r.RunID)
+	}
 	if len(log) > 0 {
 		b.WriteString("\nlog:\n")
 		for _, l := range log {
@@ -185,7 +194,14 @@ func Summary(configPath, id string) (string, error) {
 	}
 	r := info.Record
 	if r.State != rundir.StateSuccess {
-		return fmt.Sprintf("run %s: %s: %s", id, r.State, r.Error), nil
+		s := fmt.Sprintf("run %s: %s: %s", id, r.State, r.Error)
+		if r.StoreError != "" && r.StoreError != r.Error && !strings.Contains(r.Error, r.StoreError) {
+			s += "; and the run's end is not in Potato's store: " + r.StoreError
+		}
+		if r.WritebackPending {
+			s += fmt.Sprintf("; the predictions stay in the run directory: potato-dispatch writeback %s %s applies them", configPath, id)
+		}
+		return s, nil
 	}
 	s := fmt.Sprintf("run %s: success", id)
 	if h := r.Heldout; h != nil {

@@ -6,11 +6,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"potato-training/lib/bundle"
 	"potato-training/lib/config"
 	"potato-training/lib/rundir"
+	"potato-training/lib/trainer"
 	"potato-training/lib/writeback"
 )
 
@@ -51,30 +53,12 @@ func (d *dispatcher) writeBack(m bundle.Manifest) error {
 		d.logf("held-out score of %s on %d test items: accuracy %.3f, macro-F1 %.3f", name, s.N, s.Accuracy, s.MacroF1)
 	}
 
-	store, err := writeback.OpenStore(StorePath(d.cfg))
-	if err != nil {
-		return err
-	}
-	defer store.Close()
 	rec := d.run.Record()
-	n, err := store.RecordItems(d.cfg.TaskName, rec.RunID, bdir)
-	if err != nil {
-		return fmt.Errorf("recording the run's items: %w", err)
-	}
-	rep, err := store.Publish(bdir, pred, writeback.Options{
-		Project: d.cfg.TaskName, RunID: rec.RunID, Schemas: d.cfg.Training.Writeback.Schemas,
-		MinConfidence: d.cfg.Training.Writeback.MinConfidence, CreatedAt: unix(&rec.CreatedAt),
-	})
+	rep, n, err := publish(d.cfg, bdir, pred, rec)
 	if err != nil {
 		return err
 	}
-	d.set(func(r *rundir.Record) {
-		r.Writeback = map[string]int{
-			"n_read": rep.NRead, "n_written": rep.NWritten, "n_skipped_train_split": rep.NSkippedTrainSplit,
-			"n_skipped_low_confidence": rep.NSkippedLowConfidence, "n_skipped_schema_not_enabled": rep.NSkippedSchemaNotEnabled,
-			"n_skipped_newer_run": rep.NSkippedNewerRun, "n_items": n,
-		}
-	})
+	d.set(func(r *rundir.Record) { r.Writeback = writebackCounts(rep, n) })
 	d.logf("write-back to %s: %d of %d predictions written as prelabels (%d in the train split, %d below min_confidence %g, %d of schemas not in writeback.schemas)",
 		StorePath(d.cfg), rep.NWritten, rep.NRead, rep.NSkippedTrainSplit, rep.NSkippedLowConfidence, d.cfg.Training.Writeback.MinConfidence, rep.NSkippedSchemaNotEnabled)
 	return nil
@@ -89,40 +73,102 @@ func heldoutSchema(m bundle.Manifest, scores map[string]writeback.SchemaScore) s
 	return ""
 }
 
-// record writes the run into Potato's training_runs, whatever its outcome,
-// so Potato lists every run (SPEC B3).
-func (d *dispatcher) record() {
-	rec := d.run.Record()
-	kinds := map[string]config.Kind{}
-	for _, s := range rec.Schemas {
-		if sc, ok := d.cfg.Scheme(s); ok {
-			kinds[s] = sc.Kind
+// publish records the run's items and publishes its predictions in
+// Potato's store, each in one transaction. An error is a StoreError.
+func publish(cfg *config.Config, bdir, pred string, rec rundir.Record) (writeback.Report, int, error) {
+	var rep writeback.Report
+	var n int
+	err := withStore(cfg, func(s *writeback.Store) error {
+		var err error
+		if n, err = s.RecordItems(cfg.TaskName, rec.RunID, bdir); err != nil {
+			return fmt.Errorf("recording the run's items: %w", err)
 		}
+		rep, err = s.Publish(bdir, pred, writeback.Options{
+			Project: cfg.TaskName, RunID: rec.RunID, Schemas: cfg.Training.Writeback.Schemas,
+			MinConfidence: cfg.Training.Writeback.MinConfidence, CreatedAt: unix(&rec.CreatedAt),
+		})
+		return err
+	})
+	return rep, n, err
+}
+
+func writebackCounts(rep writeback.Report, n int) map[string]int {
+	return map[string]int{
+		"n_read": rep.NRead, "n_written": rep.NWritten, "n_skipped_train_split": rep.NSkippedTrainSplit,
+		"n_skipped_low_confidence": rep.NSkippedLowConfidence, "n_skipped_schema_not_enabled": rep.NSkippedSchemaNotEnabled,
+		"n_skipped_newer_run": rep.NSkippedNewerRun, "n_items": n,
 	}
-	row := writeback.RunRow{
-		Project: d.cfg.TaskName, RunID: rec.RunID, Trainer: rec.Trainer, Backend: rec.Backend,
-		SchemaNames: rec.Schemas, Kinds: kinds, Status: rec.State, Trigger: rec.Trigger,
-		CreatedAt: unix(&rec.CreatedAt), StartedAt: unix(rec.StartedAt), FinishedAt: unix(rec.FinishedAt),
-		SplitSeed: int64(d.cfg.Training.SplitSeed), Params: rec.Params, Metrics: rec.Metrics,
-		ArtifactDir: d.run.Path(rundir.ArtifactsDir), Error: rec.Error, ErrorCode: rec.ErrorCode,
-		Pid: rec.PID, Host: rec.Host,
-	}
-	if m, err := bundle.ReadManifest(d.run.Path(rundir.BundleDir)); err == nil {
-		row.NTrain, row.NVal, row.NTest = m.Stats.Splits["train"], m.Stats.Splits["val"], m.Stats.Splits["test"]
-		row.BundleDigest = m.Digest
-	}
-	d.mu.Lock()
-	if d.result != nil {
-		row.ModelVersion = d.result.ModelVersion
-	}
-	d.mu.Unlock()
-	store, err := writeback.OpenStore(StorePath(d.cfg))
+}
+
+// Writeback applies a finished run to Potato's store again, from its run
+// directory: the run row as run.json has it and, for a run that trained
+// (success, or pending after store_failed), its items and predictions. A
+// pending run becomes the success it would have been. It is idempotent:
+// applying a run twice leaves the store as once (a newer run's prelabels
+// stay). It returns one line on what it wrote.
+func Writeback(configPath, id string) (string, error) {
+	cfg, err := LoadConfig(configPath)
 	if err != nil {
-		d.logf("cannot open %s: %v", StorePath(d.cfg), err)
-		return
+		return "", err
 	}
-	defer store.Close()
-	if err := store.RecordRun(row); err != nil {
-		d.logf("cannot record the run in %s: %v", StorePath(d.cfg), err)
+	root, err := Root(cfg)
+	if err != nil {
+		return "", err
 	}
+	settleLost(cfg, root)
+	info, err := root.Read(id)
+	if err != nil {
+		return "", err
+	}
+	if !info.Finished {
+		return "", fmt.Errorf("run %s is %s: its dispatch writes Potato's store itself; writeback applies a finished run", id, info.State)
+	}
+	var summary string
+	err = root.Edit(id, func(rec *rundir.Record, finished bool) error {
+		if !finished {
+			return fmt.Errorf("run %s is not finished", id)
+		}
+		dir := root.RunDir(id)
+		pred := filepath.Join(dir, rundir.PredictionsFile)
+		tinfo, _ := trainer.Lookup(rec.Trainer)
+		trained := rec.WritebackPending || rec.State == rundir.StateSuccess
+		published := ""
+		if _, err := os.Stat(pred); trained && err == nil && !tinfo.NoPredictions {
+			bdir := filepath.Join(dir, rundir.BundleDir)
+			if _, err := bundle.ReadManifest(bdir); err != nil {
+				return fmt.Errorf("run %s: its bundle, which says which items it trained on, is gone (%v): its predictions cannot be written back", id, err)
+			}
+			rep, n, err := publish(cfg, bdir, pred, *rec)
+			if err != nil {
+				return err
+			}
+			rec.Writeback = writebackCounts(rep, n)
+			published = fmt.Sprintf("%d of %d predictions written as prelabels, %d items recorded", rep.NWritten, rep.NRead, n)
+		} else if rec.WritebackPending && !tinfo.NoPredictions {
+			return fmt.Errorf("run %s: no %s in its run directory: nothing to write back", id, rundir.PredictionsFile)
+		}
+		was := rec.State + " (" + rec.ErrorCode + ")"
+		if rec.WritebackPending {
+			code := ExitSuccess
+			rec.State, rec.Error, rec.ErrorCode, rec.Step, rec.ExitCode = rundir.StateSuccess, "", "", "finished", &code
+		}
+		if err := recordRun(cfg, root, *rec); err != nil {
+			return err
+		}
+		msg := fmt.Sprintf("run %s: %s recorded in %s", id, rec.State, StorePath(cfg))
+		if rec.WritebackPending {
+			msg = fmt.Sprintf("run %s: was %s, now success in %s", id, was, StorePath(cfg))
+		}
+		if published != "" {
+			msg += "; " + published
+		}
+		rec.WritebackPending, rec.StoreError = false, ""
+		summary = msg
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	appendLog(root, id, "potato-dispatch writeback: "+strings.TrimPrefix(summary, "run "+id+": "))
+	return summary, nil
 }

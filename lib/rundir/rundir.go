@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -58,8 +59,12 @@ const (
 	queueLock       = "queue.lock"
 )
 
-// GoneError is the error of a run whose dispatch died before it finished.
-const GoneError = "the dispatch process for this run is gone"
+// GoneError is the error of a run whose dispatch died before it finished,
+// and CodeLost its error_code.
+const (
+	GoneError = "the dispatch process for this run is gone"
+	CodeLost  = "dispatch_lost"
+)
 
 // Progress is the last progress event's content.
 type Progress struct {
@@ -105,6 +110,15 @@ type Record struct {
 	PID         int               `json:"pid,omitempty"`
 	Host        string            `json:"host,omitempty"`
 	AgentSocket string            `json:"agent_socket,omitempty"`
+	// ModelVersion is the result event's model_version.
+	ModelVersion string `json:"model_version,omitempty"`
+	// StoreError is the last failed write to Potato's store, with the
+	// store's path; empty when the store holds what run.json says.
+	StoreError string `json:"store_error,omitempty"`
+	// WritebackPending is set when the run trained but its predictions or
+	// its run row are not in Potato's store: potato-dispatch writeback
+	// applies them.
+	WritebackPending bool `json:"writeback_pending,omitempty"`
 }
 
 // Root is a project's training/ directory.
@@ -123,11 +137,13 @@ func Open(dir string) (*Root, error) {
 // RunDir is the directory of run id.
 func (r *Root) RunDir(id string) string { return filepath.Join(r.Dir, "runs", id) }
 
-// NewID makes a run id that sorts by time: 20261202-135501-7f3a.
+// NewID makes a run id in Potato's format, which sorts by time: UTC as
+// YYYYMMDDTHHMMSS, "-" and 6 lowercase hex digits, 20260820T031500-a1b2c3.
+// Ids made before (20261202-135501-7f3a) remain valid.
 func NewID(t time.Time) string {
-	var b [2]byte
+	var b [3]byte
 	_, _ = rand.Read(b[:])
-	return t.UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b[:])
+	return t.UTC().Format("20060102T150405") + "-" + hex.EncodeToString(b[:])
 }
 
 // ValidID reports whether s has the shape of a run id, so that it can be
@@ -327,7 +343,7 @@ func (r *Root) Read(id string) (Info, error) {
 		info.Gone = true
 		info.State = StateError
 		info.Error = GoneError
-		info.ErrorCode = "dispatch_gone"
+		info.ErrorCode = CodeLost
 	}
 	return info, nil
 }
@@ -439,3 +455,102 @@ func TailLines(path string, n int) ([]string, error) {
 	}
 	return lines, sc.Err()
 }
+
+// ErrBusy is returned by Edit and SettleLost when a live dispatch, or
+// another editor, holds the run.
+var ErrBusy = errors.New("the run is held by its dispatch")
+
+// Edit changes the record of a run that no dispatch holds: it takes the
+// run's dispatch lock (failing with ErrBusy when it is held), reads
+// run.json, calls fn, and writes run.json atomically when fn returns nil,
+// then exit_code when the record is finished and exit_code does not say
+// its exit_code. fn sees whether exit_code exists. Holding the lock, no
+// dispatch, other Edit or SettleLost changes the run meanwhile.
+func (r *Root) Edit(id string, fn func(rec *Record, finished bool) error) error {
+	if !ValidID(id) {
+		return fmt.Errorf("no run %q", id)
+	}
+	dir := r.RunDir(id)
+	if _, err := os.Stat(filepath.Join(dir, RecordFile)); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("no run %s", id)
+		}
+		return err
+	}
+	lock, err := lockFile(filepath.Join(dir, dispatchLock), false)
+	if err != nil {
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return fmt.Errorf("run %s: %w", id, ErrBusy)
+		}
+		return err
+	}
+	defer lock.Close()
+	b, err := os.ReadFile(filepath.Join(dir, RecordFile))
+	if err != nil {
+		return err
+	}
+	var rec Record
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return fmt.Errorf("run %s: run.json: %w", id, err)
+	}
+	_, err = os.Stat(filepath.Join(dir, ExitCodeFile))
+	if err := fn(&rec, err == nil); err != nil {
+		return err
+	}
+	out, err := json.MarshalIndent(rec, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := WriteFileAtomic(filepath.Join(dir, RecordFile), append(out, '\n'), 0o644); err != nil {
+		return err
+	}
+	// exit_code, last, says what run.json says.
+	if !Finished(rec.State) || rec.ExitCode == nil {
+		return nil
+	}
+	want := strconv.Itoa(*rec.ExitCode) + "\n"
+	if have, err := os.ReadFile(filepath.Join(dir, ExitCodeFile)); err == nil && string(have) == want {
+		return nil
+	}
+	return WriteFileAtomic(filepath.Join(dir, ExitCodeFile), []byte(want), 0o644)
+}
+
+// SettleLost ends a run whose dispatch is gone (no exit_code, nobody holds
+// dispatch.lock): it sets the terminal state error, error_code
+// dispatch_lost, the time and exit code 1, calls store with that record
+// (to write Potato's store; its error is kept as store_error), writes
+// run.json atomically and then exit_code, all under the run's lock. It
+// does this once: the lock
+// keeps two callers apart and exit_code tells the later one it is done.
+// It reports whether it settled the run; a run that is alive or finished
+// is left alone.
+func (r *Root) SettleLost(id string, store func(Record) error) (bool, error) {
+	settled := false
+	err := r.Edit(id, func(rec *Record, finished bool) error {
+		if finished {
+			return errUnchanged
+		}
+		now := time.Now().UTC()
+		code := 1
+		rec.State, rec.Error, rec.ErrorCode = StateError, GoneError, CodeLost
+		rec.Step = "failed: " + GoneError
+		rec.FinishedAt, rec.ExitCode = &now, &code
+		rec.StoreError = ""
+		if store != nil {
+			if err := store(*rec); err != nil {
+				rec.StoreError = err.Error()
+			}
+		}
+		settled = true
+		return nil
+	})
+	switch {
+	case errors.Is(err, errUnchanged), errors.Is(err, ErrBusy):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return settled, nil
+}
+
+var errUnchanged = errors.New("unchanged")

@@ -3,23 +3,61 @@ package rundir
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
 
-func TestIDSortsByTime(t *testing.T) {
-	a := NewID(time.Date(2026, 12, 2, 13, 55, 1, 0, time.UTC))
+var potatoID = regexp.MustCompile(`^[0-9]{8}T[0-9]{6}-[0-9a-f]{6}$`)
+
+// Run ids are Potato's: UTC YYYYMMDDTHHMMSS, "-", 6 lowercase hex.
+func TestIDIsPotatosAndSortsByTime(t *testing.T) {
+	local := time.FixedZone("UTC+2", 2*3600)
+	a := NewID(time.Date(2026, 12, 2, 15, 55, 1, 0, local))
 	b := NewID(time.Date(2026, 12, 2, 13, 55, 2, 0, time.UTC))
-	if !strings.HasPrefix(a, "20261202-135501-") || len(a) != 20 || !(a < b) || !ValidID(a) {
+	if !strings.HasPrefix(a, "20261202T135501-") || !potatoID.MatchString(a) || !(a < b) || !ValidID(a) {
 		t.Errorf("ids %q %q", a, b)
+	}
+	if c := NewID(time.Now()); !potatoID.MatchString(c) || c == NewID(time.Now()) {
+		t.Errorf("two new ids %q: same, or not Potato's format", c)
 	}
 	for _, bad := range []string{"", "../etc", ".hidden-run", "a/b", "run id"} {
 		if ValidID(bad) {
 			t.Errorf("ValidID(%q)", bad)
 		}
+	}
+}
+
+// A run recorded under an id of the old format is read, listed and
+// settled as before.
+func TestOldIDsStillRead(t *testing.T) {
+	root, _ := Open(t.TempDir())
+	const old = "20261202-135501-7f3a"
+	run, err := root.Create(Record{RunID: old, Trainer: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := run.Finish(0); err != nil {
+		t.Fatal(err)
+	}
+	run.Close()
+	next, err := root.Create(Record{Trainer: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.Close()
+	infos, err := root.List()
+	if err != nil || len(infos) != 2 || infos[0].RunID != old || infos[1].RunID != next.ID {
+		t.Fatalf("List: %v %+v", err, infos)
+	}
+	if info, err := root.Read(old); err != nil || !info.Finished {
+		t.Errorf("Read(%s): %+v %v", old, info, err)
 	}
 }
 
@@ -61,8 +99,102 @@ func TestGone(t *testing.T) {
 	run, _ := root.Create(Record{})
 	run.Close()
 	info, _ := root.Read(run.ID)
-	if !info.Gone || info.State != StateError || info.Error != GoneError {
+	if !info.Gone || info.State != StateError || info.Error != GoneError || info.ErrorCode != CodeLost {
 		t.Errorf("%+v", info)
+	}
+}
+
+// SettleLost writes the end of a run whose dispatch is gone, once, even
+// when several callers find it at the same time; it leaves a live run and
+// a finished one alone.
+func TestSettleLost(t *testing.T) {
+	root, _ := Open(t.TempDir())
+	live, _ := root.Create(Record{Trainer: "t"})
+	defer live.Close()
+	if ok, err := root.SettleLost(live.ID, nil); ok || err != nil {
+		t.Errorf("SettleLost of a live run: %v %v", ok, err)
+	}
+	lost, _ := root.Create(Record{Trainer: "t"})
+	lost.Update(func(r *Record) { r.State = StateRunning })
+	lost.Close() // as a killed dispatch lets go of its lock
+
+	var stored atomic.Int32
+	settled := make(chan bool, 8)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ok, err := root.SettleLost(lost.ID, func(r Record) error {
+				stored.Add(1)
+				if r.State != StateError || r.ErrorCode != CodeLost || r.FinishedAt == nil {
+					t.Errorf("store got %+v", r)
+				}
+				return errors.New("disk full")
+			})
+			if err != nil {
+				t.Error(err)
+			}
+			settled <- ok
+		}()
+	}
+	wg.Wait()
+	close(settled)
+	n := 0
+	for ok := range settled {
+		if ok {
+			n++
+		}
+	}
+	if n != 1 || stored.Load() != 1 {
+		t.Errorf("settled %d times, stored %d times; want once", n, stored.Load())
+	}
+	b, err := os.ReadFile(filepath.Join(lost.Dir, RecordFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec Record
+	if err := json.Unmarshal(b, &rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec.State != StateError || rec.ErrorCode != CodeLost || rec.Error != GoneError || rec.FinishedAt == nil ||
+		rec.ExitCode == nil || *rec.ExitCode != 1 || rec.StoreError != "disk full" {
+		t.Errorf("run.json after SettleLost: %+v", rec)
+	}
+	if code, _ := os.ReadFile(filepath.Join(lost.Dir, ExitCodeFile)); string(code) != "1\n" {
+		t.Errorf("exit_code %q", code)
+	}
+	info, _ := root.Read(lost.ID)
+	if !info.Finished || info.Gone {
+		t.Errorf("a settled run reads as %+v", info)
+	}
+	if ok, _ := root.SettleLost(lost.ID, nil); ok {
+		t.Errorf("a settled run was settled again")
+	}
+}
+
+func TestEditBusyWhileTheDispatchLives(t *testing.T) {
+	root, _ := Open(t.TempDir())
+	run, _ := root.Create(Record{Trainer: "t"})
+	err := root.Edit(run.ID, func(*Record, bool) error { return nil })
+	if !errors.Is(err, ErrBusy) {
+		t.Errorf("Edit of a live run: %v", err)
+	}
+	run.Finish(1)
+	run.Close()
+	err = root.Edit(run.ID, func(r *Record, finished bool) error {
+		if !finished {
+			t.Errorf("Edit does not see exit_code")
+		}
+		code := 0
+		r.State, r.ExitCode = StateSuccess, &code
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := os.ReadFile(filepath.Join(run.Dir, ExitCodeFile)); string(code) != "0\n" {
+		t.Errorf("exit_code after Edit %q, want 0", code)
 	}
 }
 

@@ -17,77 +17,92 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	_ "modernc.org/sqlite"
 
 	"potato-training/lib/bundle"
-	"potato-training/lib/config"
 )
 
 // StoreName is the store's file name inside Potato's task_dir.
 const StoreName = "project.sqlite"
 
-// schemaSQL creates the tables of FORMATS.md, with their columns and primary
-// keys as Potato's training code has them. Nothing here changes a table that
-// exists already.
-//
-// There is deliberately no index on training_predictions (project, run_id):
-// every publish would pay for it on each row (an eighth of the time of
-// publishing a large run), to speed up Retract, which is rare and finds a
-// run's rows by scanning its project's rows along the primary key.
-//
-// training_run_items is made WITHOUT ROWID when this creates it: a run
-// writes one row per item, and a table clustered on its primary key writes
-// one b-tree instead of two. Its columns and key are Potato's; readers see
-// no difference.
+// MigrationName is the row of schema_migrations that says the training
+// tables exist, as Potato records it.
+const MigrationName = "0001_training_runs"
+
+// schemaSQL creates the tables, indexes and the schema_migrations row of
+// FORMATS.md ("Potato's store") exactly as Potato's own migration
+// 0001_training_runs does: the same columns, NOT NULL constraints, defaults,
+// primary keys and indexes, so a store that either side created first is
+// the same store. CREATE ... IF NOT EXISTS changes no table or index that
+// exists already; the migration row is added when missing, as Potato would
+// add it on finding its tables in place.
 const schemaSQL = `
+CREATE TABLE IF NOT EXISTS schema_migrations (
+	name TEXT PRIMARY KEY,
+	applied_at
+);
 CREATE TABLE IF NOT EXISTS training_runs (
 	project TEXT NOT NULL,
 	run_id TEXT NOT NULL,
-	trainer TEXT,
-	backend TEXT,
-	schema_names TEXT,
-	kinds TEXT,
-	status TEXT,
-	trigger TEXT,
-	created_at REAL,
+	trainer TEXT NOT NULL,
+	backend TEXT NOT NULL DEFAULT 'local',
+	schema_names TEXT NOT NULL DEFAULT '[]',
+	kinds TEXT NOT NULL DEFAULT '[]',
+	status TEXT NOT NULL,
+	trigger TEXT NOT NULL DEFAULT 'manual',
+	created_at REAL NOT NULL,
 	started_at REAL,
 	finished_at REAL,
-	n_train INTEGER,
-	n_val INTEGER,
-	n_test INTEGER,
-	split_seed INTEGER,
-	params TEXT,
-	metrics TEXT,
-	artifact_dir TEXT,
-	model_version TEXT,
-	bundle_digest TEXT,
-	error TEXT,
-	error_code TEXT,
+	n_train INTEGER NOT NULL DEFAULT 0,
+	n_val INTEGER NOT NULL DEFAULT 0,
+	n_test INTEGER NOT NULL DEFAULT 0,
+	split_seed INTEGER NOT NULL DEFAULT 0,
+	params TEXT NOT NULL DEFAULT '{}',
+	metrics TEXT NOT NULL DEFAULT '{}',
+	artifact_dir TEXT NOT NULL DEFAULT '',
+	model_version TEXT NOT NULL DEFAULT '',
+	bundle_digest TEXT NOT NULL DEFAULT '',
+	error TEXT NOT NULL DEFAULT '',
+	error_code TEXT NOT NULL DEFAULT '',
 	pid INTEGER,
-	host TEXT,
+	host TEXT NOT NULL DEFAULT '',
 	PRIMARY KEY (project, run_id)
 );
+CREATE INDEX IF NOT EXISTS idx_training_runs_recent
+	ON training_runs (project, created_at DESC);
 CREATE TABLE IF NOT EXISTS training_run_items (
 	project TEXT NOT NULL,
 	run_id TEXT NOT NULL,
 	instance_id TEXT NOT NULL,
-	split TEXT,
+	split TEXT NOT NULL,
 	PRIMARY KEY (project, run_id, instance_id)
-) WITHOUT ROWID;
+);
+CREATE INDEX IF NOT EXISTS idx_training_run_items_split
+	ON training_run_items (project, run_id, split);
 CREATE TABLE IF NOT EXISTS training_predictions (
 	project TEXT NOT NULL,
 	instance_id TEXT NOT NULL,
 	schema_name TEXT NOT NULL,
-	run_id TEXT,
-	payload TEXT,
+	run_id TEXT NOT NULL,
+	payload TEXT NOT NULL,
 	confidence REAL,
-	created_at REAL,
+	created_at REAL NOT NULL,
 	PRIMARY KEY (project, instance_id, schema_name)
 );
+CREATE INDEX IF NOT EXISTS idx_training_predictions_run
+	ON training_predictions (project, run_id);
 `
+
+// Statuses Potato accepts in training_runs.status, in life-cycle order.
+var Statuses = []string{"queued", "building", "running", "evaluating", "success", "error", "cancelled"}
+
+// Triggers Potato accepts in training_runs.trigger.
+var Triggers = []string{"manual", "auto", "api"}
 
 // Store is an open project.sqlite. Its methods are safe for concurrent use;
 // writes are serialised on one connection.
@@ -117,7 +132,7 @@ func OpenStore(path string) (*Store, error) {
 		return nil, fmt.Errorf("writeback: open %q: %w", path, err)
 	}
 	db.SetMaxOpenConns(1)
-	if _, err := db.Exec(schemaSQL); err != nil {
+	if err := createSchema(db); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("writeback: open %q: %w", path, err)
 	}
@@ -133,22 +148,60 @@ func OpenStore(path string) (*Store, error) {
 	return &Store{db: db}, nil
 }
 
+// schemaTables are the tables schemaSQL makes.
+var schemaTables = []string{"schema_migrations", "training_runs", "training_run_items", "training_predictions"}
+
+// createSchema makes what schemaSQL makes and records the migration, in one
+// transaction, unless the tables and the migration row are there already:
+// a store that Potato made is then only read (its indexes, whatever their
+// names, are left as they are), so that a read-only store still opens.
+func createSchema(db *sql.DB) error {
+	var n, done int
+	if err := db.QueryRow(`SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN (?, ?, ?, ?)`,
+		schemaTables[0], schemaTables[1], schemaTables[2], schemaTables[3]).Scan(&n); err != nil {
+		return err
+	}
+	if n == len(schemaTables) {
+		if err := db.QueryRow(`SELECT count(*) FROM schema_migrations WHERE name = ?`, MigrationName).Scan(&done); err != nil {
+			return err
+		}
+		if done > 0 {
+			return nil
+		}
+	}
+	tx, err := db.Begin()
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := tx.Exec(schemaSQL); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(`INSERT INTO schema_migrations (name, applied_at) SELECT ?1, ?2
+		WHERE NOT EXISTS (SELECT 1 FROM schema_migrations WHERE name = ?1)`,
+		MigrationName, float64(time.Now().UnixNano())/1e9); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
 // Close closes the store.
 func (s *Store) Close() error {
 	return s.db.Close()
 }
 
-// RunRow is one row of training_runs. Zero times, a zero Pid and empty
-// optional strings (Backend, ArtifactDir, ModelVersion, BundleDigest, Error,
-// ErrorCode, Host) are stored as NULL; nil SchemaNames, Kinds, Params and
-// Metrics as an empty JSON array or object, so Potato can always decode them.
+// RunRow is one row of training_runs, written as Potato writes it: no
+// NULL in a NOT NULL column (an empty string, 0, [] or {} instead). Only
+// StartedAt, FinishedAt (zero: not yet) and Pid (zero: none) are stored as
+// NULL. Status must be one of Statuses and Trigger one of Triggers (empty:
+// manual), as Potato refuses any other.
 type RunRow struct {
 	Project      string
 	RunID        string
 	Trainer      string
-	Backend      string
+	Backend      string // empty: local
 	SchemaNames  []string
-	Kinds        map[string]config.Kind // schema name -> kind
+	Kinds        []string // each schema's kind, in SchemaNames order
 	Status       string
 	Trigger      string
 	CreatedAt    float64 // unix seconds
@@ -158,8 +211,8 @@ type RunRow struct {
 	NVal         int
 	NTest        int
 	SplitSeed    int64
-	Params       any // encoded as JSON
-	Metrics      any // encoded as JSON
+	Params       any                // a JSON object
+	Metrics      map[string]float64 // flat, Potato's names: test_accuracy, ...
 	ArtifactDir  string
 	ModelVersion string
 	BundleDigest string
@@ -178,7 +231,7 @@ ON CONFLICT (project, run_id) DO UPDATE SET
 	trainer = excluded.trainer, backend = excluded.backend,
 	schema_names = excluded.schema_names, kinds = excluded.kinds,
 	status = excluded.status, trigger = excluded.trigger,
-	created_at = excluded.created_at, started_at = excluded.started_at,
+	started_at = excluded.started_at,
 	finished_at = excluded.finished_at, n_train = excluded.n_train,
 	n_val = excluded.n_val, n_test = excluded.n_test,
 	split_seed = excluded.split_seed, params = excluded.params,
@@ -188,16 +241,32 @@ ON CONFLICT (project, run_id) DO UPDATE SET
 	error_code = excluded.error_code, pid = excluded.pid, host = excluded.host`
 
 // RecordRun inserts r into training_runs, or replaces the columns above of
-// the row with the same (project, run_id).
+// the row with the same (project, run_id); created_at stays as first
+// written, as Potato keeps it.
 func (s *Store) RecordRun(r RunRow) error {
 	if r.Project == "" || r.RunID == "" {
 		return errors.New("writeback: record run: project and run id are required")
+	}
+	if !slices.Contains(Statuses, r.Status) {
+		return fmt.Errorf("writeback: record run %q: status %q is not one of Potato's (%s)", r.RunID, r.Status, strings.Join(Statuses, ", "))
+	}
+	if r.Trigger == "" {
+		r.Trigger = "manual"
+	}
+	if !slices.Contains(Triggers, r.Trigger) {
+		return fmt.Errorf("writeback: record run %q: trigger %q is not one of Potato's (%s)", r.RunID, r.Trigger, strings.Join(Triggers, ", "))
+	}
+	if r.Backend == "" {
+		r.Backend = "local"
+	}
+	if r.CreatedAt == 0 {
+		r.CreatedAt = float64(time.Now().UnixNano()) / 1e9
 	}
 	names, err := jsonText(r.SchemaNames, "[]")
 	if err != nil {
 		return fmt.Errorf("writeback: record run %q: schema_names: %w", r.RunID, err)
 	}
-	kinds, err := jsonText(r.Kinds, "{}")
+	kinds, err := jsonText(r.Kinds, "[]")
 	if err != nil {
 		return fmt.Errorf("writeback: record run %q: kinds: %w", r.RunID, err)
 	}
@@ -210,13 +279,12 @@ func (s *Store) RecordRun(r RunRow) error {
 		return fmt.Errorf("writeback: record run %q: metrics: %w", r.RunID, err)
 	}
 	_, err = s.db.Exec(upsertRunSQL,
-		r.Project, r.RunID, r.Trainer, nullString(r.Backend),
+		r.Project, r.RunID, r.Trainer, r.Backend,
 		names, kinds, r.Status, r.Trigger,
 		r.CreatedAt, nullTime(r.StartedAt), nullTime(r.FinishedAt),
 		r.NTrain, r.NVal, r.NTest, r.SplitSeed, params, metrics,
-		nullString(r.ArtifactDir), nullString(r.ModelVersion),
-		nullString(r.BundleDigest), nullString(r.Error), nullString(r.ErrorCode),
-		nullInt(r.Pid), nullString(r.Host))
+		r.ArtifactDir, r.ModelVersion, r.BundleDigest, r.Error, r.ErrorCode,
+		nullInt(r.Pid), r.Host)
 	if err != nil {
 		return fmt.Errorf("writeback: record run %q: %w", r.RunID, err)
 	}
@@ -438,13 +506,6 @@ func jsonText(v any, empty string) (string, error) {
 		return empty, nil
 	}
 	return string(b), nil
-}
-
-func nullString(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
 }
 
 func nullTime(t float64) any {

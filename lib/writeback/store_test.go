@@ -3,54 +3,243 @@ package writeback
 import (
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"sort"
 	"strings"
 	"testing"
 	"time"
-
-	"potato-training/lib/config"
 )
 
-func TestOpenStoreCreatesPotatoTables(t *testing.T) {
-	s, _ := openTestStore(t)
-	// Columns in FORMATS.md order; pk is the column's position in the
-	// primary key (0: not part of it).
-	want := map[string][]string{
-		"training_runs": {"project pk1", "run_id pk2", "trainer", "backend", "schema_names", "kinds",
-			"status", "trigger", "created_at REAL", "started_at REAL", "finished_at REAL",
-			"n_train", "n_val", "n_test", "split_seed", "params", "metrics",
-			"artifact_dir", "model_version", "bundle_digest", "error", "error_code", "pid", "host"},
-		"training_run_items": {"project pk1", "run_id pk2", "instance_id pk3", "split"},
-		"training_predictions": {"project pk1", "instance_id pk2", "schema_name pk3", "run_id",
-			"payload", "confidence REAL", "created_at REAL"},
-	}
-	for table, cols := range want {
-		rs, err := s.db.Query(`SELECT name, type, pk FROM pragma_table_info(?) ORDER BY cid`, table)
+// schemaOf describes a store's tables as sorted text: each column with its
+// type, NOT NULL, default and place in the primary key, and each index by
+// its columns (not its name), so that two stores made by different code
+// compare equal when their constraints are the same.
+func schemaOf(t *testing.T, db *sql.DB) []string {
+	t.Helper()
+	var out []string
+	for _, table := range []string{"training_runs", "training_run_items", "training_predictions", "schema_migrations"} {
+		rs, err := db.Query(`SELECT name, type, "notnull", quote(dflt_value), pk FROM pragma_table_info(?) ORDER BY cid`, table)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var got []string
+		n := 0
 		for rs.Next() {
-			var name, typ string
-			var pk int
-			if err := rs.Scan(&name, &typ, &pk); err != nil {
+			var name, typ, dflt string
+			var notnull, pk int
+			if err := rs.Scan(&name, &typ, &notnull, &dflt, &pk); err != nil {
 				t.Fatal(err)
 			}
-			c := name
-			if pk > 0 {
-				c += " pk" + string(rune('0'+pk))
-			}
-			if typ == "REAL" {
-				c += " REAL"
-			}
-			got = append(got, c)
+			out = append(out, fmt.Sprintf("%s.%s %s notnull=%d default=%s pk=%d", table, name, typ, notnull, dflt, pk))
+			n++
 		}
 		rs.Close()
-		if !reflect.DeepEqual(got, cols) {
-			t.Errorf("%s columns:\n got %q\nwant %q", table, got, cols)
+		if n == 0 {
+			t.Fatalf("no table %s", table)
 		}
+		idx, err := db.Query(`SELECT l.name, l."unique", l.origin FROM pragma_index_list(?) l`, table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		type index struct {
+			name, origin string
+			unique       int
+		}
+		var idxs []index
+		for idx.Next() {
+			var i index
+			if err := idx.Scan(&i.name, &i.unique, &i.origin); err != nil {
+				t.Fatal(err)
+			}
+			idxs = append(idxs, i)
+		}
+		idx.Close()
+		for _, i := range idxs {
+			var cols []string
+			rs, err := db.Query(`SELECT name, "desc" FROM pragma_index_xinfo(?) WHERE key = 1 ORDER BY seqno`, i.name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for rs.Next() {
+				var c string
+				var desc int
+				if err := rs.Scan(&c, &desc); err != nil {
+					t.Fatal(err)
+				}
+				if desc == 1 {
+					c += " DESC"
+				}
+				cols = append(cols, c)
+			}
+			rs.Close()
+			out = append(out, fmt.Sprintf("%s index (%s) unique=%d origin=%s", table, strings.Join(cols, ", "), i.unique, i.origin))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// potatoStore makes a project.sqlite from testdata/potato_store.sql: the
+// store as Potato's own migration leaves it, written from FORMATS.md and
+// not from this package's code. It returns the file's path.
+func potatoStore(t *testing.T) string {
+	t.Helper()
+	ddl, err := os.ReadFile(filepath.Join("testdata", "potato_store.sql"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), StoreName)
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(string(ddl)); err != nil {
+		t.Fatalf("potato_store.sql: %v", err)
+	}
+	return path
+}
+
+func openDB(t *testing.T, path string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// The store this package creates has Potato's constraints exactly: the
+// same columns, types, NOT NULL, defaults, keys and indexes as the one
+// Potato's migration makes, and its migration row.
+func TestOpenStoreCreatesPotatoSchema(t *testing.T) {
+	s, _ := openTestStore(t)
+	want := schemaOf(t, openDB(t, potatoStore(t)))
+	got := schemaOf(t, s.db)
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("schema differs from Potato's:\n got %s\nwant %s", strings.Join(got, "\n     "), strings.Join(want, "\n     "))
+	}
+	var n int
+	if err := s.db.QueryRow(`SELECT count(*) FROM schema_migrations WHERE name = '0001_training_runs' AND applied_at > 0`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Errorf("schema_migrations has %d rows 0001_training_runs, want 1", n)
+	}
+	// Opening it again adds nothing.
+	s2, err := OpenStore(filepath.Join(filepath.Dir(storePath(t, s)), StoreName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2.Close()
+	if err := s.db.QueryRow(`SELECT count(*) FROM schema_migrations`).Scan(&n); err != nil || n != 1 {
+		t.Errorf("schema_migrations rows after a second open: %d, %v", n, err)
+	}
+}
+
+func storePath(t *testing.T, s *Store) string {
+	t.Helper()
+	var seq int
+	var name, file string
+	if err := s.db.QueryRow(`PRAGMA database_list`).Scan(&seq, &name, &file); err != nil {
+		t.Fatal(err)
+	}
+	return file
+}
+
+// sqliteMaster is every object of a store with its SQL, sorted.
+func sqliteMaster(t *testing.T, db *sql.DB) []string {
+	t.Helper()
+	rs, err := db.Query(`SELECT type || ' ' || name || ' ' || coalesce(sql, '') FROM sqlite_master ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	var out []string
+	for rs.Next() {
+		var s string
+		if err := rs.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// A store that Potato created first is used as it is, and every write
+// lands in it: no NULL where Potato says NOT NULL.
+func TestWritesIntoAStorePotatoCreated(t *testing.T) {
+	path := potatoStore(t)
+	before := sqliteMaster(t, openDB(t, path))
+	s, err := OpenStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got := sqliteMaster(t, s.db); !reflect.DeepEqual(got, before) {
+		t.Errorf("OpenStore changed Potato's store:\n got %q\nwant %q", got, before)
+	}
+	// The least a run row can carry, as a queued run has it.
+	if err := s.RecordRun(RunRow{Project: "p", RunID: "20260820T031500-a1b2c3", Trainer: "tfidf-logreg", Status: "queued"}); err != nil {
+		t.Fatalf("queued row: %v", err)
+	}
+	if err := s.RecordRun(RunRow{Project: "p", RunID: "20260820T031500-a1b2c3", Trainer: "tfidf-logreg", Status: "error",
+		Error: "fit failed", ErrorCode: "fit_failed", FinishedAt: 1755660000}); err != nil {
+		t.Fatalf("error row: %v", err)
+	}
+	bdir := testBundle(t)
+	if _, err := s.RecordItems("p", "20260820T031500-a1b2c3", bdir); err != nil {
+		t.Fatal(err)
+	}
+	preds := filepath.Join(t.TempDir(), "predictions.jsonl")
+	writeLines(t, preds, pred{"v1", "sentiment", label("pos", 0.9), conf(0.9)},
+		`{"instance_id":"v2","schema_name":"sentiment","confidence":null}`)
+	rep, err := s.Publish(bdir, preds, Options{Project: "p", RunID: "20260820T031500-a1b2c3", Schemas: []string{"sentiment"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.NWritten != 2 {
+		t.Errorf("n_written = %d, want 2", rep.NWritten)
+	}
+	var row struct {
+		backend, names, kinds, trigger, params, metrics, artifact, version, digest, errText, code, host string
+		nTrain, seed                                                                                    int
+		started                                                                                         sql.NullFloat64
+		pid                                                                                             sql.NullInt64
+	}
+	err = s.db.QueryRow(`SELECT backend, schema_names, kinds, trigger, params, metrics, artifact_dir,
+		model_version, bundle_digest, error, error_code, host, n_train, split_seed, started_at, pid
+		FROM training_runs WHERE run_id = '20260820T031500-a1b2c3'`).Scan(&row.backend, &row.names, &row.kinds,
+		&row.trigger, &row.params, &row.metrics, &row.artifact, &row.version, &row.digest, &row.errText,
+		&row.code, &row.host, &row.nTrain, &row.seed, &row.started, &row.pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row.backend != "local" || row.names != "[]" || row.kinds != "[]" || row.trigger != "manual" ||
+		row.params != "{}" || row.metrics != "{}" || row.errText != "fit failed" || row.code != "fit_failed" ||
+		row.started.Valid || row.pid.Valid {
+		t.Errorf("run row: %+v", row)
+	}
+}
+
+func TestRecordRunRefusesWhatPotatoRefuses(t *testing.T) {
+	s, _ := openTestStore(t)
+	for _, r := range []RunRow{
+		{Project: "p", RunID: "r1", Trainer: "t", Status: "fetching"},
+		{Project: "p", RunID: "r1", Trainer: "t", Status: "queued", Trigger: "cron"},
+	} {
+		err := s.RecordRun(r)
+		if err == nil || !strings.Contains(err.Error(), "Potato's") {
+			t.Errorf("RecordRun(status %q, trigger %q) = %v, want a refusal", r.Status, r.Trigger, err)
+		}
+	}
+	var n int
+	s.db.QueryRow(`SELECT count(*) FROM training_runs`).Scan(&n)
+	if n != 0 {
+		t.Errorf("%d rows written by refused calls", n)
 	}
 }
 
@@ -126,7 +315,7 @@ INSERT INTO training_predictions VALUES ('p', 'v1', 'sentiment', 'r0', '{}', 0.9
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if err := s.RecordRun(RunRow{Project: "p", RunID: "r1", Status: "success"}); err != nil {
+	if err := s.RecordRun(RunRow{Project: "p", RunID: "r1", Trainer: "t", Status: "success"}); err != nil {
 		t.Fatal(err)
 	}
 	bdir := testBundle(t)
@@ -156,10 +345,15 @@ INSERT INTO training_predictions VALUES ('p', 'v1', 'sentiment', 'r0', '{}', 0.9
 }
 
 func TestRecordRunUpserts(t *testing.T) {
-	s, _ := openTestStore(t)
+	path := potatoStore(t)
+	s, err := OpenStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
 	r := RunRow{
-		Project: "p", RunID: "20261202-135501-7f3a", Trainer: "tfidf-logreg", Backend: "local",
-		SchemaNames: []string{"sentiment"}, Kinds: map[string]config.Kind{"sentiment": config.KindNominal},
+		Project: "p", RunID: "20261202T135501-7f3a00", Trainer: "tfidf-logreg", Backend: "local",
+		SchemaNames: []string{"sentiment", "topic"}, Kinds: []string{"nominal", "multilabel"},
 		Status: "running", Trigger: "manual", CreatedAt: 1764683701.5, StartedAt: 1764683702,
 		NTrain: 70, NVal: 15, NTest: 15, SplitSeed: 42, Params: map[string]any{"c": 1.0},
 		BundleDigest: "abc", Pid: 4242, Host: "annot",
@@ -167,12 +361,12 @@ func TestRecordRunUpserts(t *testing.T) {
 	if err := s.RecordRun(r); err != nil {
 		t.Fatal(err)
 	}
-	r.Status, r.FinishedAt, r.Metrics = "success", 1764683800, map[string]float64{"val_accuracy": 0.9}
-	r.ArtifactDir, r.ModelVersion = "runs/x/artifacts", "v3"
+	r.Status, r.FinishedAt, r.Metrics = "success", 1764683800, map[string]float64{"val_accuracy": 0.9, "test_accuracy": 0.85}
+	r.ArtifactDir, r.ModelVersion, r.CreatedAt = "runs/x/artifacts", "v3", 1
 	if err := s.RecordRun(r); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.RecordRun(RunRow{Project: "other", RunID: r.RunID, Status: "queued"}); err != nil {
+	if err := s.RecordRun(RunRow{Project: "other", RunID: r.RunID, Trainer: "t", Status: "queued"}); err != nil {
 		t.Fatal(err)
 	}
 	var n int
@@ -183,12 +377,11 @@ func TestRecordRunUpserts(t *testing.T) {
 		t.Fatalf("%d rows for project p, want 1", n)
 	}
 	var (
-		status, names, kinds, params, metrics, artifact, version, trigger string
-		created, finished                                                 float64
-		nTrain, seed, pid                                                 int
-		errText, errCode                                                  sql.NullString
+		status, names, kinds, params, metrics, artifact, version, trigger, errText, errCode string
+		created, finished                                                                   float64
+		nTrain, seed, pid                                                                   int
 	)
-	err := s.db.QueryRow(`SELECT status, schema_names, kinds, params, metrics, artifact_dir,
+	err = s.db.QueryRow(`SELECT status, schema_names, kinds, params, metrics, artifact_dir,
 		model_version, trigger, created_at, finished_at, n_train, split_seed, pid, error, error_code
 		FROM training_runs WHERE project = 'p' AND run_id = ?`, r.RunID).Scan(
 		&status, &names, &kinds, &params, &metrics, &artifact, &version, &trigger,
@@ -199,15 +392,15 @@ func TestRecordRunUpserts(t *testing.T) {
 	if status != "success" || finished != 1764683800 || created != 1764683701.5 ||
 		artifact != "runs/x/artifacts" || version != "v3" || trigger != "manual" ||
 		nTrain != 70 || seed != 42 || pid != 4242 {
-		t.Errorf("row not updated: status %q finished %v created %v artifact %q version %q trigger %q n_train %d seed %d pid %d",
+		t.Errorf("row not updated (or created_at changed): status %q finished %v created %v artifact %q version %q trigger %q n_train %d seed %d pid %d",
 			status, finished, created, artifact, version, trigger, nTrain, seed, pid)
 	}
-	if names != `["sentiment"]` || kinds != `{"sentiment":"nominal"}` || params != `{"c":1}` ||
-		metrics != `{"val_accuracy":0.9}` {
+	if names != `["sentiment","topic"]` || kinds != `["nominal","multilabel"]` || params != `{"c":1}` ||
+		metrics != `{"test_accuracy":0.85,"val_accuracy":0.9}` {
 		t.Errorf("JSON columns: schema_names %s kinds %s params %s metrics %s", names, kinds, params, metrics)
 	}
-	if errText.Valid || errCode.Valid {
-		t.Errorf("error, error_code = %v, %v, want NULL", errText, errCode)
+	if errText != "" || errCode != "" {
+		t.Errorf("error, error_code = %q, %q, want empty", errText, errCode)
 	}
 	var emptyParams, emptyNames string
 	if err := s.db.QueryRow(`SELECT params, schema_names FROM training_runs WHERE project = 'other'`).
@@ -355,7 +548,7 @@ func TestWriteWaitsForAnotherWriter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tx.Exec(`INSERT INTO training_runs (project, run_id, status) VALUES ('p', 'held', 'running')`); err != nil {
+	if _, err := tx.Exec(`INSERT INTO training_runs (project, run_id, trainer, status, created_at) VALUES ('p', 'held', 't', 'running', 1)`); err != nil {
 		t.Fatal(err)
 	}
 	released := make(chan error, 1)
@@ -364,7 +557,7 @@ func TestWriteWaitsForAnotherWriter(t *testing.T) {
 		released <- tx.Commit()
 	}()
 	start := time.Now()
-	if err := s.RecordRun(RunRow{Project: "p", RunID: "r1", Status: "queued"}); err != nil {
+	if err := s.RecordRun(RunRow{Project: "p", RunID: "r1", Trainer: "t", Status: "queued"}); err != nil {
 		t.Fatalf("RecordRun while another writer held the lock: %v", err)
 	}
 	if err := <-released; err != nil {
