@@ -55,6 +55,7 @@ item_properties: {id_key: id, text_key: text}
 output_annotation_dir: annotation_output
 annotation_schemes:
   - {annotation_type: radio, name: sentiment, labels: [positive, negative]}
+pre_annotation: {enabled: true}
 model_training:
   enabled: true
   grace_seconds: 1

@@ -24,6 +24,7 @@ import (
 	"potato-training/lib/config"
 	"potato-training/lib/dispatch"
 	"potato-training/lib/rundir"
+	"potato-training/lib/validate"
 )
 
 func project(t *testing.T, n, labelled int, extra string) (dir, cfg string) {
@@ -89,7 +90,8 @@ func TestEndToEndBuiltinTrainer(t *testing.T) {
 	if info.Heldout.Accuracy < 0.8 {
 		t.Errorf("held-out accuracy %.3f on a separable task", info.Heldout.Accuracy)
 	}
-	if !strings.Contains(r.stderr, "held-out accuracy") || !strings.Contains(r.stderr, "prelabels written to") {
+	if !strings.Contains(r.stderr, "held-out accuracy") || !strings.Contains(r.stderr, "prelabels written to") ||
+		!strings.Contains(r.stderr, "; Potato shows them after its next start") {
 		t.Errorf("summary on stderr: %q", r.stderr)
 	}
 	code, _ := os.ReadFile(filepath.Join(root(dir).RunDir(id), "exit_code"))
@@ -482,3 +484,31 @@ func TestLimitsApplyWhilePreparing(t *testing.T) {
 }
 
 func TestMain(m *testing.M) { os.Exit(testcli.Main(m)) }
+
+// Without pre_annotation.enabled Potato stores prelabels and never shows
+// them: the summary and the run log say so.
+func TestPrelabelsHiddenWithoutPreAnnotation(t *testing.T) {
+	dir, cfg := project(t, 120, 100, "")
+	text, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hidden := strings.Replace(string(text), "pre_annotation: {enabled: true}\n", "", 1)
+	if hidden == string(text) {
+		t.Fatal("the test project has no pre_annotation line to take out")
+	}
+	if err := os.WriteFile(cfg, []byte(hidden), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, "run", cfg, "--trainer", "tfidf-logreg", "--schemas", "sentiment")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	want := "warning: " + validate.PrelabelsHidden
+	if !strings.Contains(r.stderr, want) || strings.Contains(r.stderr, "Potato shows them") {
+		t.Errorf("summary on stderr: %q, want %q", r.stderr, want)
+	}
+	if log := runLog(t, dir, strings.TrimSpace(r.stdout)); !strings.Contains(log, want) {
+		t.Errorf("run log lacks %q:\n%s", want, log)
+	}
+}

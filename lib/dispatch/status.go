@@ -209,6 +209,9 @@ func Summary(configPath, id string) (string, error) {
 	}
 	if wb := r.Writeback; wb != nil {
 		s += fmt.Sprintf("; %d prelabels written to %s", wb["n_written"], StorePath(cfg))
+		if wb["n_written"] > 0 {
+			s += "; " + prelabelsShown(cfg)
+		}
 	}
 	return s, nil
 }

@@ -13,6 +13,7 @@ import (
 	"potato-training/lib/config"
 	"potato-training/lib/rundir"
 	"potato-training/lib/trainer"
+	"potato-training/lib/validate"
 	"potato-training/lib/writeback"
 )
 
@@ -61,7 +62,20 @@ func (d *dispatcher) writeBack(m bundle.Manifest) error {
 	d.set(func(r *rundir.Record) { r.Writeback = writebackCounts(rep, n) })
 	d.logf("write-back to %s: %d of %d predictions written as prelabels (%d in the train split, %d below min_confidence %g, %d of schemas not in writeback.schemas)",
 		StorePath(d.cfg), rep.NWritten, rep.NRead, rep.NSkippedTrainSplit, rep.NSkippedLowConfidence, d.cfg.Training.Writeback.MinConfidence, rep.NSkippedSchemaNotEnabled)
+	if rep.NWritten > 0 {
+		d.logf("%s", prelabelsShown(d.cfg))
+	}
 	return nil
+}
+
+// prelabelsShown says when annotators see the prelabels written: Potato
+// replays stored prelabels into its items at its start, and only with
+// pre_annotation.enabled.
+func prelabelsShown(cfg *config.Config) string {
+	if cfg.PreAnnotationEnabled() {
+		return "Potato shows them after its next start"
+	}
+	return "warning: " + validate.PrelabelsHidden
 }
 
 func heldoutSchema(m bundle.Manifest, scores map[string]writeback.SchemaScore) string {
