@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,29 +12,66 @@ import (
 	"testing"
 	"time"
 
+	"potato-training/internal/testcli"
 	"potato-training/internal/testproject"
+	"potato-training/lib/backend/local"
 	"potato-training/lib/bundle"
 	"potato-training/lib/config"
 	"potato-training/lib/events"
 	"potato-training/lib/probe"
+	"potato-training/lib/rundir"
 	"potato-training/lib/trainer"
 	"potato-training/lib/trainer/hf"
 )
 
-func python(t *testing.T) string {
+// torchPython is an interpreter that imports torch: $POTATO_TRAINING_PYTHON,
+// Debian's /usr/bin/python3 (scripts/install-deps installs its
+// python3-torch), or python3 on PATH. Without one the test skips, except
+// under CI, where a missing torch fails it.
+func torchPython(t *testing.T) string {
 	t.Helper()
-	p, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("python3 is not on PATH: the Python trainer cannot be tested here")
+	var tried []string
+	for _, p := range []string{os.Getenv("POTATO_TRAINING_PYTHON"), "/usr/bin/python3", "python3"} {
+		if p == "" {
+			continue
+		}
+		path, err := exec.LookPath(p)
+		if err != nil {
+			continue
+		}
+		tried = append(tried, path)
+		if exec.Command(path, "-c", "import torch").Run() == nil {
+			return path
+		}
 	}
-	return p
+	if os.Getenv("CI") != "" {
+		t.Fatalf("no interpreter with torch (tried %v): scripts/install-deps installs python3-torch", tried)
+	}
+	t.Skipf("no interpreter with torch (tried %v): the trainer's loop cannot run here", tried)
+	return ""
 }
 
-// TestPythonUnit runs the trainer's own unit tests (the parts that need no
-// torch) and fails when they do.
+// anyPython is python3 from PATH or /usr/bin/python3, for what needs no
+// torch; a machine without either skips, except under CI.
+func anyPython(t *testing.T) string {
+	t.Helper()
+	for _, p := range []string{"python3", "/usr/bin/python3"} {
+		if path, err := exec.LookPath(p); err == nil {
+			return path
+		}
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal("python3 is not on PATH")
+	}
+	t.Skip("python3 is not on PATH: the Python trainer cannot be tested here")
+	return ""
+}
+
+// TestPythonUnit runs the trainer's own unit tests, the real training loop
+// on torch included, and fails when they do.
 func TestPythonUnit(t *testing.T) {
-	py := python(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	py := torchPython(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, py, "-m", "unittest", "discover", "-s", ".", "-p", "test_*.py", "-v")
 	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1")
@@ -82,13 +120,14 @@ func TestWrite(t *testing.T) {
 	}
 }
 
-// TestWithoutTorch is SPEC F4 on a machine without torch: the trainer run
-// on a real bundle reports the missing packages with the probe's wording
-// and exits 3.
+// TestWithoutTorch is SPEC F4 on an interpreter without torch: the trainer
+// run on a real bundle reports the missing packages with the probe's
+// wording and exits 3. The interpreter is run with -S, without its
+// site-packages, where torch is installed on a machine that has it.
 func TestWithoutTorch(t *testing.T) {
-	py := python(t)
-	if exec.Command(py, "-c", "import torch, transformers, peft").Run() == nil {
-		t.Skip("torch, transformers and peft are installed here: no missing dependency to report")
+	py := anyPython(t)
+	if exec.Command(py, "-S", "-c", "import torch, transformers, peft").Run() == nil {
+		t.Skip("torch, transformers and peft are importable without site-packages: no missing dependency to report")
 	}
 	dir := t.TempDir()
 	cfg, err := config.ReadConfigFile(testproject.Write(t, dir, 40, 30, ""))
@@ -111,7 +150,7 @@ func TestWithoutTorch(t *testing.T) {
 		t.Fatal(err)
 	}
 	var stdout, stderr bytes.Buffer
-	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd := exec.Command(argv[0], append([]string{"-S"}, argv[1:]...)...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err = cmd.Run()
 	if cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != events.ExitMissingDependency {
@@ -127,7 +166,7 @@ func TestWithoutTorch(t *testing.T) {
 	}
 	var missing []string
 	for _, p := range []string{"torch", "transformers", "peft"} {
-		if exec.Command(py, "-c", "import importlib.util,sys; sys.exit(importlib.util.find_spec('"+p+"') is None)").Run() != nil {
+		if exec.Command(py, "-S", "-c", "import importlib.util,sys; sys.exit(importlib.util.find_spec('"+p+"') is None)").Run() != nil {
 			missing = append(missing, p)
 		}
 	}
@@ -141,5 +180,117 @@ func TestWithoutTorch(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(spec.Workdir, "predictions.jsonl")); err == nil {
 		t.Errorf("predictions.jsonl written without a model")
+	}
+}
+
+func TestMain(m *testing.M) { os.Exit(testcli.Main(m)) }
+
+// spamProject writes the SpamAssassin-like project of
+// testdata/spam_project.py into a temporary directory and returns the
+// runs of potato-dispatch over it, with py as the local backend's
+// interpreter.
+func spamProject(t *testing.T, py string, items, labelled int) *testproject.Runs {
+	t.Helper()
+	dir := t.TempDir()
+	out, err := exec.Command(py, filepath.Join("testdata", "spam_project.py"), dir,
+		"--items", fmt.Sprint(items), "--labelled", fmt.Sprint(labelled)).CombinedOutput()
+	if err != nil {
+		t.Fatalf("spam_project.py: %v\n%s", err, out)
+	}
+	return &testproject.Runs{T: t, Bin: testcli.Binaries(t), Dir: dir, Config: strings.TrimSpace(string(out)),
+		Env: []string{local.PythonEnv + "=" + py, "POTATO_TRAINING_STALL_TIMEOUT_S=120"}}
+}
+
+// TestDispatchSpam is the trainer's bar on a CPU torch: potato-dispatch
+// run --trainer hf-text-classification --param model=builtin:ngram on a
+// 3000-email spam project succeeds, scores at least 0.93 on the held-out
+// test items, records its precision and writes prelabels.
+func TestDispatchSpam(t *testing.T) {
+	py := torchPython(t)
+	r := spamProject(t, py, 3000, 2400)
+	res := r.Run("--trainer", hf.Name, "--param", "model=builtin:ngram", "--schemas", "spam", "--backend", "local")
+	info := r.Info(res.ID)
+	if res.Code != 0 || info.State != rundir.StateSuccess {
+		t.Fatalf("exit %d, state %s: %s\n%s\nrun.log:\n%s\nstderr.log:\n%s", res.Code, info.State, info.Error, res.Stderr,
+			r.File(res.ID, "run.log"), r.File(res.ID, "stderr.log"))
+	}
+	if info.Heldout == nil || info.Heldout.N < 300 || info.Heldout.Accuracy < 0.93 {
+		t.Errorf("held-out %+v, want accuracy >= 0.93 on 300 or more test items", info.Heldout)
+	}
+	if info.Metrics["precision/fp32"] != 1.0 {
+		t.Errorf("run.json metrics %v: no precision/fp32", info.Metrics)
+	}
+	if sps, _ := info.Metrics["steps_per_s"].(float64); sps <= 0 {
+		t.Errorf("steps_per_s %v", info.Metrics["steps_per_s"])
+	}
+	if info.Writeback["n_written"] < 300 {
+		t.Errorf("write-back %v: want the val, test and unlabeled items written as prelabels", info.Writeback)
+	}
+	if _, err := os.Stat(filepath.Join(r.Dir, "project.sqlite")); err != nil {
+		t.Errorf("no prelabel store: %v", err)
+	}
+	log := r.File(res.ID, "run.log")
+	if !strings.Contains(log, "training process ended: exit status 0") || !strings.Contains(log, "precision fp32") {
+		t.Errorf("run.log:\n%s", log)
+	}
+	card := r.File(res.ID, filepath.Join(rundir.ArtifactsDir, "model-spam", "model_card.json"))
+	if !strings.Contains(card, `"precision": "fp32"`) || !strings.Contains(card, `"label2id"`) {
+		t.Errorf("model_card.json:\n%s", card)
+	}
+	t.Logf("held-out accuracy %.3f on %d items, %.1f steps/s, %v s", info.Heldout.Accuracy, info.Heldout.N,
+		info.Metrics["steps_per_s"], info.Metrics["fit_seconds"])
+}
+
+// TestDispatchSpamCancel: a cancel while the model fits stops the trainer
+// (its exit status 4, SIGTERM honoured at the next step), the run is
+// cancelled (potato-dispatch's own exit code for it, 3), and no
+// predictions are left.
+func TestDispatchSpamCancel(t *testing.T) {
+	py := torchPython(t)
+	r := spamProject(t, py, 1500, 1200)
+	id := r.Detach("--trainer", hf.Name, "--param", "model=builtin:ngram", "--param", "epochs=100000",
+		"--param", "patience=-1", "--schemas", "spam", "--backend", "local")
+	testproject.WaitFor(t, "the trainer's progress", func() bool {
+		i := r.Info(id)
+		return i.Finished || i.Progress != nil && i.Progress.Current > 0
+	})
+	if code, out, errb := testproject.Exec(t, r.Command("potato-dispatch", "cancel", r.Config, id)); code != 0 {
+		t.Fatalf("cancel: exit %d: %s%s", code, out, errb)
+	}
+	info := r.Wait(id, 2*time.Minute)
+	log := r.File(id, "run.log")
+	if info.State != rundir.StateCancelled || info.ExitCode == nil || *info.ExitCode != 3 {
+		t.Fatalf("state %s, exit code %v, want cancelled and 3\nrun.log:\n%s", info.State, info.ExitCode, log)
+	}
+	if !strings.Contains(log, "training process ended: exit status 4") {
+		t.Errorf("the trainer did not exit 4:\nrun.log:\n%s", log)
+	}
+	evs := r.File(id, "events.jsonl")
+	if !strings.Contains(evs, `"state":"cancelled"`) || strings.Contains(evs, `"event":"result"`) {
+		t.Errorf("events.jsonl:\n%s", evs)
+	}
+	for _, f := range []string{"predictions.jsonl", filepath.Join(rundir.ArtifactsDir, "predictions.jsonl"),
+		filepath.Join(rundir.ArtifactsDir, "predictions.jsonl.tmp")} {
+		if r.File(id, f) != "" {
+			t.Errorf("%s left by a cancelled run", f)
+		}
+	}
+}
+
+// TestDispatchOutOfMemory: a model too large for the machine (2^40 hash
+// buckets: more than any address space, a real allocation failure) ends
+// the run with out_of_memory and the trainer's exit status 5.
+func TestDispatchOutOfMemory(t *testing.T) {
+	py := torchPython(t)
+	r := spamProject(t, py, 200, 150)
+	res := r.Run("--trainer", hf.Name, "--param", "model=builtin:ngram", "--param", "buckets=1099511627776",
+		"--param", "embed_dim=64", "--schemas", "spam", "--backend", "local")
+	info := r.Info(res.ID)
+	log := r.File(res.ID, "run.log")
+	if res.Code != 1 || info.ErrorCode != "out_of_memory" || !strings.Contains(log, "exit status 5") {
+		t.Fatalf("exit %d, %s: %s\nrun.log:\n%s", res.Code, info.ErrorCode, info.Error, log)
+	}
+	if !strings.Contains(info.Error, "ran out of memory") || !strings.Contains(info.Error, "batch_size") {
+		t.Errorf("error %q does not say what to lower", info.Error)
 	}
 }

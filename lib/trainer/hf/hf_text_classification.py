@@ -2,21 +2,25 @@
 """The hf-text-classification trainer of potato-training.
 
 Fine-tunes a transformers sequence classifier, with LoRA through peft by
-default, on a run's bundle, and speaks the v1 event protocol of
-potato-events(5) on standard output:
+default, on a run's bundle, or trains the built-in hashed n-gram model
+(model=builtin:ngram), which needs torch alone; and speaks the v1 event
+protocol of potato-events(5) on standard output:
 
     python3 hf_text_classification.py --spec spec.json
 
 potato-agent(1) documents its parameters, outputs and exit codes.
 
-The parts that need no torch (the spec, the bundle, the events, the
-prediction rows, the fallback tokenizer, the device choice) are plain
-functions of this module, importable with the standard library alone;
-torch, transformers and peft are imported inside train(). Python 3.8 or
-newer.
+The file has three parts: plain functions that need no torch (the spec,
+the bundle, the events, the prediction rows, the fallback tokenizer, the
+device and precision choice), importable with the standard library alone;
+the model loaders (load_model: the built-in model with torch, a
+transformers model with transformers and, for LoRA, peft); and the fit and
+predict loop (train), which needs torch alone. Python 3.8 or newer; torch
+1.13 or newer.
 """
 
 import argparse
+import gc
 import importlib
 import importlib.util
 import json
@@ -25,6 +29,7 @@ import os
 import random
 import re
 import signal
+import socket
 import sys
 import time
 import zlib
@@ -37,6 +42,10 @@ PACKAGES = ("torch", "transformers", "peft")
 IMPORT_ERROR = "Trainer '%s' could not be imported"
 INSTALL_HINT = "pip install %s"
 DEFAULT_MODEL = "distilbert-base-uncased"
+# model=builtin:NAME selects a model of this file, which needs torch alone.
+BUILTIN_PREFIX = "builtin:"
+BUILTIN_MODELS = ("ngram",)
+MODEL_CARD_FORMAT = "potato-model-card"
 
 EXIT_FINISHED = 0
 EXIT_UNEXPECTED = 1
@@ -44,6 +53,9 @@ EXIT_BAD_SPEC = 2
 EXIT_MISSING_DEPENDENCY = 3
 EXIT_CANCELLED = 4
 EXIT_OUT_OF_MEMORY = 5
+# A model that is neither a directory nor in the cache, and cannot be
+# downloaded, is a missing dependency of the run (exit 3).
+EXIT_MODEL_UNAVAILABLE = EXIT_MISSING_DEPENDENCY
 
 # Files that mean a model directory holds a tokenizer of its own.
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt",
@@ -151,10 +163,10 @@ class Events:
     def artifact(self, path, nbytes):
         self.emit("artifact", path=path, bytes=nbytes)
 
-    def result(self, metrics, label_order, predictions_file, n_predictions):
+    def result(self, metrics, label_order, predictions_file, n_predictions, **extra):
         self.emit("result", status="success", model_version=MODEL_VERSION, metrics=metrics,
                   label_order=label_order, predictions_file=predictions_file,
-                  n_predictions=n_predictions)
+                  n_predictions=n_predictions, **extra)
 
     def error(self, code, message, hint=""):
         f = {"code": code, "message": message}
@@ -197,20 +209,31 @@ def read_spec(path):
 PARAMS = {
     "model": ("str", DEFAULT_MODEL),
     "lora": ("bool", True),
+    "merge": ("bool", False),
     "lora_r": ("int", 8),
     "lora_alpha": ("int", 16),
     "lora_dropout": ("float", 0.1),
     "target_modules": ("list", None),
-    "epochs": ("int", 3),
-    "batch_size": ("int", 16),
-    "learning_rate": ("float", None),  # 2e-4 with LoRA, 2e-5 without
+    "epochs": ("int", None),  # 3; 8 for builtin:ngram
+    "batch_size": ("int", None),  # 16; 32 for builtin:ngram
+    "learning_rate": ("float", None),  # 2e-4 with LoRA, 2e-5 without, 0.01 for builtin:ngram
     "weight_decay": ("float", 0.01),
     "warmup_ratio": ("float", 0.06),
     "max_length": ("int", 128),
     "patience": ("int", 1),
     "precision": ("str", "auto"),
     "threshold": ("float", 0.5),
+    "max_grad_norm": ("float", 1.0),
+    # builtin:ngram
+    "buckets": ("int", 1 << 16),
+    "embed_dim": ("int", 32),
+    "word_ngrams": ("int", 2),
+    "char_ngrams": ("int", 0),
 }
+
+
+def is_builtin(model):
+    return model.startswith(BUILTIN_PREFIX)
 
 
 def _bad_param(key, value, what):
@@ -251,11 +274,27 @@ def parse_params(raw):
             out[key] = x
         elif kind == "list":
             out[key] = [p.strip() for p in s.split(",") if p.strip()]
-    for key in ("epochs", "batch_size", "max_length", "lora_r", "lora_alpha"):
+    builtin = is_builtin(out["model"])
+    if builtin and out["model"][len(BUILTIN_PREFIX):] not in BUILTIN_MODELS:
+        raise _bad_param("model", raw.get("model"), "a directory, a model name or one of "
+                         + ", ".join(BUILTIN_PREFIX + m for m in BUILTIN_MODELS))
+    if out["epochs"] is None:
+        out["epochs"] = 8 if builtin else 3
+    if out["batch_size"] is None:
+        out["batch_size"] = 32 if builtin else 16
+    for key in ("epochs", "batch_size", "max_length", "lora_r", "lora_alpha", "embed_dim", "word_ngrams"):
         if out[key] < 1:
             raise _bad_param(key, raw.get(key), "1 or more")
+    if out["buckets"] < 16:
+        raise _bad_param("buckets", raw.get("buckets"), "16 or more")
+    if out["char_ngrams"] < 0:
+        raise _bad_param("char_ngrams", raw.get("char_ngrams"), "0 (none) or more")
+    if out["max_grad_norm"] < 0:
+        raise _bad_param("max_grad_norm", raw.get("max_grad_norm"), "0 (no clipping) or more")
+    if not 0 <= out["lora_dropout"] < 1:
+        raise _bad_param("lora_dropout", raw.get("lora_dropout"), "at least 0 and below 1")
     if out["learning_rate"] is None:
-        out["learning_rate"] = 2e-4 if out["lora"] else 2e-5
+        out["learning_rate"] = 0.01 if builtin else (2e-4 if out["lora"] else 2e-5)
     elif out["learning_rate"] <= 0:
         raise _bad_param("learning_rate", raw.get("learning_rate"), "more than 0")
     if out["precision"] not in ("auto", "fp32", "bf16", "fp16"):
@@ -475,13 +514,67 @@ def resolve_device(requested, env, cuda_count, mps_ok):
     return "cpu", "device %r is unknown: training on the CPU" % req
 
 
+# ---------------------------------------------------------------- precision
+
+
+PRECISIONS = ("fp32", "bf16", "fp16")
+
+
+def choose_precision(requested, device_type, capability):
+    """The precision to train in, and a warning ("" when none).
+
+    bf16 only on a CUDA device of compute capability 8.0 or more (torch's
+    is_bf16_supported() also says yes where bf16 is only emulated, slowly);
+    fp16 with a gradient scaler on an older GPU; fp32 elsewhere.
+    capability is (major, minor), None off CUDA."""
+    if device_type != "cuda":
+        if requested in ("bf16", "fp16"):
+            return "fp32", "precision %s needs a CUDA GPU: training in fp32 on the %s" % (requested, device_type)
+        return "fp32", ""
+    bf16_ok = tuple(capability or (0, 0)) >= (8, 0)
+    if requested in ("fp32", "fp16"):
+        return requested, ""
+    if requested == "bf16" and not bf16_ok:
+        return "fp16", ("precision bf16 needs compute capability 8.0 or more, this GPU has %d.%d: training in fp16"
+                        % tuple(capability or (0, 0)))
+    return ("bf16" if bf16_ok else "fp16"), ""
+
+
+def grad_scaler(torch):
+    """fp16's gradient scaler: torch.amp.GradScaler("cuda") where torch has
+    it (2.3 and newer), torch.cuda.amp.GradScaler before."""
+    amp = getattr(torch, "amp", None)
+    if amp is not None and hasattr(amp, "GradScaler"):
+        return amp.GradScaler("cuda")
+    return torch.cuda.amp.GradScaler()
+
+
+def set_seed(torch, seed):
+    """Seeds every generator training draws from."""
+    random.seed(seed)
+    torch.manual_seed(seed)
+    if torch.cuda.is_available():
+        torch.cuda.manual_seed_all(seed)
+    np = sys.modules.get("numpy")
+    if np is not None:
+        np.random.seed(seed % (1 << 32))
+
+
 # ---------------------------------------------------------------- dependencies
 
 
-def missing_packages(find=importlib.util.find_spec):
-    """The import names of PACKAGES that this interpreter cannot find."""
+def needed_packages(params):
+    """The import names the run needs: torch alone for a built-in model,
+    transformers too for another, and peft for LoRA."""
+    if is_builtin(params["model"]):
+        return ("torch",)
+    return ("torch", "transformers", "peft") if params["lora"] else ("torch", "transformers")
+
+
+def missing_packages(find=importlib.util.find_spec, names=PACKAGES):
+    """The import names of names that this interpreter cannot find."""
     out = []
-    for name in PACKAGES:
+    for name in names:
         try:
             if find(name) is None:
                 out.append(name)
@@ -495,22 +588,382 @@ def import_error(missing):
     return IMPORT_ERROR % TRAINER, (INSTALL_HINT % " ".join(missing) if missing else "")
 
 
-def import_packages():
-    """torch, transformers and peft, or a missing_dependency error (F4)."""
-    missing, detail = missing_packages(), ""
+def import_packages(names=PACKAGES, why=""):
+    """The modules of names, in order, or a missing_dependency error (F4)
+    whose detail names the packages missing and what needs them."""
+    missing, detail = missing_packages(names=names), ""
     if not missing:
         try:
-            return tuple(importlib.import_module(n) for n in PACKAGES)
+            return tuple(importlib.import_module(n) for n in names)
         except ImportError as e:
             top = (getattr(e, "name", None) or "").split(".")[0]
-            missing = [top if top in PACKAGES else "torch"]
-            detail = "importing the packages failed: %s" % e
+            missing = [top if top in names else names[0]]
+            detail = "importing %s failed: %s" % (missing[0], e)
     else:
         detail = "this interpreter (%s) has no %s" % (sys.executable, ", ".join(missing))
+    if why:
+        detail += " (%s)" % why
     msg, hint = import_error(missing)
     e = TrainerError(EXIT_MISSING_DEPENDENCY, "missing_dependency", msg, hint)
     e.detail = detail
     raise e
+
+
+# ---------------------------------------------------------------- offline models
+
+
+def hub_cache_dir(env):
+    """Where transformers looks for downloaded models."""
+    if env.get("HF_HUB_CACHE"):
+        return env["HF_HUB_CACHE"]
+    home = env.get("HF_HOME") or os.path.join(env.get("XDG_CACHE_HOME") or os.path.join(
+        os.path.expanduser("~"), ".cache"), "huggingface")
+    return os.path.join(home, "hub")
+
+
+def is_offline(env):
+    return any((env.get(k) or "").strip().lower() in ("1", "true", "yes", "on")
+               for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+
+
+def looks_like_path(name):
+    """A name that can only be a directory: a hub name is NAME or ORG/NAME."""
+    return name.startswith(("/", ".", "~")) or name.count("/") > 1 or "\\" in name
+
+
+def hub_reachable(env, timeout=5.0):
+    """(True, "") when the model hub's endpoint answers a TCP connection
+    within timeout, else (False, why). Behind a proxy it is not judged."""
+    if any(env.get(k) for k in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
+        return True, ""
+    url = env.get("HF_ENDPOINT")
+    if not url:
+        try:
+            from huggingface_hub import constants  # noqa: PLC0415
+            url = constants.ENDPOINT
+        except Exception:  # noqa: BLE001 - no endpoint known: let the library try
+            return True, ""
+    m = re.match(r"^(https?)://([^/:]+)(?::(\d+))?", url or "")
+    if not m:
+        return True, ""
+    port = int(m.group(3) or (443 if m.group(1) == "https" else 80))
+    try:
+        socket.create_connection((m.group(2), port), timeout=timeout).close()
+        return True, ""
+    except OSError as e:
+        return False, "%s cannot be reached: %s" % (url, e)
+
+
+def model_unavailable(name, why, env):
+    cache = hub_cache_dir(env)
+    return TrainerError(
+        EXIT_MODEL_UNAVAILABLE, "model_unavailable",
+        "model %s is not in %s and cannot be downloaded (%s): download it on a machine with network "
+        "into that directory (HF_HOME=%s), or pass --param model=DIRECTORY holding the model saved "
+        "with save_pretrained" % (name, cache, why, os.path.dirname(cache)))
+
+
+def pretrained(fn, name, env, reachable=hub_reachable, **kw):
+    """fn(name, **kw) for a transformers from_pretrained: a directory as it
+    is; a hub name from the cache first, downloaded only when the cache has
+    it not, the hub is not switched off (HF_HUB_OFFLINE) and reachable. A
+    model that cannot be had fails at once with model_unavailable."""
+    if os.path.isdir(name):
+        return fn(name, **kw)
+    if looks_like_path(name):
+        raise TrainerError(EXIT_MODEL_UNAVAILABLE, "model_unavailable",
+                           "model %s is not a directory: pass --param model= a directory holding a model "
+                           "saved with save_pretrained, or a model name" % name)
+    try:
+        return fn(name, local_files_only=True, **kw)
+    except (OSError, ValueError) as e:
+        cached = e
+    if is_offline(env):
+        raise model_unavailable(name, "HF_HUB_OFFLINE is set", env)
+    ok, why = reachable(env)
+    if not ok:
+        raise model_unavailable(name, why, env)
+    try:
+        return fn(name, **kw)
+    except (OSError, ValueError) as e:
+        raise model_unavailable(name, "%s; from the cache: %s" % (str(e).splitlines()[0] if str(e) else e,
+                                                                    str(cached).splitlines()[0]), env)
+
+
+# ---------------------------------------------------------------- the built-in model
+
+
+class NgramFeaturizer:
+    """builtin:ngram's tokenizer: the lowercased words and punctuation of a
+    text (the first max_length of them), their word n-grams up to
+    word_ngrams and, with char_ngrams, the character n-grams of each word
+    with its boundaries; each hashed (CRC-32) into 1..buckets-1. 0 is
+    padding; a text with no feature gets the one id 1."""
+
+    WORD = re.compile(r"\w+|[^\w\s]", re.UNICODE)
+
+    def __init__(self, buckets, word_ngrams=2, char_ngrams=0, max_length=128):
+        self.buckets, self.word_ngrams, self.char_ngrams = buckets, word_ngrams, char_ngrams
+        self.max_length = max_length
+
+    def _id(self, s):
+        return 2 + zlib.crc32(s.encode("utf-8")) % (self.buckets - 2)
+
+    def encode(self, text):
+        words = self.WORD.findall((text or "").lower())[:self.max_length]
+        ids = []
+        for n in range(1, self.word_ngrams + 1):
+            for i in range(len(words) - n + 1):
+                ids.append(self._id("w%d:" % n + " ".join(words[i:i + n])))
+        if self.char_ngrams:
+            k = self.char_ngrams
+            for w in words:
+                b = "<" + w + ">"
+                for i in range(max(1, len(b) - k + 1)):
+                    ids.append(self._id("c:" + b[i:i + k]))
+        return ids or [1]
+
+    def settings(self):
+        return {"format": "potato-ngram-features", "v": 1, "buckets": self.buckets, "lowercase": True,
+                "pattern": self.WORD.pattern, "hash": "crc32", "offset": 2, "pad_id": 0, "empty_id": 1,
+                "word_ngrams": self.word_ngrams, "char_ngrams": self.char_ngrams,
+                "max_length": self.max_length}
+
+
+def ngram_model_class(torch):
+    nn = torch.nn
+
+    class NgramClassifier(nn.Module):
+        """The mean of the hashed n-grams' embeddings, then a linear head."""
+
+        def __init__(self, buckets, dim, n_labels):
+            nn.Module.__init__(self)
+            self.embed = nn.Embedding(buckets, dim, padding_idx=0)
+            nn.init.uniform_(self.embed.weight, -0.1, 0.1)
+            with torch.no_grad():
+                self.embed.weight[0].zero_()
+            self.dropout = nn.Dropout(0.1)
+            self.classifier = nn.Linear(dim, n_labels)
+
+        def forward(self, input_ids, attention_mask):
+            m = attention_mask.unsqueeze(-1).to(self.embed.weight.dtype)
+            pooled = (self.embed(input_ids) * m).sum(1) / m.sum(1).clamp(min=1.0)
+            return self.classifier(self.dropout(pooled))
+
+    return NgramClassifier
+
+
+class Loaded:
+    """A model ready to train: the module, how to encode texts, the padding
+    id, how to save it, and what it is, for the log and the model card."""
+
+    def __init__(self, model, encode, pad_id, save, card, describe):
+        self.model, self.encode, self.pad_id, self.save = model, encode, pad_id, save
+        self.card, self.describe = card, describe
+
+
+def load_builtin(params, labels, multi, torch):
+    feats = NgramFeaturizer(params["buckets"], params["word_ngrams"], params["char_ngrams"], params["max_length"])
+    model = ngram_model_class(torch)(params["buckets"], params["embed_dim"], len(labels))
+
+    def save(out_dir):
+        os.makedirs(out_dir, exist_ok=True)
+        torch.save(model.state_dict(), os.path.join(out_dir, "model.pt"))
+        _write_json(os.path.join(out_dir, "ngram.json"), dict(
+            feats.settings(), embed_dim=params["embed_dim"], num_labels=len(labels),
+            id2label={str(i): l for i, l in enumerate(labels)}, label2id={l: i for i, l in enumerate(labels)},
+            problem_type="multi_label_classification" if multi else "single_label_classification"))
+        return ["model.pt", "ngram.json"]
+
+    n = sum(p.numel() for p in model.parameters())
+    return Loaded(model, lambda texts: [feats.encode(t) for t in texts], 0, save,
+                  {"base_model": params["model"], "lora": None, "max_length": params["max_length"]},
+                  "builtin:ngram: %d buckets of %d dimensions, word n-grams to %d%s, %d parameters" % (
+                      params["buckets"], params["embed_dim"], params["word_ngrams"],
+                      ", char %d-grams" % params["char_ngrams"] if params["char_ngrams"] else "", n))
+
+
+def _version(mod):
+    nums = re.findall(r"\d+", getattr(mod, "__version__", "0") or "0")[:2]
+    return tuple(int(x) for x in nums) + (0,) * (2 - len(nums))
+
+
+def _dtype_kw(transformers, torch):
+    """Weights in fp32 for training: transformers 5 loads dtype="auto" (the
+    checkpoint's fp16 or bf16) by default; before 4.56 the key is torch_dtype."""
+    return {"dtype": torch.float32} if _version(transformers) >= (4, 56) else {"torch_dtype": torch.float32}
+
+
+def clamp_max_length(requested, config, tokenizer_max=None):
+    """max_length, at most what the model's position embeddings hold
+    (RoBERTa-style models lose two positions to their padding offset) and
+    what the tokenizer says: (length, why it was lowered or "")."""
+    limit, why = None, ""
+    mpe = getattr(config, "max_position_embeddings", None)
+    if isinstance(mpe, int) and mpe > 0:
+        offset = 2 if getattr(config, "model_type", "") in ("roberta", "xlm-roberta", "camembert") else 0
+        limit, why = mpe - offset, "max_position_embeddings %d" % mpe
+    if isinstance(tokenizer_max, int) and 0 < tokenizer_max < 1000000 and (limit is None or tokenizer_max < limit):
+        limit, why = tokenizer_max, "the tokenizer's model_max_length %d" % tokenizer_max
+    if limit is not None and requested > limit:
+        return limit, "max_length %d is more than the model's %s: using %d" % (requested, why, limit)
+    return requested, ""
+
+
+def _conv1d_class(transformers):
+    try:
+        return importlib.import_module(transformers.__name__ + ".pytorch_utils").Conv1D
+    except (ImportError, AttributeError):
+        return None
+
+
+def lora_targets(model, config, explicit, torch, conv1d=None):
+    """LoRA's target modules and why: the param, else the table when the
+    model has those modules, else its linear (or GPT-2 Conv1D) layers named
+    like attention projections, else every such layer but the head. Never
+    empty: a model with none is refused."""
+    kinds = (torch.nn.Linear,) + ((conv1d,) if conv1d is not None else ())
+    every, layers, is_conv = set(), set(), set()
+    for name, mod in model.named_modules():
+        parts = name.split(".")
+        every.add(parts[-1])
+        if not isinstance(mod, kinds) or any(h in parts for h in HEAD_NAMES):
+            continue
+        layers.add(parts[-1])
+        if conv1d is not None and isinstance(mod, conv1d):
+            is_conv.add(parts[-1])
+    mt = getattr(config, "model_type", "") or "?"
+    if explicit:
+        absent = [t for t in explicit if t not in every]
+        if absent:
+            raise TrainerError(EXIT_BAD_SPEC, "bad_spec",
+                               "param target_modules: %s has no module named %s; its linear layers are %s"
+                               % (mt, ", ".join(absent), ", ".join(sorted(layers)) or "none"))
+        targets, why = list(explicit), "param"
+    elif mt in LORA_TARGETS and all(t in layers for t in LORA_TARGETS[mt]):
+        targets, why = list(LORA_TARGETS[mt]), "model type " + mt
+    elif layers & set(LORA_FALLBACK_NAMES):
+        targets, why = sorted(layers & set(LORA_FALLBACK_NAMES)), "attention projections of model type " + mt
+    else:
+        targets, why = sorted(layers), "every linear layer of model type " + mt
+    if not targets:
+        raise TrainerError(EXIT_BAD_SPEC, "bad_spec",
+                           "LoRA: model type %s has no linear layer to adapt: pass --param target_modules=NAMES "
+                           "or --param lora=false" % mt)
+    return targets, why, bool(is_conv & set(targets))
+
+
+class _TokenizerCache:
+    """The run's transformers tokenizer (or hashing fallback), loaded once."""
+    value = None
+
+
+def load_transformers(params, labels, multi, torch, transformers, peft, env, ev, cache):
+    src = params["model"]
+    local = os.path.isdir(src)
+    kw = {"num_labels": len(labels),
+          "id2label": {i: l for i, l in enumerate(labels)},
+          "label2id": {l: i for i, l in enumerate(labels)},
+          "problem_type": "multi_label_classification" if multi else "single_label_classification"}
+    config = pretrained(transformers.AutoConfig.from_pretrained, src, env, **kw)
+    random_init = local and not has_weights(src)
+
+    if cache.value is None:
+        if local and not has_tokenizer(src):
+            if not random_init:
+                raise TrainerError(EXIT_MODEL_UNAVAILABLE, "model_unavailable",
+                                   "%s holds weights but no tokenizer (none of %s): save the model's tokenizer "
+                                   "there with save_pretrained; a pretrained model cannot be trained on other "
+                                   "tokens" % (src, ", ".join(TOKENIZER_FILES)))
+            pad = config.pad_token_id if getattr(config, "pad_token_id", None) is not None else 0
+            unk, cls, sep = [i for i in range(5) if i != pad][:3]
+            tok = HashTokenizer(config.vocab_size, pad_id=pad, unk_id=unk, cls_id=cls, sep_id=sep)
+            max_len, why = clamp_max_length(params["max_length"], config)
+            ev.log("info", "%s has no tokenizer and no weights: using the hashing tokenizer over its %d-word "
+                   "vocabulary" % (src, config.vocab_size))
+
+            def encode(texts):
+                return [tok.encode(t, max_len) for t in texts]
+
+            def save_tok(d):
+                _write_json(os.path.join(d, "hash-tokenizer.json"), tok.settings())
+            cache.value = (encode, tok.pad_id, save_tok, max_len, why, "hash-tokenizer.json")
+        else:
+            hf_tok = pretrained(transformers.AutoTokenizer.from_pretrained, src, env)
+            if hf_tok.pad_token is None:
+                hf_tok.pad_token = hf_tok.eos_token or hf_tok.unk_token
+            if hf_tok.pad_token is None:
+                raise TrainerError(EXIT_BAD_SPEC, "bad_spec", "the tokenizer of %s has no pad, eos or unk token to "
+                                   "pad batches with" % src)
+            max_len, why = clamp_max_length(params["max_length"], config, getattr(hf_tok, "model_max_length", None))
+            fill = hf_tok.unk_token_id if getattr(hf_tok, "unk_token_id", None) is not None else hf_tok.pad_token_id
+
+            def encode(texts):
+                texts = [t if t else " " for t in texts]
+                if not texts:
+                    return []
+                ids = hf_tok(texts, truncation=True, max_length=max_len)["input_ids"]
+                return [list(x) or [fill] for x in ids]
+            cache.value = (encode, hf_tok.pad_token_id, hf_tok.save_pretrained, max_len, why, "the model's")
+        if cache.value[4]:
+            ev.log("warning", cache.value[4])
+    encode, pad_id, save_tok, max_len, _, tok_kind = cache.value
+    if getattr(config, "pad_token_id", None) is None:
+        config.pad_token_id = pad_id
+
+    if random_init:
+        model = transformers.AutoModelForSequenceClassification.from_config(config)
+        ev.log("info", "%s holds no weights: built from its config with random weights" % src)
+    else:
+        model = pretrained(transformers.AutoModelForSequenceClassification.from_pretrained, src, env,
+                           config=config, ignore_mismatched_sizes=True, **_dtype_kw(transformers, torch))
+    model.float()
+    lora = None
+    if params["lora"]:
+        targets, why, conv = lora_targets(model, config, params["target_modules"], torch, _conv1d_class(transformers))
+        # The head is new: train all of it (DistilBERT's has two layers,
+        # and peft's default saves only "classifier").
+        head = [n for n, _ in model.named_children() if n in HEAD_NAMES]
+        lkw = dict(task_type=peft.TaskType.SEQ_CLS, r=params["lora_r"], lora_alpha=params["lora_alpha"],
+                   lora_dropout=params["lora_dropout"], target_modules=targets, modules_to_save=head or None)
+        if conv:
+            lkw["fan_in_fan_out"] = True
+        model = peft.get_peft_model(model, peft.LoraConfig(**lkw))
+        lora = {"r": params["lora_r"], "alpha": params["lora_alpha"], "dropout": params["lora_dropout"],
+                "target_modules": targets, "modules_to_save": head, "why": why}
+    n_train = sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+    def save(out_dir):
+        os.makedirs(out_dir, exist_ok=True)
+        if lora is None:
+            model.save_pretrained(out_dir)
+        elif params["merge"]:
+            # The adapter first, then the base with the adapter merged in:
+            # the directory itself loads with from_pretrained alone.
+            model.save_pretrained(os.path.join(out_dir, "adapter"))
+            config.save_pretrained(os.path.join(out_dir, "adapter"))
+            merged = model.merge_and_unload()
+            merged.save_pretrained(out_dir)
+        else:
+            model.save_pretrained(out_dir)
+            config.save_pretrained(out_dir)
+        save_tok(out_dir)
+        if lora is not None and params["merge"]:
+            save_tok(os.path.join(out_dir, "adapter"))
+        return []
+
+    what = "LoRA on %s (%s)" % (",".join(lora["target_modules"]), lora["why"]) if lora else "full fine-tuning"
+    return Loaded(model, encode, pad_id, save,
+                  {"base_model": src, "lora": lora, "max_length": max_len, "tokenizer": tok_kind},
+                  "%s: %s, %d trainable parameters" % (src, what, n_train))
+
+
+def load_model(params, labels, multi, mods, env, ev, cache):
+    """The model of params["model"] for one schema (Loaded)."""
+    if is_builtin(params["model"]):
+        return load_builtin(params, labels, multi, mods["torch"])
+    return load_transformers(params, labels, multi, mods["torch"], mods["transformers"], mods.get("peft"),
+                             env, ev, cache)
 
 
 # ---------------------------------------------------------------- training
@@ -534,35 +987,13 @@ class Stop:
 
 
 def is_oom(torch, e):
-    oom = getattr(torch.cuda, "OutOfMemoryError", None)
+    oom = getattr(torch.cuda, "OutOfMemoryError", None) if torch is not None else None
     if oom is not None and isinstance(e, oom):
         return True
-    return isinstance(e, RuntimeError) and "out of memory" in str(e).lower()
-
-
-def lora_targets(model, config, explicit):
-    """LoRA's target modules: the param, else the table, else the fallback
-    (linear layers named like attention projections, else every linear layer
-    but the head)."""
-    if explicit:
-        return list(explicit), "param"
-    mt = getattr(config, "model_type", "")
-    if mt in LORA_TARGETS:
-        return LORA_TARGETS[mt], "model type " + mt
-    import torch
-    found, linear = set(), set()
-    for name, mod in model.named_modules():
-        if not isinstance(mod, torch.nn.Linear):
-            continue
-        last = name.split(".")[-1]
-        if any(h in name.split(".") for h in HEAD_NAMES):
-            continue
-        linear.add(last)
-        if last in LORA_FALLBACK_NAMES:
-            found.add(last)
-    if found:
-        return sorted(found), "fallback: attention projections"
-    return sorted(linear), "fallback: every linear layer"
+    if isinstance(e, MemoryError):
+        return True
+    text = str(e).lower()
+    return isinstance(e, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
 
 
 def _safe(name):
@@ -571,91 +1002,105 @@ def _safe(name):
 
 def _files_under(root, rel_base):
     out = []
-    for d, _, files in os.walk(root):
+    for d, dirs, files in os.walk(root):
+        dirs.sort()
         for f in sorted(files):
             p = os.path.join(d, f)
             out.append((os.path.relpath(p, rel_base), os.path.getsize(p)))
     return out
 
 
-def train(spec, ev, stop):
-    torch, transformers, peft = import_packages()
+def linear_schedule(torch, opt, warmup, total):
+    """Linear warm-up to the learning rate, then linear decay to 0."""
+    def mult(step):
+        if step < warmup:
+            return float(step + 1) / float(max(1, warmup))
+        return max(0.0, float(total - step) / float(max(1, total - warmup)))
+    return torch.optim.lr_scheduler.LambdaLR(opt, mult)
+
+
+class BestState:
+    """The trainable parameters of the best epoch so far, in buffers made
+    once (pinned CPU memory beside a GPU) and refilled in place: no new
+    state_dict copy each improving epoch, and nothing copied for an epoch
+    that is the last."""
+
+    def __init__(self, model, torch, device):
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.torch, self.device, self.bufs = torch, device, None
+
+    def keep(self):
+        with self.torch.no_grad():
+            if self.bufs is None:
+                pin = self.device.type == "cuda"
+                self.bufs = [self.torch.empty(p.shape, dtype=p.dtype, device="cpu", pin_memory=pin)
+                             for p in self.params]
+            for b, p in zip(self.bufs, self.params):
+                b.copy_(p.detach(), non_blocking=True)
+
+    def restore(self):
+        if self.bufs is None:
+            return
+        with self.torch.no_grad():
+            for b, p in zip(self.bufs, self.params):
+                p.copy_(b.to(p.device))
+
+
+def batches(torch, device, ids_list, order, bs, pad_id):
+    for i in range(0, len(order), bs):
+        idx = order[i:i + bs]
+        width = max(1, max(len(ids_list[j]) for j in idx))
+        inp = torch.full((len(idx), width), pad_id, dtype=torch.long)
+        att = torch.zeros((len(idx), width), dtype=torch.long)
+        for r, j in enumerate(idx):
+            seq = ids_list[j] or [pad_id]
+            inp[r, :len(seq)] = torch.tensor(seq, dtype=torch.long)
+            att[r, :len(seq)] = 1
+        yield idx, inp.to(device), att.to(device)
+
+
+def train(spec, ev, stop, env=None):
+    env = os.environ if env is None else env
     params = parse_params(spec["params"])
+    names = needed_packages(params)
+    mods = dict(zip(names, import_packages(names, "for model=%s%s" % (
+        params["model"], " with LoRA" if "peft" in names else ""))))
+    torch = mods["torch"]
     limits = spec["limits"]
     if limits.get("num_threads"):
         torch.set_num_threads(int(limits["num_threads"]))
     seed = int(spec.get("seed") or 0)
-    random.seed(seed)
-    torch.manual_seed(seed)
+    set_seed(torch, seed)
+    if hasattr(torch.backends, "cudnn"):
+        torch.backends.cudnn.deterministic = True
+        torch.backends.cudnn.benchmark = False
     cuda_count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     mps = getattr(torch.backends, "mps", None)
     mps_ok = bool(mps is not None and mps.is_available())
-    device_name, warn = resolve_device(limits.get("device"), os.environ, cuda_count, mps_ok)
+    device_name, warn = resolve_device(limits.get("device"), env, cuda_count, mps_ok)
     if warn:
         ev.log("warning", warn)
     device = torch.device(device_name)
-    amp = None
+    cap = torch.cuda.get_device_capability(device) if device.type == "cuda" else None
+    precision, warn = choose_precision(params["precision"], device.type, cap)
+    if warn:
+        ev.log("warning", warn)
+    amp = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+    where = device_name
     if device.type == "cuda":
-        if params["precision"] in ("auto", "bf16") and torch.cuda.is_bf16_supported():
-            amp = torch.bfloat16
-        elif params["precision"] in ("auto", "fp16"):
-            amp = torch.float16
-    ev.log("info", "%s: torch %s, transformers %s, peft %s, device %s%s, %d threads" % (
-        TRAINER, torch.__version__, transformers.__version__, peft.__version__, device_name,
-        {None: "", torch.bfloat16: " (bf16)", torch.float16: " (fp16)"}[amp], torch.get_num_threads()))
+        where += " (%s, compute capability %d.%d)" % (torch.cuda.get_device_name(device), cap[0], cap[1])
+    versions = {n: getattr(m, "__version__", "?") for n, m in mods.items()}
+    ev.log("info", "%s: %s, device %s, precision %s, %d threads" % (
+        TRAINER, ", ".join("%s %s" % kv for kv in versions.items()), where, precision, torch.get_num_threads()))
 
     ev.status("loading", "reading the bundle")
     manifest, splits = read_bundle(spec["bundle_dir"])
     check_schemas(spec)
     workdir = spec["workdir"]
     os.makedirs(workdir, exist_ok=True)
-    model_src = params["model"]
-    local_dir = os.path.isdir(model_src)
+    bs = params["batch_size"]
 
-    # Tokenize once per run: the tokenizer does not depend on the schema.
-    if local_dir and not has_tokenizer(model_src):
-        cfg0 = transformers.AutoConfig.from_pretrained(model_src)
-        pad = cfg0.pad_token_id if getattr(cfg0, "pad_token_id", None) is not None else 0
-        unk, cls, sep = [i for i in range(4) if i != pad][:3]
-        tok = HashTokenizer(cfg0.vocab_size, pad_id=pad, unk_id=unk, cls_id=cls, sep_id=sep)
-        ev.log("info", "%s has no tokenizer: using the hashing tokenizer over its %d-word vocabulary"
-               % (model_src, cfg0.vocab_size))
-
-        def encode(texts):
-            return [tok.encode(t, params["max_length"]) for t in texts]
-        pad_id = tok.pad_id
-        save_tok = lambda d: _write_json(os.path.join(d, "hash-tokenizer.json"), tok.settings())
-    else:
-        hf_tok = transformers.AutoTokenizer.from_pretrained(model_src)
-        if hf_tok.pad_token is None:
-            hf_tok.pad_token = hf_tok.eos_token or hf_tok.unk_token
-        pad_id = hf_tok.pad_token_id
-
-        def encode(texts):
-            texts = list(texts)
-            if not texts:
-                return []
-            return hf_tok(texts, truncation=True, max_length=params["max_length"])["input_ids"]
-        save_tok = hf_tok.save_pretrained
-
-    def batches(ids_list, order, bs):
-        for i in range(0, len(order), bs):
-            idx = order[i:i + bs]
-            width = max(len(ids_list[j]) for j in idx)
-            inp = torch.full((len(idx), width), pad_id, dtype=torch.long)
-            att = torch.zeros((len(idx), width), dtype=torch.long)
-            for r, j in enumerate(idx):
-                seq = ids_list[j]
-                inp[r, :len(seq)] = torch.tensor(seq, dtype=torch.long)
-                att[r, :len(seq)] = 1
-            yield idx, inp.to(device), att.to(device)
-
-    pred_path = os.path.join(workdir, "predictions.jsonl")
-    tmp_pred = pred_path + ".tmp"
-    metrics, orders, n_pred = {}, {}, 0
-    start = time.time()
-    total_steps = 0
-    plans = []
+    plans, total_steps = [], 0
     for s in spec["schemas"]:
         labels = label_order(s, manifest, splits.get("train", []))
         train_ex = examples(splits.get("train", []), s, labels)
@@ -663,170 +1108,224 @@ def train(spec, ev, stop):
             raise TrainerError(EXIT_BAD_SPEC, "validation_failed",
                                "schema %s has %d labelled training items: %s needs at least 2 items and 2 labels"
                                % (s["name"], len(train_ex), TRAINER))
-        steps = math.ceil(len(train_ex) / params["batch_size"]) * params["epochs"]
+        steps = math.ceil(len(train_ex) / bs) * params["epochs"]
         plans.append((s, labels, train_ex, steps))
         total_steps += steps
-    done_steps, fit_start, last_progress = 0, time.time(), 0.0
 
-    with open(tmp_pred, "w", encoding="utf-8") as pf:
-        for s, labels, train_ex, steps in plans:
-            name, multi = s["name"], s["kind"] == "multilabel"
-            orders[name] = labels
-            val_ex = examples(splits.get("val", []), s, labels)
-            ev.status("fitting", "fitting %s on %d items" % (name, len(train_ex)))
-            kw = {"num_labels": len(labels),
-                  "id2label": {i: l for i, l in enumerate(labels)},
-                  "label2id": {l: i for i, l in enumerate(labels)},
-                  "problem_type": "multi_label_classification" if multi else "single_label_classification"}
-            if local_dir and not has_weights(model_src):
-                config = transformers.AutoConfig.from_pretrained(model_src, **kw)
-                model = transformers.AutoModelForSequenceClassification.from_config(config)
-                ev.log("info", "%s holds no weights: %s built from its config with random weights" % (model_src, name))
-            else:
-                model = transformers.AutoModelForSequenceClassification.from_pretrained(
-                    model_src, ignore_mismatched_sizes=True, **kw)
-                config = model.config
-            if getattr(config, "pad_token_id", None) is None:
-                config.pad_token_id = pad_id
-            if params["lora"]:
-                targets, why = lora_targets(model, config, params["target_modules"])
-                # The head is new: train all of it (DistilBERT's has two
-                # layers, and peft's default saves only "classifier").
-                head = [n for n, _ in model.named_children() if n in HEAD_NAMES]
-                lcfg = peft.LoraConfig(task_type=peft.TaskType.SEQ_CLS, r=params["lora_r"],
-                                       lora_alpha=params["lora_alpha"], lora_dropout=params["lora_dropout"],
-                                       target_modules=targets, modules_to_save=head or None)
-                model = peft.get_peft_model(model, lcfg)
-                n_train = sum(p.numel() for p in model.parameters() if p.requires_grad)
-                ev.log("info", "LoRA on %s (%s): %d trainable parameters" % (",".join(targets), why, n_train))
-            model.to(device)
-            tr_ids = encode([t for _, t, _ in train_ex])
-            va_ids = encode([t for _, t, _ in val_ex])
-            if multi:
-                tr_y = torch.tensor([y for _, _, y in train_ex], dtype=torch.float)
-                va_y = torch.tensor([y for _, _, y in val_ex], dtype=torch.float) if val_ex else None
-            else:
-                tr_y = torch.tensor([y for _, _, y in train_ex], dtype=torch.long)
-                va_y = torch.tensor([y for _, _, y in val_ex], dtype=torch.long) if val_ex else None
-            trainable = [p for p in model.parameters() if p.requires_grad]
-            opt = torch.optim.AdamW(trainable, lr=params["learning_rate"], weight_decay=params["weight_decay"])
-            sched = transformers.get_linear_schedule_with_warmup(
-                opt, int(params["warmup_ratio"] * steps), steps)
-            scaler = torch.cuda.amp.GradScaler() if amp == torch.float16 else None
-            loss_fn = torch.nn.BCEWithLogitsLoss() if multi else torch.nn.CrossEntropyLoss()
-            gen = random.Random(seed)
+    pred_path = os.path.join(workdir, "predictions.jsonl")
+    tmp_pred = pred_path + ".tmp"
+    metrics, orders, n_pred = {}, {}, 0
+    clock = {"done": 0, "real": 0, "fit_s": 0.0, "last": 0.0, "t0": time.time()}
+    tok_cache = _TokenizerCache()
+    start = time.time()
+    oom = None
+    try:
+        with open(tmp_pred, "w", encoding="utf-8") as pf:
+            for s, labels, train_ex, steps in plans:
+                n_pred += fit_schema(torch, device, amp, precision, params, spec, s, labels, train_ex, steps,
+                                     total_steps, splits, mods, env, ev, stop, tok_cache, clock, metrics, pf,
+                                     seed, versions)
+                orders[s["name"]] = labels
+                # What the schema held goes before the next one's model.
+                gc.collect()
+                if device.type == "cuda":
+                    torch.cuda.empty_cache()
+                    ev.log("info", "%s done: %.0f MiB of GPU memory still allocated" % (
+                        s["name"], torch.cuda.memory_allocated(device) / 2**20))
+            pf.flush()
+            os.fsync(pf.fileno())
+        os.replace(tmp_pred, pred_path)
+    except BaseException as e:
+        if os.path.exists(tmp_pred):
+            os.remove(tmp_pred)
+        if not is_oom(torch, e):
+            raise
+        oom = "%s ran out of memory (%s)" % ("the GPU " + device_name if device.type == "cuda" else "the machine",
+                                            str(e).splitlines()[0][:300] if str(e) else type(e).__name__)
+    if oom is not None:
+        # Outside the handler, so that the traceback's tensors are gone.
+        gc.collect()
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+        knobs = "batch_size %d and max_length %d" % (bs, params["max_length"])
+        if is_builtin(params["model"]):
+            knobs += ", buckets %d, embed_dim %d" % (params["buckets"], params["embed_dim"])
+        raise TrainerError(EXIT_OUT_OF_MEMORY, "out_of_memory",
+                           "%s with %s: lower them (--param batch_size=N, --param max_length=N)" % (oom, knobs))
+    metrics["fit_seconds"] = time.time() - start
+    metrics["steps_per_s"] = clock["real"] / max(clock["fit_s"], 1e-9)
+    metrics["steps"] = clock["real"]
+    metrics["precision/" + precision] = 1
+    ev.result(metrics, orders, "predictions.jsonl", n_pred, precision=precision, device=device_name)
 
-            def forward(inp, att):
-                if amp is not None:
-                    with torch.autocast(device_type="cuda", dtype=amp):
-                        return model(input_ids=inp, attention_mask=att).logits.float()
-                return model(input_ids=inp, attention_mask=att).logits.float()
 
-            def evaluate(ids_list, y):
-                model.eval()
-                tot, n, correct = 0.0, 0, 0
-                with torch.no_grad():
-                    for idx, inp, att in batches(ids_list, list(range(len(ids_list))), params["batch_size"]):
-                        stop.check()
-                        logits = forward(inp, att)
-                        yy = y[idx].to(device)
-                        tot += loss_fn(logits, yy).item() * len(idx)
-                        n += len(idx)
-                        if multi:
-                            correct += int(((logits >= 0).float() == yy).all(dim=1).sum().item())
-                        else:
-                            correct += int((logits.argmax(dim=1) == yy).sum().item())
-                model.train()
-                return tot / max(n, 1), correct / max(n, 1)
+def fit_schema(torch, device, amp, precision, params, spec, s, labels, train_ex, steps, total_steps, splits,
+               mods, env, ev, stop, tok_cache, clock, metrics, pf, seed, versions):
+    """Fits one schema's model, saves it, writes its predictions to pf and
+    returns how many."""
+    name, multi = s["name"], s["kind"] == "multilabel"
+    bs = params["batch_size"]
+    val_ex = examples(splits.get("val", []), s, labels)
+    ev.status("fitting", "fitting %s on %d items" % (name, len(train_ex)))
+    # The same seed before each schema: its model does not depend on the
+    # schemas before it.
+    set_seed(torch, seed)
+    loaded = load_model(params, labels, multi, mods, env, ev, tok_cache)
+    ev.log("info", "%s: %s" % (name, loaded.describe))
+    model = loaded.model
+    model.to(device)
+    encode, pad_id = loaded.encode, loaded.pad_id
+    tr_ids = encode([t for _, t, _ in train_ex])
+    va_ids = encode([t for _, t, _ in val_ex])
+    ydt = torch.float if multi else torch.long
+    tr_y = torch.tensor([y for _, _, y in train_ex], dtype=ydt)
+    va_y = torch.tensor([y for _, _, y in val_ex], dtype=ydt) if val_ex else None
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(trainable, lr=params["learning_rate"], weight_decay=params["weight_decay"])
+    sched = linear_schedule(torch, opt, int(params["warmup_ratio"] * steps), steps)
+    scaler = grad_scaler(torch) if precision == "fp16" else None
+    loss_fn = torch.nn.BCEWithLogitsLoss() if multi else torch.nn.CrossEntropyLoss()
+    gen = random.Random(seed)
+    threshold = params["threshold"]
 
-            best, best_loss, bad_epochs, best_epoch = None, float("inf"), 0, 0
-            keep = [k for k, p in model.named_parameters() if p.requires_grad]
-            for epoch in range(1, params["epochs"] + 1):
-                model.train()
-                order = list(range(len(tr_ids)))
-                gen.shuffle(order)
-                tot, n = 0.0, 0
-                for idx, inp, att in batches(tr_ids, order, params["batch_size"]):
-                    stop.check()
-                    logits = forward(inp, att)
-                    loss = loss_fn(logits, tr_y[idx].to(device))
-                    opt.zero_grad(set_to_none=True)
-                    if scaler is not None:
-                        scaler.scale(loss).backward()
-                        scaler.step(opt)
-                        scaler.update()
-                    else:
-                        loss.backward()
-                        opt.step()
-                    sched.step()
-                    tot += loss.item() * len(idx)
-                    n += len(idx)
-                    done_steps += 1
-                    now = time.time()
-                    if now - last_progress >= 0.2 or done_steps == total_steps:
-                        last_progress = now
-                        rate = done_steps / max(now - fit_start, 1e-9)
-                        ev.progress("fit", done_steps, total_steps, (total_steps - done_steps) / rate)
-                ev.metric("train", name + "/loss", tot / max(n, 1), epoch)
-                if not val_ex:
-                    continue
-                vloss, vacc = evaluate(va_ids, va_y)
-                ev.metric("val", name + "/loss", vloss, epoch)
-                ev.metric("val", name + "/accuracy", vacc, epoch)
-                if vloss < best_loss:
-                    best_loss, best_epoch, bad_epochs = vloss, epoch, 0
-                    sd = model.state_dict()
-                    best = {k: sd[k].detach().to("cpu", copy=True) for k in sd if k in keep or not params["lora"]}
+    def forward(inp, att):
+        if amp is not None:
+            with torch.autocast(device_type="cuda", dtype=amp):
+                out = model(input_ids=inp, attention_mask=att)
+        else:
+            out = model(input_ids=inp, attention_mask=att)
+        return getattr(out, "logits", out).float()
+
+    def by_length(ids_list):
+        return sorted(range(len(ids_list)), key=lambda j: len(ids_list[j]))
+
+    def evaluate(ids_list, y):
+        model.eval()
+        tot, n, correct = 0.0, 0, 0
+        with torch.no_grad():
+            for idx, inp, att in batches(torch, device, ids_list, by_length(ids_list), bs, pad_id):
+                stop.check()
+                logits = forward(inp, att)
+                yy = y[idx].to(device)
+                tot += loss_fn(logits, yy).item() * len(idx)
+                n += len(idx)
+                if multi:
+                    # The threshold of the predictions.
+                    correct += int(((torch.sigmoid(logits) >= threshold).float() == yy).all(dim=1).sum().item())
                 else:
-                    bad_epochs += 1
-                    if params["patience"] >= 0 and bad_epochs > params["patience"]:
-                        ev.log("info", "%s: val loss has not improved for %d epochs: stopping after epoch %d"
-                               % (name, bad_epochs, epoch))
-                        done_steps += (params["epochs"] - epoch) * math.ceil(len(tr_ids) / params["batch_size"])
-                        break
-            if best is not None:
-                model.load_state_dict(best, strict=False)
-                metrics[name + "/best_epoch"] = best_epoch
-            if val_ex:
-                vloss, vacc = evaluate(va_ids, va_y)
-                metrics[name + "/val_loss"] = vloss
-                metrics[name + "/val_accuracy"] = vacc
+                    correct += int((logits.argmax(dim=1) == yy).sum().item())
+        model.train()
+        return tot / max(n, 1), correct / max(n, 1)
 
-            out_dir = os.path.join(workdir, "model-" + _safe(name))
-            model.save_pretrained(out_dir)
-            save_tok(out_dir)
-            _write_json(os.path.join(out_dir, "labels.json"), {"schema": name, "kind": s["kind"], "labels": labels})
-            for rel, size in _files_under(out_dir, workdir):
-                ev.artifact(rel, size)
+    best = BestState(model, torch, device)
+    best_loss, bad_epochs, best_epoch, kept = float("inf"), 0, 0, False
+    per_epoch = math.ceil(len(tr_ids) / bs)
+    for epoch in range(1, params["epochs"] + 1):
+        model.train()
+        order = list(range(len(tr_ids)))
+        gen.shuffle(order)
+        tot, n = 0.0, 0
+        t_epoch = time.time()
+        for idx, inp, att in batches(torch, device, tr_ids, order, bs, pad_id):
+            stop.check()
+            logits = forward(inp, att)
+            loss = loss_fn(logits, tr_y[idx].to(device))
+            opt.zero_grad(set_to_none=True)
+            if scaler is not None:
+                scaler.scale(loss).backward()
+                if params["max_grad_norm"] > 0:
+                    scaler.unscale_(opt)
+                    torch.nn.utils.clip_grad_norm_(trainable, params["max_grad_norm"])
+                scaler.step(opt)
+                scaler.update()
+            else:
+                loss.backward()
+                if params["max_grad_norm"] > 0:
+                    torch.nn.utils.clip_grad_norm_(trainable, params["max_grad_norm"])
+                opt.step()
+            sched.step()
+            tot += loss.item() * len(idx)
+            n += len(idx)
+            clock["done"] += 1
+            clock["real"] += 1
+            now = time.time()
+            if now - clock["last"] >= 0.2 or clock["done"] == total_steps:
+                clock["last"] = now
+                rate = clock["done"] / max(now - clock["t0"], 1e-9)
+                ev.progress("fit", clock["done"], total_steps, (total_steps - clock["done"]) / rate)
+        clock["fit_s"] += time.time() - t_epoch
+        ev.metric("train", name + "/loss", tot / max(n, 1), epoch)
+        if not val_ex:
+            continue
+        vloss, vacc = evaluate(va_ids, va_y)
+        ev.metric("val", name + "/loss", vloss, epoch)
+        ev.metric("val", name + "/accuracy", vacc, epoch)
+        if vloss < best_loss:
+            best_loss, best_epoch, bad_epochs = vloss, epoch, 0
+            if epoch < params["epochs"]:
+                best.keep()
+                kept = True
+            else:
+                kept = False  # the model as it is holds the best epoch
+        else:
+            bad_epochs += 1
+            if params["patience"] >= 0 and bad_epochs > params["patience"]:
+                ev.log("info", "%s: val loss has not improved for %d epochs: stopping after epoch %d"
+                       % (name, bad_epochs, epoch))
+                skipped = (params["epochs"] - epoch) * per_epoch
+                clock["done"] += skipped
+                ev.progress("fit", clock["done"], total_steps)
+                break
+    if kept and best_epoch != epoch:
+        best.restore()
+    if best_epoch:
+        metrics[name + "/best_epoch"] = best_epoch
+    vacc = None
+    if val_ex:
+        vloss, vacc = evaluate(va_ids, va_y)
+        metrics[name + "/val_loss"] = vloss
+        metrics[name + "/val_accuracy"] = vacc
+    del best, opt, sched, scaler
 
-            ev.status("predicting", "predicting %s" % name)
-            model.eval()
-            for split in sorted(splits):
-                if split == "train":
-                    continue
-                rows = splits[split]
-                ids = encode([r["text"] for r in rows])
-                with torch.no_grad():
-                    for idx, inp, att in batches(ids, list(range(len(ids))), params["batch_size"]):
-                        stop.check()
-                        logits = forward(inp, att).cpu()
-                        for r, j in enumerate(idx):
-                            row = logits[r].tolist()
-                            probs = [sigmoid(x) for x in row] if multi else softmax(row)
-                            pf.write(json.dumps(prediction_row(rows[j]["instance_id"], name, probs, labels,
-                                                               multi, params["threshold"]),
-                                                separators=(",", ":"), ensure_ascii=False) + "\n")
-                            n_pred += 1
-            del model, opt
-            if device.type == "cuda":
-                torch.cuda.empty_cache()
-        pf.flush()
-        os.fsync(pf.fileno())
-    os.replace(tmp_pred, pred_path)
-    elapsed = time.time() - start
-    metrics["fit_seconds"] = elapsed
-    metrics["steps_per_s"] = done_steps / max(time.time() - fit_start, 1e-9)
-    ev.result(metrics, orders, "predictions.jsonl", n_pred)
+    workdir = spec["workdir"]
+    out_dir = os.path.join(workdir, "model-" + _safe(name))
+    model.eval()
+    loaded.save(out_dir)
+    _write_json(os.path.join(out_dir, "labels.json"), {"schema": name, "kind": s["kind"], "labels": labels})
+    card = {"format": MODEL_CARD_FORMAT, "v": 1, "trainer": TRAINER, "model_version": MODEL_VERSION,
+            "run_id": spec.get("run_id", ""), "schema": name, "kind": s["kind"],
+            "annotation_type": s.get("annotation_type", ""), "labels": labels,
+            "id2label": {str(i): l for i, l in enumerate(labels)}, "label2id": {l: i for i, l in enumerate(labels)},
+            "problem_type": "multi_label_classification" if multi else "single_label_classification",
+            "threshold": threshold if multi else None, "merged": bool(loaded.card.get("lora") and params["merge"]),
+            "precision": precision, "seed": seed, "train_items": len(train_ex), "val_items": len(val_ex),
+            "best_epoch": best_epoch or None, "val_accuracy": vacc, "packages": versions,
+            "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    card.update(loaded.card)
+    card["params"] = {k: v for k, v in params.items() if k in spec["params"]}
+    _write_json(os.path.join(out_dir, "model_card.json"), card)
+    for rel, size in _files_under(out_dir, workdir):
+        ev.artifact(rel, size)
+
+    ev.status("predicting", "predicting %s" % name)
+    n_pred = 0
+    for split in sorted(splits):
+        if split == "train":
+            continue
+        rows = splits[split]
+        ids = encode([r["text"] for r in rows])
+        with torch.no_grad():
+            for idx, inp, att in batches(torch, device, ids, list(range(len(ids))), bs, pad_id):
+                stop.check()
+                logits = forward(inp, att).cpu()
+                for r, j in enumerate(idx):
+                    row = logits[r].tolist()
+                    probs = [sigmoid(x) for x in row] if multi else softmax(row)
+                    pf.write(json.dumps(prediction_row(rows[j]["instance_id"], name, probs, labels,
+                                                       multi, threshold),
+                                        separators=(",", ":"), ensure_ascii=False) + "\n")
+                    n_pred += 1
+    return n_pred
 
 
 def _write_json(path, obj):
@@ -840,7 +1339,7 @@ def _write_json(path, obj):
 # ---------------------------------------------------------------- main
 
 
-def main(argv=None, stdout=None, stderr=None):
+def main(argv=None, stdout=None, stderr=None, env=None):
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
     ap = argparse.ArgumentParser(prog=TRAINER, description="Fine-tune a text classifier on a potato-training bundle.")
@@ -856,7 +1355,7 @@ def main(argv=None, stdout=None, stderr=None):
         spec = read_spec(args.spec)
         parse_params(spec["params"])
         check_schemas(spec)
-        train(spec, ev, stop)
+        train(spec, ev, stop, env)
         return EXIT_FINISHED
     except Cancelled:
         ev.status("cancelled", "stopped on request")
@@ -865,20 +1364,13 @@ def main(argv=None, stdout=None, stderr=None):
         detail = getattr(e, "detail", "")
         if detail:
             ev.log("error", detail)
+            stderr.write("%s: %s\n" % (TRAINER, detail))
         ev.error(e.code, e.message, e.hint)
         stderr.write("%s: error: %s\n" % (TRAINER, e.message))
         return e.exit_code
     except Exception as e:  # noqa: BLE001 - every failure becomes an error event
-        torch = sys.modules.get("torch")
-        if torch is not None and is_oom(torch, e):
-            params = {}
-            try:
-                params = parse_params(read_spec(args.spec)["params"])
-            except TrainerError:
-                pass
-            msg = ("the GPU ran out of memory with batch_size %s and max_length %s: "
-                   "lower batch_size or max_length (--param batch_size=N, --param max_length=N)"
-                   % (params.get("batch_size"), params.get("max_length")))
+        if is_oom(sys.modules.get("torch"), e):
+            msg = "out of memory: %s: lower batch_size or max_length (--param batch_size=N, --param max_length=N)" % e
             ev.error("out_of_memory", msg)
             stderr.write("%s: error: %s\n" % (TRAINER, msg))
             return EXIT_OUT_OF_MEMORY
