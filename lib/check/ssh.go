@@ -22,7 +22,7 @@ func SSH(ctx context.Context, b *config.Backend) Report {
 	seen := map[string]bool{}
 	var pkgs []string
 	for _, t := range pythonTrainers {
-		for _, p := range sshbackend.TrainerPackages(t) {
+		for _, p := range sshbackend.TrainerPackages(t, nil) {
 			if !seen[p] {
 				seen[p] = true
 				pkgs = append(pkgs, p)
@@ -59,7 +59,7 @@ func SSH(ctx context.Context, b *config.Backend) Report {
 	}
 	for _, t := range pythonTrainers {
 		var lacks []string
-		for _, p := range sshbackend.TrainerPackages(t) {
+		for _, p := range sshbackend.TrainerPackages(t, nil) {
 			if missing[p] {
 				lacks = append(lacks, p)
 			}
@@ -79,7 +79,7 @@ func SSH(ctx context.Context, b *config.Backend) Report {
 	// The torch trainers' device: what the host's torch allows them does
 	// not keep the built-in trainer from running, so it is a warning.
 	for _, t := range pythonTrainers {
-		if !sshbackend.NeedsTorch(t) || f.PythonMissing || f.Torch == "" {
+		if !sshbackend.NeedsTorch(t, nil) || f.PythonMissing || f.Torch == "" {
 			continue
 		}
 		switch dev, _, err := sshbackend.ChooseDevice(b, f, true); {

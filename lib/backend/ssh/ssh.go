@@ -34,6 +34,7 @@ import (
 	"potato-training/lib/rundir"
 	"potato-training/lib/sshx"
 	"potato-training/lib/trainer"
+	"potato-training/lib/trainer/hf"
 )
 
 // Step lines and messages of an ssh run (SPEC A4, S7, S8, F6, F7).
@@ -241,7 +242,7 @@ func (s *Backend) probe(ctx context.Context, job *backend.Job) (probe.Facts, err
 	needPython := !info.Builtin && s.flavor == nil
 	var pkgs []string
 	if needPython {
-		pkgs = TrainerPackages(job.Spec.Trainer)
+		pkgs = TrainerPackages(job.Spec.Trainer, job.Spec.Params)
 	}
 	f, err := Probe(ctx, s.conn, s.b, pkgs)
 	if err != nil {
@@ -268,11 +269,12 @@ func (s *Backend) probe(ctx context.Context, job *backend.Job) (probe.Facts, err
 	return f, nil
 }
 
-// TrainerPackages are the import names a Python trainer needs.
-func TrainerPackages(name string) []string {
+// TrainerPackages are the import names a Python trainer needs with these
+// parameters (nil: its defaults).
+func TrainerPackages(name string, params map[string]string) []string {
 	switch name {
-	case "hf-text-classification":
-		return []string{"torch", "transformers", "peft"}
+	case hf.Name:
+		return hf.Packages(params)
 	}
 	return nil
 }
@@ -280,7 +282,7 @@ func TrainerPackages(name string) []string {
 // chooseDevice applies gpus: auto, a pin, or none (SPEC S4) and logs the
 // GPU obtained (S7).
 func (s *Backend) chooseDevice(job *backend.Job) error {
-	dev, notes, err := ChooseDevice(s.b, s.facts, NeedsTorch(job.Spec.Trainer))
+	dev, notes, err := ChooseDevice(s.b, s.facts, NeedsTorch(job.Spec.Trainer, job.Spec.Params))
 	for _, n := range notes {
 		job.Logf("%s", n)
 	}
@@ -293,8 +295,8 @@ func (s *Backend) chooseDevice(job *backend.Job) error {
 
 // NeedsTorch is whether a trainer imports torch, so that the host's torch
 // decides which GPUs it can use.
-func NeedsTorch(trainer string) bool {
-	return slices.Contains(TrainerPackages(trainer), "torch")
+func NeedsTorch(trainer string, params map[string]string) bool {
+	return slices.Contains(TrainerPackages(trainer, params), "torch")
 }
 
 // ChooseDevice is the device a run on b gets, given the host's facts:

@@ -236,6 +236,40 @@ func TestGPUWithoutTorchKernels(t *testing.T) {
 	}
 }
 
+// The host's real Python is Debian's, with its CPU-only torch and no
+// transformers (nvidia-smi is the fake: this machine has no GPU). A torch
+// trainer whose model needs torch alone runs there, on the CPU, with the
+// warning; the built-in trainer still gets a GPU.
+func TestTorchTrainerOnACPUTorchHost(t *testing.T) {
+	requireTorch(t)
+	e := setup(t, twoGPUs, "", "")
+	r := e.Run("--trainer", "hf-text-classification", "--param", "model=builtin:ngram", "--param", "epochs=2", "--schemas", "sentiment")
+	info := e.Info(r.ID)
+	log := e.File(r.ID, "run.log")
+	if r.Code != 0 || info.State != rundir.StateSuccess || info.Device != "cpu" || info.Heldout == nil {
+		t.Fatalf("exit %d device %q state %s error %q\n%s", r.Code, info.Device, info.State, info.Error, log)
+	}
+	if !strings.Contains(log, "is a CPU build, so the run trains on the CPU of potato-test") {
+		t.Errorf("run log lacks the CPU torch warning:\n%s", log)
+	}
+	r = e.Run("--trainer", "tfidf-logreg", "--schemas", "sentiment")
+	if info := e.Info(r.ID); r.Code != 0 || info.Device != "cuda:1" {
+		t.Errorf("tfidf-logreg: exit %d device %q error %q", r.Code, info.Device, info.Error)
+	}
+}
+
+// requireTorch skips a test where the test host's /usr/bin/python3 has no
+// torch, except in CI, where scripts/install-deps installed it.
+func requireTorch(t *testing.T) {
+	t.Helper()
+	if err := exec.Command("/usr/bin/python3", "-c", "import torch").Run(); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("CI: /usr/bin/python3 has no torch (scripts/install-deps installs python3-torch): %v", err)
+		}
+		t.Skip("/usr/bin/python3 has no torch: install Debian's python3-torch (scripts/install-deps)")
+	}
+}
+
 // The fault: a trainer on the host that ignores SIGTERM. Expected: cancel
 // reaches the agent in its next reply, the run ends cancelled after
 // grace_seconds, and the trainer is killed.

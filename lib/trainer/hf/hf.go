@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // Name is the trainer's name in the registry.
@@ -73,4 +74,18 @@ func Write(dir string) (string, error) {
 		return "", fmt.Errorf("hf: %w", err)
 	}
 	return path, nil
+}
+
+// Packages are the Python packages a run with these parameters imports,
+// as the script decides them: torch alone for a builtin: model, and
+// transformers, with peft unless lora is off, for a pretrained one.
+func Packages(params map[string]string) []string {
+	if strings.HasPrefix(params["model"], "builtin:") {
+		return []string{"torch"}
+	}
+	switch strings.ToLower(params["lora"]) {
+	case "0", "false", "no", "off":
+		return []string{"torch", "transformers"}
+	}
+	return []string{"torch", "transformers", "peft"}
 }

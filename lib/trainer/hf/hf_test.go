@@ -294,3 +294,25 @@ func TestDispatchOutOfMemory(t *testing.T) {
 		t.Errorf("error %q does not say what to lower", info.Error)
 	}
 }
+
+// The packages a run imports follow its model and lora parameters, as the
+// script decides them, so that a host is not refused for a package the
+// run never imports.
+func TestPackages(t *testing.T) {
+	for _, tc := range []struct {
+		params map[string]string
+		want   string
+	}{
+		{nil, "torch transformers peft"},
+		{map[string]string{"model": "distilbert-base-uncased"}, "torch transformers peft"},
+		{map[string]string{"model": "builtin:ngram"}, "torch"},
+		{map[string]string{"model": "builtin:ngram", "lora": "true"}, "torch"},
+		{map[string]string{"lora": "false"}, "torch transformers"},
+		{map[string]string{"lora": "Off"}, "torch transformers"},
+		{map[string]string{"lora": "1"}, "torch transformers peft"},
+	} {
+		if got := strings.Join(hf.Packages(tc.params), " "); got != tc.want {
+			t.Errorf("Packages(%v) = %q, want %q", tc.params, got, tc.want)
+		}
+	}
+}
