@@ -125,12 +125,15 @@ func (c *agentCmd) Run(ctx *cli.Context) error {
 
 // absPaths makes the path flags absolute, against the directory the agent
 // was started in, and expands a leading ~/. --python stays a name to look
-// up on PATH when it has no slash.
+// up on PATH when it has no slash. --socket is left as it is: only the
+// agent itself dials it, from where it was started, and a unix socket's
+// address has room for 107 bytes, which the absolute form of a short
+// relative path can exceed.
 func (c *agentCmd) absPaths() error {
 	for _, f := range []struct {
 		name string
 		p    *string
-	}{{"--workdir", &c.Workdir}, {"--socket", &c.Socket}, {"--token-file", &c.TokenFile}, {"--slurm-config", &c.SLURMConfig}} {
+	}{{"--workdir", &c.Workdir}, {"--token-file", &c.TokenFile}, {"--slurm-config", &c.SLURMConfig}} {
 		if *f.p == "" {
 			continue
 		}

@@ -542,7 +542,7 @@ func (j *job) emit(e events.Event) {
 	case events.KindResult:
 		j.predictions = e.String("predictions_file")
 	case events.KindError:
-		j.errMsg = e.String("msg")
+		j.errMsg = e.String("message")
 	}
 	j.mu.Unlock()
 }
