@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -83,6 +82,11 @@ type agentCmd struct {
 }
 
 func (c *agentCmd) Run(ctx *cli.Context) error {
+	// Every path is made absolute here, once: jobs run in directories of
+	// their own, where a relative one would name something else.
+	if err := c.absPaths(); err != nil {
+		return cli.Failf(cli.ExitUsage, "%v", err)
+	}
 	server, token, lost, err := c.credentials(ctx)
 	if err != nil {
 		return err
@@ -95,23 +99,55 @@ func (c *agentCmd) Run(ctx *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	workdir := expandHome(c.Workdir)
 	var so *slurm.Options
 	if c.SLURMConfig != "" {
-		o, err := slurm.ReadOptions(expandHome(c.SLURMConfig))
+		o, err := slurm.ReadOptions(c.SLURMConfig)
 		if err != nil {
 			return cli.Failf(cli.ExitUsage, "--slurm-config: %v", err)
+		}
+		if o.JobPython, err = agent.ProgramPath(o.JobPython); err != nil {
+			return cli.Failf(cli.ExitUsage, "--slurm-config: job_python: %v", err)
 		}
 		so = &o
 	}
 	sctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer stop()
-	err = agent.Run(sctx, agent.Options{Client: client, Backend: c.Backend, Workdir: workdir, Python: expandHome(c.Python),
+	err = agent.Run(sctx, agent.Options{Client: client, Backend: c.Backend, Workdir: c.Workdir, Python: c.Python,
 		Once: c.Once, Keep: c.Keep, Worker: self, Lost: lost, Log: ctx.Stderr, AllowExec: c.Socket != "", SLURM: so, Unreachable: unreachable(),
 		Polling: c.Socket == ""})
+	// A job that failed is exit status 1, even when a signal stopped it; a
+	// signal that stops an agent between jobs is 0.
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return cli.Failf(cli.ExitNo, "%v", err)
 	}
+	return nil
+}
+
+// absPaths makes the path flags absolute, against the directory the agent
+// was started in, and expands a leading ~/. --python stays a name to look
+// up on PATH when it has no slash. --socket is left as it is: only the
+// agent itself dials it, from where it was started, and a unix socket's
+// address has room for 107 bytes, which the absolute form of a short
+// relative path can exceed.
+func (c *agentCmd) absPaths() error {
+	for _, f := range []struct {
+		name string
+		p    *string
+	}{{"--workdir", &c.Workdir}, {"--token-file", &c.TokenFile}, {"--slurm-config", &c.SLURMConfig}} {
+		if *f.p == "" {
+			continue
+		}
+		abs, err := agent.AbsPath(*f.p)
+		if err != nil {
+			return fmt.Errorf("%s %s: %v", f.name, *f.p, err)
+		}
+		*f.p = abs
+	}
+	python, err := agent.ProgramPath(c.Python)
+	if err != nil {
+		return fmt.Errorf("--python %s: %v", c.Python, err)
+	}
+	c.Python = python
 	return nil
 }
 
@@ -187,14 +223,7 @@ func unreachable() time.Duration {
 	return agent.DefaultUnreachable
 }
 
-func expandHome(p string) string {
-	if rest, ok := strings.CutPrefix(p, "~/"); ok {
-		if home, err := os.UserHomeDir(); err == nil {
-			return filepath.Join(home, rest)
-		}
-	}
-	return p
-}
+func expandHome(p string) string { return agent.ExpandHome(p) }
 
 type command struct {
 	Agent   agentCmd         `cmd:"" default:"withargs" help:"Claim jobs from the server and run them (the default)."`

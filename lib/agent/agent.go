@@ -125,6 +125,9 @@ func Run(ctx context.Context, o Options) error {
 	if o.Unreachable <= 0 {
 		o.Unreachable = DefaultUnreachable
 	}
+	if err := absOptions(&o); err != nil {
+		return err
+	}
 	host, _ := os.Hostname()
 	s := &state{o: o, host: host, lastOK: time.Now(), spoolSeen: map[string]bool{}, lastAnswer: map[string]string{}}
 	s.out.o = &s.o
@@ -168,17 +171,17 @@ func Run(ctx context.Context, o Options) error {
 		}
 		if strings.HasPrefix(claim.Spec.Trainer, ExecPrefix) && !o.AllowExec {
 			o.logf("run %s: refusing trainer %s: this agent runs only the toolkit's trainers", claim.RunID, claim.Spec.Trainer)
-			_ = s.finish(ctx, &job{o: o, a: s, claim: claim}, events.ExitBadSpec, "", "",
+			err := s.finish(ctx, &job{o: o, a: s, claim: claim}, events.ExitBadSpec, "", "",
 				errors.New("this agent runs only the toolkit's trainers, not "+claim.Spec.Trainer))
 			if o.Once {
-				return nil
+				return &JobError{RunID: claim.RunID, Err: err}
 			}
 			continue
 		}
 		if err := runJob(ctx, s, claim); err != nil {
 			if o.Once {
 				// The caller says it, once.
-				return fmt.Errorf("run %s: %w", claim.RunID, err)
+				return &JobError{RunID: claim.RunID, Err: err}
 			}
 			o.logf("run %s: %v", claim.RunID, err)
 		}
@@ -186,6 +189,40 @@ func Run(ctx context.Context, o Options) error {
 			return nil
 		}
 	}
+}
+
+// JobError is the job of an agent started with Once that did not end
+// well: its training process failed or was stopped, or its bundle, its
+// predictions or its result did not get through. It has no Unwrap on
+// purpose: a job that a signal stopped is still a failed job, not the
+// context.Canceled of an agent stopped between jobs.
+type JobError struct {
+	RunID string
+	Err   error
+}
+
+func (e *JobError) Error() string { return fmt.Sprintf("run %s: %v", e.RunID, e.Err) }
+
+// absOptions makes the paths of o absolute (see paths.go).
+func absOptions(o *Options) error {
+	var err error
+	if o.Workdir, err = AbsPath(o.Workdir); err != nil {
+		return fmt.Errorf("the work directory %s: %w", o.Workdir, err)
+	}
+	if o.Python, err = ProgramPath(o.Python); err != nil {
+		return fmt.Errorf("the interpreter %s: %w", o.Python, err)
+	}
+	if o.Worker, err = ProgramPath(o.Worker); err != nil {
+		return fmt.Errorf("the worker %s: %w", o.Worker, err)
+	}
+	if o.SLURM != nil {
+		so := *o.SLURM
+		if so.JobPython, err = ProgramPath(so.JobPython); err != nil {
+			return fmt.Errorf("job_python %s: %w", so.JobPython, err)
+		}
+		o.SLURM = &so
+	}
+	return nil
 }
 
 // job is one claimed run on this machine.
@@ -215,6 +252,8 @@ type job struct {
 	stopPosts func()
 	// fetched: the job's bundle is in the cache.
 	fetched bool
+	// errMsg is the message of the training process's last error event.
+	errMsg string
 }
 
 func runJob(ctx context.Context, s *state, claim *agentproto.Claim) error {
@@ -369,7 +408,20 @@ func (s *state) finish(ctx context.Context, j *job, code int, uri, pred string, 
 	if jobErr != nil {
 		res.Error = jobErr.Error()
 	}
+	// An agent stopped by a signal still sends what its job owes, with one
+	// bounded attempt.
+	stopping := ctx.Err() != nil
+	if stopping {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), postTimeout)
+		defer cancel()
+	}
 	if !s.o.Polling {
+		if stopping && j.pending() > 0 {
+			// The posts ended with the agent's context; the training
+			// process's last events go before the result.
+			j.post(ctx)
+		}
 		if pred != "" {
 			if err := s.o.Client.UploadPredictions(ctx, j.claim.RunID, pred); err != nil {
 				j.stopPosting()
@@ -377,7 +429,10 @@ func (s *state) finish(ctx context.Context, j *job, code int, uri, pred string, 
 			}
 		}
 		j.stopPosting()
-		return report(ctx, s.o, j.claim, code, uri, jobErr)
+		if err := report(ctx, s.o, j.claim, code, uri, jobErr); err != nil {
+			return err
+		}
+		return j.exitFailure(code)
 	}
 	it := &item{RunID: j.claim.RunID, Backend: s.o.Backend, RunToken: j.claim.RunToken,
 		MaxPredictionsMB: j.claim.MaxPredictionsMB, Result: res}
@@ -390,6 +445,9 @@ func (s *state) finish(ctx context.Context, j *job, code int, uri, pred string, 
 	}
 	// The watch (G9) ends jctx.
 	jctx := j.ctxOr(ctx)
+	if stopping {
+		jctx = ctx
+	}
 	d := s.deliverer(it)
 	d.beforeResult = func() bool {
 		j.stopPosting()
@@ -405,16 +463,19 @@ func (s *state) finish(ctx context.Context, j *job, code int, uri, pred string, 
 			done, err = d.step(jctx)
 		}
 		if done {
-			if it.Result.Error != "" {
+			switch {
+			case it.Result.Error != "":
 				return errors.New(it.Result.Error)
+			case it.refused != "":
+				return errors.New(it.refused)
 			}
-			return nil
+			return j.exitFailure(code)
 		}
 		if err != nil && !errors.Is(err, errPending) {
 			return fmt.Errorf("spooling the result: %w", err)
 		}
 		s.pendingFail(j.claim.RunID, "sending the result", err)
-		if jctx.Err() != nil || s.silence() > s.o.Unreachable || !sleep(jctx, bo.next()) {
+		if stopping || jctx.Err() != nil || s.silence() > s.o.Unreachable || !sleep(jctx, bo.next()) {
 			break
 		}
 	}
@@ -432,6 +493,21 @@ func (s *state) finish(ctx context.Context, j *job, code int, uri, pred string, 
 	s.o.logf("run %s: the server has not answered for %s: the result is kept in %s and sent when it answers again",
 		j.claim.RunID, s.silence().Round(time.Second), it.dir)
 	return fmt.Errorf("the result is not sent yet (kept in %s)", it.dir)
+}
+
+// exitFailure is nil for a training process that exited 0, else why the
+// job failed: its exit status and its last error event's message.
+func (j *job) exitFailure(code int) error {
+	if code == 0 {
+		return nil
+	}
+	j.mu.Lock()
+	msg := j.errMsg
+	j.mu.Unlock()
+	if msg != "" {
+		return fmt.Errorf("the training process failed (exit status %d): %s", code, msg)
+	}
+	return fmt.Errorf("the training process failed (exit status %d)", code)
 }
 
 // ctxOr is the job's context, ended by the watch, or ctx.
@@ -462,8 +538,11 @@ func report(ctx context.Context, o Options, claim *agentproto.Claim, code int, u
 func (j *job) emit(e events.Event) {
 	j.mu.Lock()
 	j.queue = append(j.queue, e)
-	if e.Kind == events.KindResult {
+	switch e.Kind {
+	case events.KindResult:
 		j.predictions = e.String("predictions_file")
+	case events.KindError:
+		j.errMsg = e.String("message")
 	}
 	j.mu.Unlock()
 }
@@ -585,7 +664,13 @@ func (j *job) train(ctx context.Context, spec trainer.Spec, specPath string, env
 	if err != nil {
 		return -1, fmt.Sprintf("cannot start the training process: %v", err)
 	}
-	path, args := argv[0], argv[1:]
+	// An exec: program named by a relative path is found from where the
+	// agent was started, not from the job's directory it runs in.
+	path, err := ProgramPath(argv[0])
+	if err != nil {
+		return -1, fmt.Sprintf("cannot start the training process: %v", err)
+	}
+	args := argv[1:]
 	stderr, err := os.Create(filepath.Join(j.dir, "stderr.log"))
 	if err != nil {
 		return -1, err.Error()

@@ -44,6 +44,7 @@ const (
 	answer503       // 503 Service Unavailable
 	hangUp          // the connection is closed without an answer
 	answer413       // 413, as a proxy with a body limit answers
+	answer404       // 404, as a server that no longer knows the run answers
 )
 
 // pollServer is one run served to a polling agent, behind the fault
@@ -160,6 +161,12 @@ func (s *pollServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case answer413:
 		io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20))
 		http.Error(w, "<html>413 Request Entity Too Large</html>", http.StatusRequestEntityTooLarge)
+		return
+	case answer404:
+		io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20))
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		io.WriteString(w, `{"error":"no run `+pollRunID+`"}`+"\n")
 		return
 	}
 	if route == "bundle" {
@@ -294,9 +301,16 @@ type pollAgent struct {
 
 func startAgent(t *testing.T, addr, workdir string, env []string, args ...string) *pollAgent {
 	t.Helper()
+	return startAgentIn(t, "", addr, workdir, env, args...)
+}
+
+// startAgentIn starts the agent in the directory cwd ("": the test's).
+func startAgentIn(t *testing.T, cwd, addr, workdir string, env []string, args ...string) *pollAgent {
+	t.Helper()
 	bin := testcli.Binaries(t)
 	args = append([]string{"--server", "http://" + addr, "--backend", "lab", "--workdir", workdir}, args...)
 	a := &pollAgent{cmd: exec.Command(filepath.Join(bin, "potato-agent"), args...), stderr: &lockedBuffer{}, exited: make(chan struct{})}
+	a.cmd.Dir = cwd
 	a.cmd.Env = append(os.Environ(), env...)
 	a.cmd.Stderr = a.stderr
 	if err := a.cmd.Start(); err != nil {

@@ -121,6 +121,10 @@ func (j *job) trainSLURM(ctx context.Context, spec trainer.Spec, specPath string
 	}
 	command, err := trainer.Argv(spec.Trainer, specPath, trainer.Programs{Worker: j.o.Worker, Python: python,
 		ScriptDir: filepath.Join(j.o.Workdir, "trainers")})
+	if err == nil {
+		// job.sh runs the command in the job's directory (see train).
+		command[0], err = ProgramPath(command[0])
+	}
 	if err != nil {
 		return -1, err.Error()
 	}

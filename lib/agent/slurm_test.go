@@ -101,9 +101,17 @@ type manual struct {
 	shim   string // the shim's binary
 	env    []string
 	jobEnv string
+	work   string // the agent's working directory
 }
 
 func startManual(t *testing.T, prelude []string, extraEnv ...string) *manual {
+	t.Helper()
+	return startManualIn(t, false, prelude, extraEnv...)
+}
+
+// startManualIn is startManual; relative starts the agent in its work
+// directory with --workdir wd and --slurm-config slurm.json.
+func startManualIn(t *testing.T, relative bool, prelude []string, extraEnv ...string) *manual {
 	t.Helper()
 	bin := testcli.Binaries(t)
 	dir := t.TempDir()
@@ -151,8 +159,14 @@ func startManual(t *testing.T, prelude []string, extraEnv ...string) *manual {
 	sj := filepath.Join(work, "slurm.json")
 	os.WriteFile(sj, slurmJSON, 0o644)
 
+	mg.work = work
+	wd, sjArg := work, sj
+	if relative {
+		wd, sjArg = "wd", "slurm.json"
+	}
 	mg.agent = exec.Command(filepath.Join(bin, "potato-agent"), "--server", "http://"+l.Addr().String(),
-		"--backend", "cluster", "--workdir", work, "--slurm-config", sj, "--once")
+		"--backend", "cluster", "--workdir", wd, "--slurm-config", sjArg, "--once")
+	mg.agent.Dir = work
 	mg.agent.Env = append(append(env, "POTATO_TRAINING_TOKEN="+token), extraEnv...)
 	mg.agent.Stderr = mg.stderr
 	if err := mg.agent.Start(); err != nil {
@@ -225,5 +239,33 @@ func TestManualAgentCancelsItsJobWhenTheServerIsGone(t *testing.T) {
 	out := mg.admin(t, "list")
 	if strings.Contains(out, "RUNNING") || strings.Contains(out, "PENDING") {
 		t.Errorf("the job is still in the queue:\n%s", out)
+	}
+}
+
+// The agent started by hand on the login node from its own directory,
+// with --workdir wd and --slurm-config slurm.json. Expected: job.sh, run
+// by the scheduler in the job's directory, names the job's directory and
+// its spec by absolute paths, and the job completes.
+func TestManualAgentRelativePaths(t *testing.T) {
+	mg := startManualIn(t, true, nil)
+	run := mg.run
+	select {
+	case <-run.done:
+	case <-time.After(90 * time.Second):
+		t.Fatalf("no result\n%s", mg.stderr.String())
+	}
+	mg.agent.Wait()
+	if run.result.ExitCode != 0 || run.result.Error != "" || mg.agent.ProcessState.ExitCode() != 0 {
+		t.Fatalf("result %+v, exit %d\n%s", run.result, mg.agent.ProcessState.ExitCode(), mg.stderr.String())
+	}
+	job := filepath.Join(mg.work, "wd", "jobs", run.claim.RunID)
+	b, err := os.ReadFile(filepath.Join(job, "job.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"cd " + job + " ", "--spec " + filepath.Join(job, "spec.json")} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("job.sh does not say %q:\n%s", want, b)
+		}
 	}
 }

@@ -43,6 +43,9 @@ const MsgTokenRefused = "the server refused the token for backend %s: register a
 // item is one spooled job.
 type item struct {
 	dir string
+	// refused is set when the server refused the predictions or the
+	// result for good (not a 413, whose message goes in the result).
+	refused string
 	// PredictionsPath is the job's own predictions file, named in the
 	// result's error when the server refuses it.
 	RunID            string `json:"run_id"`
@@ -258,7 +261,8 @@ func (d *deliverer) step(ctx context.Context) (done bool, err error) {
 				return false, err
 			}
 		case err != nil:
-			d.a.o.logf("run %s: the server refused the predictions: %v", it.RunID, err)
+			it.refused = fmt.Sprintf("the server refused the predictions: %v", err)
+			d.a.o.logf("run %s: %s", it.RunID, it.refused)
 		default:
 			d.a.heard()
 		}
@@ -278,6 +282,7 @@ func (d *deliverer) step(ctx context.Context) (done bool, err error) {
 	case retryable(err):
 		return false, &pendingError{err}
 	default:
+		it.refused = fmt.Sprintf("the server refused the result: %v", err)
 		d.a.o.logf("run %s: the server refused the result, which is dropped from the spool: %v", it.RunID, err)
 	}
 	if err := os.RemoveAll(it.dir); err != nil {
