@@ -107,13 +107,18 @@ func NewFlavored(b *config.Backend, f Flavor) *Backend {
 }
 
 // remoteWord turns a remote path into a shell word: a leading ~/ becomes
-// "$HOME"/ so the remote shell expands it.
+// "$HOME"/ so the remote shell expands it, and a relative path is taken
+// from the home directory, as scp and rsync take one, whatever directory
+// the remote command has changed to.
 func remoteWord(p string) string {
 	if rest, ok := strings.CutPrefix(p, "~/"); ok {
 		return `"$HOME"/` + sshx.ShellQuote(rest)
 	}
 	if p == "~" {
 		return `"$HOME"`
+	}
+	if !strings.HasPrefix(p, "/") {
+		return `"$HOME"/` + sshx.ShellQuote(p)
 	}
 	return sshx.ShellQuote(p)
 }

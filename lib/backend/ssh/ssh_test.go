@@ -527,3 +527,24 @@ func TestDefaultRemoteDir(t *testing.T) {
 }
 
 func TestMain(m *testing.M) { os.Exit(testcli.Main(m)) }
+
+// A relative remote_dir is taken from the remote home directory, as scp
+// takes one, not from the job directory the agent runs in.
+func TestRelativeRemoteDir(t *testing.T) {
+	e := setup(t, "", "", "")
+	rel := "potato-rel-" + filepath.Base(e.Dir)
+	cfg, _ := os.ReadFile(e.Config)
+	os.WriteFile(e.Config, bytes.Replace(cfg, []byte("      remote_dir: "+e.remoteDir+"\n"), []byte("      remote_dir: "+rel+"\n"), 1), 0o644)
+	home := filepath.Join("/home/potatotest", rel)
+	t.Cleanup(func() { os.RemoveAll(home) })
+	r := e.Run("--trainer", "tfidf-logreg", "--schemas", "sentiment")
+	if r.Code != 0 {
+		t.Fatalf("exit %d: %s\n%s", r.Code, r.Stderr, e.File(r.ID, "run.log"))
+	}
+	if agents, _ := filepath.Glob(filepath.Join(home, "code", "*", "potato-agent")); len(agents) != 1 {
+		t.Errorf("code in %s: %v", home, agents)
+	}
+	if nested, _ := filepath.Glob(filepath.Join(home, "jobs", "*", rel)); len(nested) != 0 {
+		t.Errorf("remote_dir resolved under a job directory: %v", nested)
+	}
+}
