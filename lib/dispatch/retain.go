@@ -103,21 +103,25 @@ func (d *dispatcher) prune() {
 			runs[i].Record = rec
 		}
 	}
-	var choice pruneChoice
+	// Without a run to remove even when nothing were cited, the store is
+	// not opened.
+	choice := choosePrune(runs, keep, nil, d.run.ID)
 	var removed []string
-	err = withStore(d.cfg, func(s *writeback.Store) error {
-		cited, err := s.CitedRuns(d.cfg.TaskName)
-		if err != nil {
+	if len(choice.remove) > 0 {
+		err = withStore(d.cfg, func(s *writeback.Store) error {
+			cited, err := s.CitedRuns(d.cfg.TaskName)
+			if err != nil {
+				return err
+			}
+			choice = choosePrune(runs, keep, cited, d.run.ID)
+			var ids []string
+			for _, r := range choice.remove {
+				ids = append(ids, r.RunID)
+			}
+			removed, err = s.PruneRuns(d.cfg.TaskName, ids)
 			return err
-		}
-		choice = choosePrune(runs, keep, cited, d.run.ID)
-		var ids []string
-		for _, r := range choice.remove {
-			ids = append(ids, r.RunID)
-		}
-		removed, err = s.PruneRuns(d.cfg.TaskName, ids)
-		return err
-	})
+		})
+	}
 	if err != nil {
 		d.logf("warning: retain_runs %d: no run removed: %v", keep, err)
 		return

@@ -43,6 +43,9 @@ func (r *Root) Remove(id string) error {
 	}
 	gone := filepath.Join(r.Dir, "runs", ".removed-"+id+"-"+randomHex())
 	if err := os.Rename(dir, gone); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // removed meanwhile by another dispatch
+		}
 		return err
 	}
 	return os.RemoveAll(gone)
