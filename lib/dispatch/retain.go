@@ -29,7 +29,8 @@ type keptRun struct {
 	id, why string
 }
 
-// choosePrune applies retain_runs (keep) to runs, listed oldest first, as
+// choosePrune applies retain_runs (keep; SPEC X6 as Potato's prune_runs
+// has it) to runs, listed oldest first, as
 // Potato's prune_runs does: a finished run is kept when it is one of the
 // newest keep finished runs, or one of the newest keep successful runs
 // (so failed runs never push good ones out), or the newest successful run
