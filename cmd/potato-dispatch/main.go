@@ -10,7 +10,6 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/alecthomas/kong"
 
@@ -130,39 +129,6 @@ func (c *writebackCmd) Run(ctx *cli.Context) error {
 	return nil
 }
 
-type autoCmd struct {
-	Config string `arg:"" help:"The project's config file."`
-	Quiet  bool   `short:"q" help:"Say nothing when no run starts; errors are still printed." env:"POTATO_AUTO_QUIET"`
-}
-
-// Run starts an automatic run when model_training.auto_retrain calls for
-// one: its id on stdout, as run --detach prints it. Otherwise one line on
-// stderr says why not, and the exit status is 0: for cron, nothing to do
-// is not a failure.
-func (c *autoCmd) Run(ctx *cli.Context) error {
-	plan, err := dispatch.PlanAuto(c.Config, time.Now())
-	if err != nil {
-		return exitError(err)
-	}
-	defer plan.Close()
-	if !plan.Start {
-		if !c.Quiet {
-			fmt.Fprintf(ctx.Stderr, "potato-dispatch: no run: %s\n", plan.Reason)
-		}
-		return nil
-	}
-	id, err := startDetached(ctx, plan.Args())
-	if err != nil {
-		return err
-	}
-	err = plan.Started(id, time.Now())
-	fmt.Fprintln(ctx.Stdout, id)
-	if err != nil {
-		return cli.Failf(cli.ExitNo, "run %s started, but %s was not written: %v", id, dispatch.AutoStateFile, err)
-	}
-	return nil
-}
-
 // exitError maps lib/dispatch's errors to exit statuses: 2 for a usage
 // error, 1 for anything else.
 func exitError(err error) error {
@@ -180,7 +146,8 @@ type command struct {
 	Run       runCmd           `cmd:"" help:"Start a run; print its id at once; wait for its end unless --detach."`
 	Cancel    cancelCmd        `cmd:"" help:"Cancel a run."`
 	Status    statusCmd        `cmd:"" help:"Show the runs, or one run."`
-	Auto      autoCmd          `cmd:"" help:"Start a run when model_training.auto_retrain calls for one (for cron)."`
+	Latest    latestCmd        `cmd:"" help:"Print the newest successful run's id and model directory (exit 1 when none)."`
+	Auto      autoCmd          `cmd:"" help:"Start a run when model_training.auto_retrain calls for one and wait for its end (for cron)."`
 	Writeback writebackCmd     `cmd:"" help:"Write a finished run's row and predictions to Potato's store again (after store_failed)."`
 	Version   kong.VersionFlag `help:"Print the version and exit."`
 }

@@ -116,7 +116,7 @@ var TrainingKeys = []Key{
 	{Name: "device", Default: "auto", Doc: "Device of a local run: auto (CUDA, then mps, then CPU), cpu, mps, cuda or cuda:N."},
 	{Name: "num_threads", Doc: "Thread count of a local run (OMP, MKL and OpenBLAS variables)."},
 	{Name: "grace_seconds", Default: "20", Doc: "Time between SIGTERM and SIGKILL when a run is cancelled."},
-	{Name: "retain_runs", Default: "5", Doc: "Runs beyond the newest this many lose their bundle and model files; 0 keeps all."},
+	{Name: "retain_runs", Default: "5", Doc: "Finished runs kept: the newest this many, and the newest this many successful ones; older runs are removed with their rows in Potato's store, except the newest success of each trainer and schema and runs whose prelabels are still cited (see potato-dispatch(1), RETENTION); 0 keeps all."},
 	{Name: "split_seed", Default: "0", Doc: "Seed of the stable train/val/test split."},
 	{Name: "splits", Doc: "Ordered map of split name to fraction; default train 0.7, val 0.15, test 0.15."},
 	{Name: "aggregation", Default: "majority", Doc: "How several annotators' labels become one: majority or consensus (Dawid-Skene)."},
@@ -134,7 +134,7 @@ var WritebackKeys = []Key{
 
 // AutoRetrainKeys are the keys of model_training.auto_retrain.
 var AutoRetrainKeys = []Key{
-	{Name: "enabled", Default: "false", Doc: "Lets potato-dispatch auto start runs."},
+	{Name: "enabled", Default: "false", Doc: "Lets potato-dispatch auto start runs; while it is false, auto says so, even with --quiet, and exits 2."},
 	{Name: "trainer", Doc: "Trainer of automatic runs; required when enabled."},
 	{Name: "schemas", Doc: "Schemas of automatic runs; required when enabled."},
 	{Name: "update_frequency", Default: "25", Doc: "New annotations needed since the last run."},

@@ -24,6 +24,19 @@ const (
 	// started and the annotation count it was started at.
 	AutoStateFile = "auto.json"
 	autoLockFile  = "auto.lock"
+	// AutoLogFile has one line per decision of potato-dispatch auto and
+	// one per end of an automatic run:
+	// "2026-12-03T15:10:24Z skip: 3 new annotation(s) ...".
+	AutoLogFile = "auto.log"
+)
+
+// The words of auto.log: what potato-dispatch auto decided, or how an
+// automatic run ended (its state: success, error, cancelled).
+const (
+	AutoLogStart  = "start"  // a run was started
+	AutoLogSkip   = "skip"   // nothing to do now: too soon, too few labels, a run is busy
+	AutoLogConfig = "config" // the configuration stops automatic runs
+	AutoLogError  = "error"  // the decision itself failed (unreadable annotations)
 )
 
 // Why potato-dispatch auto starts no run: one of these, filled in.
@@ -53,6 +66,11 @@ type AutoState struct {
 type AutoPlan struct {
 	Start  bool
 	Reason string
+	// Problem is set when Reason is a problem of the configuration
+	// (auto_retrain or model_training not enabled, a trainer, schema or
+	// backend that cannot run), which no number of new labels resolves;
+	// otherwise no run is simply nothing to do now.
+	Problem bool
 
 	Trainer string
 	Schemas []string
@@ -63,7 +81,9 @@ type AutoPlan struct {
 	Annotations int
 	New         int
 
+	frequency  int
 	configPath string
+	logDir     string // training/, where auto.log is
 	root       *rundir.Root
 	lock       *os.File
 }
@@ -78,13 +98,23 @@ type AutoPlan struct {
 // label adds one, a changed label none, a retracted one takes one away.
 // Counts are compared with the count the last automatic run recorded in
 // auto.json (0 before the first), so manual runs do not reset it.
+//
+// A configuration that stops automatic runs (see AutoPlan.Problem) is
+// found before anything else. Each decision is appended to
+// training/auto.log; a config too broken to load is logged there too
+// when its output_annotation_dir can be read from it.
 func PlanAuto(configPath string, now time.Time) (*AutoPlan, error) {
 	cfg, err := LoadConfig(configPath)
 	if err != nil {
+		if c, rerr := config.ReadConfigFile(configPath); rerr == nil && c.AnnotationDir != "" {
+			if _, serr := os.Stat(c.AnnotationDir); serr == nil {
+				appendAutoLog(c.TrainingDir(), AutoLogConfig, "", err.Error())
+			}
+		}
 		return nil, err
 	}
 	ar := cfg.Training.AutoRetrain
-	p := &AutoPlan{configPath: configPath, Trainer: ar.Trainer, Schemas: ar.Schemas, Params: autoParams(ar.Params)}
+	p := &AutoPlan{configPath: configPath, logDir: cfg.TrainingDir(), Trainer: ar.Trainer, Schemas: ar.Schemas, Params: autoParams(ar.Params)}
 	p.Backend = ar.Backend
 	if p.Backend == "" {
 		p.Backend = cfg.Training.Backend
@@ -93,34 +123,41 @@ func PlanAuto(configPath string, now time.Time) (*AutoPlan, error) {
 		p.Backend = config.LocalBackend.Name
 	}
 	if !ar.Enabled {
-		return p.no(msgAutoOff, configPath), nil
+		return p.problem(msgAutoOff, configPath), nil
 	}
 	if !cfg.Training.Enabled {
-		return p.no(msgTrainingOff, configPath), nil
+		return p.problem(msgTrainingOff, configPath), nil
+	}
+	// The run's own checks: a trainer, schemas and backend that can run.
+	if _, err := check(cfg, &Options{Trainer: p.Trainer, Schemas: p.Schemas, Backend: p.Backend, Params: p.Params}); err != nil {
+		return p.problem("model_training.auto_retrain: %v", err), nil
+	}
+	fail := func(err error) (*AutoPlan, error) {
+		p.Close()
+		p.log(AutoLogError, "", err.Error())
+		return nil, err
 	}
 	if p.root, err = Root(cfg); err != nil {
-		return nil, err
+		return fail(err)
 	}
 	p.lock, err = os.OpenFile(filepath.Join(p.root.Dir, autoLockFile), os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
 	if err := syscall.Flock(int(p.lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		p.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
 			return p.no(msgAutoLocked), nil
 		}
-		return nil, fmt.Errorf("%s: %w", autoLockFile, err)
+		return fail(fmt.Errorf("%s: %w", autoLockFile, err))
 	}
 	runs, err := p.root.List()
 	if err != nil {
-		p.Close()
-		return nil, err
+		return fail(err)
 	}
 	last, err := readAutoState(p.root)
 	if err != nil {
-		p.Close()
-		return nil, err
+		return fail(err)
 	}
 	for _, r := range runs {
 		if !r.Finished && !r.Gone && !rundir.Finished(r.State) {
@@ -136,10 +173,10 @@ func PlanAuto(configPath string, now time.Time) (*AutoPlan, error) {
 	}
 	p.Annotations, err = countAnnotations(cfg, ar.Schemas)
 	if err != nil {
-		p.Close()
-		return nil, err
+		return fail(err)
 	}
 	p.New = max(p.Annotations-last.Annotations, 0)
+	p.frequency = ar.UpdateFrequency
 	if p.New < ar.UpdateFrequency {
 		return p.no(msgAutoFew, p.New, ar.UpdateFrequency), nil
 	}
@@ -147,10 +184,56 @@ func PlanAuto(configPath string, now time.Time) (*AutoPlan, error) {
 	return p, nil
 }
 
+// no is a plan that starts nothing now (logged as skip).
 func (p *AutoPlan) no(format string, args ...any) *AutoPlan {
 	p.Close()
 	p.Start, p.Reason = false, fmt.Sprintf(format, args...)
+	p.log(AutoLogSkip, "", p.Reason)
 	return p
+}
+
+// problem is a plan that the configuration stops (logged as config).
+func (p *AutoPlan) problem(format string, args ...any) *AutoPlan {
+	p.Close()
+	p.Start, p.Problem, p.Reason = false, true, fmt.Sprintf(format, args...)
+	p.log(AutoLogConfig, "", p.Reason)
+	return p
+}
+
+func (p *AutoPlan) log(word, runID, msg string) { appendAutoLog(p.logDir, word, runID, msg) }
+
+// Refused records in auto.log that the planned run was refused before it
+// was recorded (err, exit code 2 or 1): a configuration problem when
+// the exit code is 2.
+func (p *AutoPlan) Refused(code int, err error) {
+	word := AutoLogError
+	if code == ExitUsage {
+		word = AutoLogConfig
+	}
+	p.log(word, "", "the run was refused: "+err.Error())
+}
+
+// appendAutoLog appends one line to dir/auto.log: the UTC time, the word,
+// the run id when there is one, and the message on one line. A log that
+// cannot be written loses the line, never the decision.
+func appendAutoLog(dir, word, runID, msg string) {
+	if dir == "" {
+		return
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return
+	}
+	f, err := os.OpenFile(filepath.Join(dir, AutoLogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	head := word
+	if runID != "" {
+		head += " " + runID
+	}
+	msg = strings.Join(strings.Fields(msg), " ")
+	_, _ = fmt.Fprintf(f, "%s %s: %s\n", time.Now().UTC().Format(time.RFC3339), head, msg)
 }
 
 // Args are potato-dispatch's arguments for the run: "run CONFIG
@@ -163,11 +246,20 @@ func (p *AutoPlan) Args() []string {
 	return args
 }
 
-// Started records the run started for the plan in auto.json.
+// Options are the planned run's options for Run: the plan's config,
+// trainer, schemas, backend and params, with trigger auto.
+func (p *AutoPlan) Options() Options {
+	return Options{ConfigPath: p.configPath, Trainer: p.Trainer, Schemas: p.Schemas, Backend: p.Backend, Params: p.Params, Trigger: "auto"}
+}
+
+// Started records the run started for the plan in auto.json, and its
+// start in auto.log.
 func (p *AutoPlan) Started(runID string, at time.Time) error {
 	if p.root == nil {
 		return errors.New("no automatic run was planned")
 	}
+	p.log(AutoLogStart, runID, fmt.Sprintf("%d new annotation(s), update_frequency %d; trainer %s, schemas %s, backend %s",
+		p.New, p.frequency, p.Trainer, strings.Join(p.Schemas, ","), p.Backend))
 	b, err := json.MarshalIndent(AutoState{RunID: runID, StartedAt: at.UTC(), Annotations: p.Annotations}, "", "  ")
 	if err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -47,7 +48,7 @@ func TestAutoReasons(t *testing.T) {
 
 	// Not enabled.
 	_, cfg := autoProject(t, "    enabled: false\n")
-	if p := plan(t, cfg, now); p.Start || p.Reason != "model_training.auto_retrain.enabled is not true in "+cfg {
+	if p := plan(t, cfg, now); p.Start || !p.Problem || p.Reason != "model_training.auto_retrain.enabled is not true in "+cfg {
 		t.Errorf("disabled: %+v", p)
 	}
 
@@ -55,7 +56,7 @@ func TestAutoReasons(t *testing.T) {
 	// backend, with the params as --param.
 	dir, cfg := autoProject(t, "    enabled: true\n    update_frequency: 40\n    params: {max_features: 5000, note: hi}\n")
 	p := plan(t, cfg, now)
-	if !p.Start || p.Annotations != 40 || p.New != 40 || p.Backend != "local" {
+	if !p.Start || p.Problem || p.Annotations != 40 || p.New != 40 || p.Backend != "local" {
 		t.Fatalf("first: %+v", p)
 	}
 	want := []string{"run", cfg, "--trainer", "tfidf-logreg", "--schemas", "sentiment", "--backend", "local", "--trigger", "auto",
@@ -74,7 +75,7 @@ func TestAutoReasons(t *testing.T) {
 	p.Close()
 
 	// 40 counted at the last automatic run, 40 now: too few.
-	if q := plan(t, cfg, now); q.Start || q.Reason != "0 new annotation(s) since the last automatic run: update_frequency is 40" {
+	if q := plan(t, cfg, now); q.Start || q.Problem || q.Reason != "0 new annotation(s) since the last automatic run: update_frequency is 40" {
 		t.Errorf("few: %+v", q)
 	}
 	// One short of update_frequency, then enough.
@@ -125,8 +126,8 @@ func TestAutoBusyAndBackend(t *testing.T) {
 }
 
 // potato-dispatch auto end to end: a run started with trigger auto, its id
-// alone on stdout, auto.json written; then nothing to do, said on stderr
-// (or not, with --quiet), exit 0.
+// alone on stdout, waited for, auto.json written; then nothing to do, said
+// on stderr (or not, with --quiet), exit 0.
 func TestAutoCommand(t *testing.T) {
 	dir, cfg := autoProject(t, "    enabled: true\n    update_frequency: 10\n    min_interval_s: 0\n")
 	r := run(t, "auto", cfg)
@@ -134,11 +135,13 @@ func TestAutoCommand(t *testing.T) {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
 	id := strings.TrimSpace(r.stdout)
-	if !rundir.ValidID(id) || r.stderr != "" {
+	if !rundir.ValidID(id) || !strings.HasPrefix(r.stderr, "potato-dispatch: run "+id+": success") {
 		t.Fatalf("stdout %q, stderr %q", r.stdout, r.stderr)
 	}
-	var info rundir.Info
-	testproject.WaitFor(t, "the run's end", func() bool { info = read(t, dir, id); return info.Finished })
+	info := read(t, dir, id)
+	if !info.Finished {
+		t.Fatalf("auto returned before its run ended (%s)", info.State)
+	}
 	if info.Trigger != "auto" || info.State != rundir.StateSuccess || info.Backend != "local" {
 		t.Errorf("record: %+v", info.Record)
 	}
@@ -192,5 +195,97 @@ func TestAutoCountAndTrainingOff(t *testing.T) {
 	os.WriteFile(off, []byte(strings.Replace(string(text), "  enabled: true\n  grace", "  enabled: false\n  grace", 1)), 0o644)
 	if p := plan(t, off, time.Now()); p.Start || p.Reason != "model_training.enabled is not true in "+off {
 		t.Errorf("training off: %+v", p)
+	}
+}
+
+// autoLog is training/auto.log's lines.
+func autoLog(t *testing.T, dir string) []string {
+	t.Helper()
+	b, _ := os.ReadFile(filepath.Join(root(dir).Dir, dispatch.AutoLogFile))
+	return strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+}
+
+var autoLine = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z (start|skip|config|error|success|cancelled)( [0-9A-Za-z_-]+)?: [^\n]+$`)
+
+// A run that auto starts and that fails makes auto exit with the run's
+// exit code, with --quiet too, and says so; auto.log has the start and
+// the end.
+func TestAutoFailedRunExitsNonZero(t *testing.T) {
+	dir := t.TempDir()
+	tr := testproject.Trainer(t, dir, `echo '{"v":1,"event":"error","code":"trainer_crashed","message":"out of luck"}'
+exit 1`)
+	cfg := testproject.Write(t, dir, 60, 40, "  auto_retrain:\n    enabled: true\n    trainer: "+tr+"\n    schemas: [sentiment]\n    update_frequency: 10\n    min_interval_s: 0\n")
+	r := run(t, "auto", cfg, "--quiet")
+	id := strings.TrimSpace(r.stdout)
+	if r.code != 1 || !rundir.ValidID(id) {
+		t.Fatalf("exit %d, stdout %q, stderr %q; want exit 1 and the run id", r.code, r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "run "+id+": error: out of luck") || !strings.Contains(r.stderr, "automatic run "+id+" failed; see potato-dispatch status") {
+		t.Errorf("stderr %q", r.stderr)
+	}
+	if info := read(t, dir, id); info.Trigger != "auto" || info.State != rundir.StateError {
+		t.Errorf("record: %+v", info.Record)
+	}
+	lines := autoLog(t, dir)
+	if len(lines) != 2 || !strings.Contains(lines[0], " start "+id+": 40 new annotation(s), update_frequency 10; trainer "+tr) ||
+		!strings.Contains(lines[1], " error "+id+": exit 1: out of luck") {
+		t.Errorf("auto.log:\n%s", strings.Join(lines, "\n"))
+	}
+	for _, l := range lines {
+		if !autoLine.MatchString(l) {
+			t.Errorf("auto.log line %q is not TIME WORD [RUN]: MESSAGE", l)
+		}
+	}
+
+	// --detach returns at once; the run's end still reaches auto.log.
+	writeAutoState(t, dir, dispatch.AutoState{})
+	r = run(t, "auto", cfg, "--detach")
+	id = strings.TrimSpace(r.stdout)
+	if r.code != 0 || !rundir.ValidID(id) {
+		t.Fatalf("--detach: exit %d, %q %q", r.code, r.stdout, r.stderr)
+	}
+	testproject.WaitFor(t, "the detached run's end", func() bool { return read(t, dir, id).Finished })
+	if lines := autoLog(t, dir); len(lines) != 4 || !strings.Contains(lines[3], " error "+id+": exit 1") {
+		t.Errorf("auto.log after --detach:\n%s", strings.Join(lines, "\n"))
+	}
+}
+
+// Why no run started: a configuration problem is said even with --quiet
+// and exits 2; nothing to do now is silent with --quiet and exits 0. Each
+// decision is a line of auto.log.
+func TestAutoConfigProblemsAreSaid(t *testing.T) {
+	cases := []struct{ name, extra, want string }{
+		{"disabled", "    enabled: false\n", "model_training.auto_retrain.enabled is not true in "},
+		{"unknown trainer", "    enabled: true\n    trainer: nosuch\n", `model_training.auto_retrain: unknown trainer "nosuch": the trainers are`},
+		{"broken backend", "    enabled: true\n    backend: gpu\n  backends:\n    gpu: {type: ssh, host: gpu.example.org, hots: x}\n", "model_training.auto_retrain: backend gpu has 1 error(s) in "},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			trainer := "    trainer: tfidf-logreg\n"
+			if strings.Contains(c.extra, "trainer:") {
+				trainer = ""
+			}
+			dir, cfg := project(t, 60, 40, "  auto_retrain:\n    schemas: [sentiment]\n    update_frequency: 1\n"+trainer+c.extra)
+			r := run(t, "auto", cfg, "--quiet")
+			if r.code != 2 || r.stdout != "" || !strings.Contains(r.stderr, "potato-dispatch: error: no run: "+c.want) {
+				t.Errorf("exit %d, stdout %q, stderr %q; want exit 2 and %q", r.code, r.stdout, r.stderr, c.want)
+			}
+			lines := autoLog(t, dir)
+			if len(lines) != 1 || !strings.Contains(lines[0], " config: "+c.want) || !autoLine.MatchString(lines[0]) {
+				t.Errorf("auto.log:\n%s", strings.Join(lines, "\n"))
+			}
+			if entries, _ := os.ReadDir(filepath.Join(root(dir).Dir, "runs")); len(entries) != 0 {
+				t.Errorf("%d run directories made", len(entries))
+			}
+		})
+	}
+
+	// Too few new labels: nothing to do, silent with --quiet, logged.
+	dir, cfg := autoProject(t, "    enabled: true\n    update_frequency: 100\n")
+	if r := run(t, "auto", cfg, "--quiet"); r.code != 0 || r.stdout != "" || r.stderr != "" {
+		t.Errorf("too few labels with --quiet: %+v", r)
+	}
+	if lines := autoLog(t, dir); len(lines) != 1 || !strings.HasSuffix(lines[0], " skip: 40 new annotation(s) since the last automatic run: update_frequency is 100") {
+		t.Errorf("auto.log:\n%s", strings.Join(lines, "\n"))
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -382,6 +381,17 @@ func (d *dispatcher) finish(state, msg, code string) int {
 	if pending {
 		d.logf("the predictions stay in %s: potato-dispatch writeback CONFIG %s applies them to Potato's store", d.run.Path(rundir.PredictionsFile), d.run.ID)
 	}
+	if state == rundir.StateSuccess {
+		rec := d.run.Record()
+		updateLatest(d.root, rec.Schemas, &rec, d.logf)
+	}
+	if rec := d.run.Record(); rec.Trigger == "auto" {
+		end := fmt.Sprintf("exit %d", exit)
+		if state != rundir.StateSuccess {
+			end += ": " + msg
+		}
+		appendAutoLog(d.root.Dir, state, d.run.ID, end)
+	}
 	d.prune()
 	if err := d.run.Finish(exit); err != nil {
 		d.logf("cannot write exit_code: %v", err)
@@ -678,38 +688,5 @@ func (d *dispatcher) onEvent(job *backend.Job, e events.Event) {
 				rec.Metrics[k] = v
 			}
 		})
-	}
-}
-
-// prune removes the bundles and model files of runs beyond retain_runs
-// (SPEC X6); records, logs and predictions stay.
-func (d *dispatcher) prune() {
-	keep := d.cfg.Training.RetainRuns
-	if keep <= 0 {
-		return
-	}
-	infos, err := d.root.List()
-	if err != nil {
-		return
-	}
-	var done []rundir.Info
-	for _, i := range infos {
-		if i.WritebackPending {
-			continue // its bundle is needed to write its predictions back
-		}
-		if i.Finished || i.RunID == d.run.ID {
-			done = append(done, i)
-		}
-	}
-	for i := 0; i < len(done)-keep; i++ {
-		dir := d.root.RunDir(done[i].RunID)
-		for _, name := range []string{rundir.BundleDir, rundir.BundleArchive, rundir.ArtifactsDir} {
-			p := filepath.Join(dir, name)
-			if _, err := os.Lstat(p); err == nil {
-				if err := os.RemoveAll(p); err == nil {
-					d.logf("retain_runs %d: removed %s of run %s", keep, name, done[i].RunID)
-				}
-			}
-		}
 	}
 }

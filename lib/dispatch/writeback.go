@@ -184,5 +184,9 @@ func Writeback(configPath, id string) (string, error) {
 		return "", err
 	}
 	appendLog(root, id, "potato-dispatch writeback: "+strings.TrimPrefix(summary, "run "+id+": "))
+	// A pending run that is now a success may be the latest model.
+	if after, err := root.Read(id); err == nil && after.State == rundir.StateSuccess {
+		updateLatest(root, after.Schemas, nil, func(format string, args ...any) { appendLog(root, id, fmt.Sprintf(format, args...)) })
+	}
 	return summary, nil
 }
