@@ -50,6 +50,10 @@ func (c *runCmd) Run(ctx *cli.Context) error {
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 	ids := make(chan string, 1)
+	// On a terminal, one line rewritten in place shows where the run is;
+	// elsewhere (a pipe, a file, cron) nothing but the id and the summary.
+	stopProgress := func() {}
+	defer func() { stopProgress() }()
 	go func() {
 		id := <-ids
 		for range sigs {
@@ -70,9 +74,14 @@ func (c *runCmd) Run(ctx *cli.Context) error {
 			ids <- id
 			if c.Detached {
 				detachedStarted()
+			} else if tty, ok := ctx.Stderr.(*os.File); ok && dispatch.IsTerminal(tty) {
+				if root, err := dispatch.OpenRoot(c.Config); err == nil {
+					stopProgress = dispatch.ShowProgress(root, id, tty)
+				}
 			}
 		},
 	})
+	stopProgress()
 	if err != nil {
 		return exitError(err)
 	}

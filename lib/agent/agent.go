@@ -96,6 +96,8 @@ type state struct {
 	spoolSeen map[string]bool
 	// lastAnswer is the last refusal logged for a spooled run.
 	lastAnswer map[string]string
+	// exit is the exit code the last job ended with (finish).
+	exit int
 }
 
 // heard records an answer from the server.
@@ -133,6 +135,9 @@ func Run(ctx context.Context, o Options) error {
 	s.out.o = &s.o
 	if o.Polling {
 		pruneCache(o.Workdir, CacheAge)
+	}
+	if o.Polling {
+		o.logf("polling for jobs of backend %s on %s, in %s", o.Backend, host, o.Workdir)
 	}
 	var bo backoff
 	for {
@@ -178,12 +183,17 @@ func Run(ctx context.Context, o Options) error {
 			}
 			continue
 		}
+		o.logf("run %s: started: trainer %s, schemas %s", claim.RunID, claim.Spec.Trainer, schemaNames(claim.Spec))
+		s.exit = -1
 		if err := runJob(ctx, s, claim); err != nil {
 			if o.Once {
-				// The caller says it, once.
+				// The caller says why, once.
+				o.logf("run %s: %s", claim.RunID, jobOutcome(s.exit, nil))
 				return &JobError{RunID: claim.RunID, Err: err}
 			}
-			o.logf("run %s: %v", claim.RunID, err)
+			o.logf("run %s: %s", claim.RunID, jobOutcome(s.exit, err))
+		} else {
+			o.logf("run %s: %s", claim.RunID, jobOutcome(s.exit, nil))
 		}
 		if o.Once {
 			return nil
@@ -223,6 +233,37 @@ func absOptions(o *Options) error {
 		o.SLURM = &so
 	}
 	return nil
+}
+
+// jobOutcome is the end of a job's log line: its exit code and the
+// error, if any, that ended it.
+func jobOutcome(code int, err error) string {
+	var s string
+	switch code {
+	case events.ExitFinished:
+		s = "success"
+		if err != nil {
+			s = "trained, but"
+		}
+	case events.ExitCancelled:
+		s = "cancelled"
+	case -1:
+		s = "failed"
+	default:
+		s = fmt.Sprintf("failed (exit status %d)", code)
+	}
+	if err != nil {
+		s += ": " + err.Error()
+	}
+	return "finished: " + s
+}
+
+func schemaNames(spec trainer.Spec) string {
+	var names []string
+	for _, sc := range spec.Schemas {
+		names = append(names, sc.Name)
+	}
+	return strings.Join(names, ",")
 }
 
 // job is one claimed run on this machine.
@@ -404,6 +445,7 @@ func (j *job) watch(ctx context.Context) func() {
 // then stay in the spool, for Run to send later. An agent started over
 // ssh makes one attempt.
 func (s *state) finish(ctx context.Context, j *job, code int, uri, pred string, jobErr error) error {
+	s.exit = code
 	res := agentproto.Result{ExitCode: code, ArtifactURI: uri}
 	if jobErr != nil {
 		res.Error = jobErr.Error()

@@ -252,7 +252,7 @@ type dispatcher struct {
 
 	mu        sync.Mutex
 	events    *os.File
-	lastWrite time.Time
+	throttle  *events.Throttle // what of the events reaches events.jsonl
 	result    *events.Result
 	failure   *events.Failure
 	cancelled bool
@@ -309,6 +309,7 @@ func (d *dispatcher) step(s string) { d.set(func(r *rundir.Record) { r.Step = s 
 func (d *dispatcher) finish(state, msg, code string) int {
 	d.mu.Lock()
 	d.finished = true
+	d.endEvents()
 	trained := d.trained
 	d.mu.Unlock()
 	if state == rundir.StateError && code == "" {
@@ -635,26 +636,23 @@ func isClosed(ch <-chan struct{}) bool {
 }
 
 // onEvent appends an event to events.jsonl and follows it in run.json.
+// Progress and metric events pass through a throttle (potato-events(5)):
+// whatever rate a trainer sends them at, a few a second reach
+// events.jsonl and run.json, and the last of each always.
 func (d *dispatcher) onEvent(job *backend.Job, e events.Event) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.finished {
 		return
 	}
-	if _, err := d.events.Write(e.Line()); err != nil {
-		d.logf("cannot append to events.jsonl: %v", err)
+	if d.throttle == nil {
+		d.throttle = events.NewThrottle(events.Interval, d.writeEvent)
 	}
+	_ = d.throttle.Emit(e)
 	switch e.Kind {
 	case events.KindStatus:
 		if s := e.String("step"); s != "" {
 			d.set(func(r *rundir.Record) { r.Step = s })
-		}
-	case events.KindProgress:
-		p := rundir.Progress{Phase: e.String("phase"), Current: e.Number("current"), Total: e.Number("total"), EtaS: e.Number("eta_s")}
-		// run.json is rewritten at most 4 times a second for progress.
-		if time.Since(d.lastWrite) >= 250*time.Millisecond || p.Current >= p.Total {
-			d.lastWrite = time.Now()
-			d.set(func(r *rundir.Record) { r.Progress = &p })
 		}
 	case events.KindLog:
 		if e.String("source") == agent.SourceAgent {
@@ -688,5 +686,30 @@ func (d *dispatcher) onEvent(job *backend.Job, e events.Event) {
 				rec.Metrics[k] = v
 			}
 		})
+	}
+}
+
+// writeEvent appends an event that passed the throttle to events.jsonl;
+// a progress event is also the run's progress in run.json. The throttle
+// calls it, one event at a time, from onEvent or, for an event it held,
+// later on its own.
+func (d *dispatcher) writeEvent(e events.Event) error {
+	_, err := d.events.Write(e.Line())
+	if err != nil {
+		d.logf("cannot append to events.jsonl: %v", err)
+	}
+	if e.Kind == events.KindProgress {
+		at := time.Now().UTC()
+		p := rundir.Progress{Phase: e.String("phase"), Current: e.Number("current"), Total: e.Number("total"), EtaS: e.Number("eta_s"), At: &at}
+		d.set(func(r *rundir.Record) { r.Progress = &p })
+	}
+	return err
+}
+
+// endEvents writes what the throttle holds; no event is written after.
+// It is called with d.mu held, as the run's end is written.
+func (d *dispatcher) endEvents() {
+	if d.throttle != nil {
+		_ = d.throttle.Close()
 	}
 }

@@ -97,9 +97,14 @@ func Status(w io.Writer, opt StatusOptions) error {
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "RUN\tSTATE\tTRAINER\tSCHEMAS\tRAN ON\tCREATED\tHELD-OUT\tSTEP")
+	now := time.Now()
 	for _, i := range infos {
+		step := oneLine(i.Step, 60)
+		if p := ProgressText(i.Record, now); p != "" {
+			step += " [" + p + "]"
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", i.RunID, i.State, i.Trainer, strings.Join(i.Schemas, ","),
-			i.RanOn, i.CreatedAt.Local().Format("2006-01-02 15:04:05"), heldout(i.Record), oneLine(i.Step, 60))
+			i.RanOn, i.CreatedAt.Local().Format("2006-01-02 15:04:05"), heldout(i.Record), step)
 	}
 	return tw.Flush()
 }
@@ -150,9 +155,7 @@ func writeDetail(w io.Writer, info rundir.Info, log []string) error {
 	field("created", r.CreatedAt.Local().Format(time.RFC3339))
 	field("started", ts(r.StartedAt))
 	field("finished", ts(r.FinishedAt))
-	if r.Progress != nil && !rundir.Finished(r.State) {
-		field("progress", fmt.Sprintf("%s %g/%g", r.Progress.Phase, r.Progress.Current, r.Progress.Total))
-	}
+	field("progress", ProgressText(r, time.Now()))
 	if r.Heldout != nil {
 		field("held-out", fmt.Sprintf("%s: accuracy %.3f, macro-F1 %.3f on %d test items", r.Heldout.Schema, r.Heldout.Accuracy, r.Heldout.MacroF1, r.Heldout.N))
 	}

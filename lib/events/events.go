@@ -228,15 +228,50 @@ const (
 type Writer struct {
 	mu sync.Mutex
 	w  io.Writer
+	t  *Throttle // nil: every event is written
 }
 
 // NewWriter writes events to w.
 func NewWriter(w io.Writer) *Writer { return &Writer{w: w} }
 
-// Emit writes one event.
+// NewThrottledWriter writes events to w through a Throttle of every:
+// progress and metric events at a human rate, the last ones always.
+// Close it (or Flush it) to write what it holds.
+func NewThrottledWriter(w io.Writer, every time.Duration) *Writer {
+	tw := &Writer{w: w}
+	tw.t = NewThrottle(every, tw.write)
+	return tw
+}
+
+// Emit writes one event (for a throttled writer: now, later or never,
+// when a newer one of its kind replaces it).
 func (w *Writer) Emit(e Event) error {
+	if w.t != nil {
+		return w.t.Emit(e)
+	}
+	return w.write(e)
+}
+
+func (w *Writer) write(e Event) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	_, err := w.w.Write(e.Line())
 	return err
+}
+
+// Flush writes what a throttled writer holds.
+func (w *Writer) Flush() error {
+	if w.t != nil {
+		return w.t.Flush()
+	}
+	return nil
+}
+
+// Close writes what a throttled writer holds; it writes nothing after.
+// It does not close the underlying writer.
+func (w *Writer) Close() error {
+	if w.t != nil {
+		return w.t.Close()
+	}
+	return nil
 }

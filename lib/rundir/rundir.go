@@ -72,6 +72,8 @@ type Progress struct {
 	Current float64 `json:"current"`
 	Total   float64 `json:"total"`
 	EtaS    float64 `json:"eta_s,omitempty"`
+	// At is when the dispatch wrote it: eta_s counts from then.
+	At *time.Time `json:"at,omitempty"`
 }
 
 // Heldout is the score of the test split's predictions (SPEC B8).
@@ -424,8 +426,13 @@ func (r *Root) list(read func(id string) (Info, error)) ([]Info, error) {
 }
 
 // TailLines returns the last n lines of a file, for status and the page.
+// For a run's events.jsonl that was compressed (CompressEvents), it reads
+// events.jsonl.gz.
 func TailLines(path string, n int) ([]string, error) {
 	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) && filepath.Base(path) == EventsFile {
+		return tailEvents(filepath.Dir(path), n)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -554,3 +561,21 @@ func (r *Root) SettleLost(id string, store func(Record) error) (bool, error) {
 }
 
 var errUnchanged = errors.New("unchanged")
+
+func tailEvents(dir string, n int) ([]string, error) {
+	rc, err := OpenEvents(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	sc := bufio.NewScanner(rc)
+	sc.Buffer(make([]byte, 0, 64<<10), 2<<20)
+	var lines []string
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		if len(lines) > n {
+			lines = lines[1:]
+		}
+	}
+	return lines, sc.Err()
+}

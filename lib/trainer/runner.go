@@ -24,6 +24,7 @@ type Process struct {
 	cmd     *exec.Cmd
 	pipe    *os.File // the read end of standard output
 	stdout  io.Reader
+	raw     io.Writer // non-event lines, or nil
 	done    chan struct{}
 	exited  chan struct{}
 	waitErr error
@@ -41,8 +42,9 @@ type Command struct {
 	Env  []string // the whole environment
 	// Stderr receives the process's standard error (stderr.log).
 	Stderr io.Writer
-	// RawStdout, when set, receives a copy of every byte of standard
-	// output (stdout.log).
+	// RawStdout, when set, receives the lines of standard output that are
+	// not v1 events (stdout.log): the process's own prints, which events
+	// do not carry. The events go to onEvent alone (events.jsonl).
 	RawStdout io.Writer
 }
 
@@ -70,10 +72,7 @@ func Start(c Command) (*Process, error) {
 		r.Close()
 		return nil, err
 	}
-	p := &Process{cmd: cmd, pipe: r, stdout: r, done: make(chan struct{}), exited: make(chan struct{})}
-	if c.RawStdout != nil {
-		p.stdout = io.TeeReader(r, c.RawStdout)
-	}
+	p := &Process{cmd: cmd, pipe: r, stdout: r, raw: c.RawStdout, done: make(chan struct{}), exited: make(chan struct{})}
 	go p.reap()
 	return p, nil
 }
@@ -101,8 +100,8 @@ func (p *Process) reap() {
 func (p *Process) PID() int { return p.cmd.Process.Pid }
 
 // Relay reads standard output until it closes, calling onEvent for each v1
-// event and onLine for any other line (kept as log, never fatal). Then it
-// waits for the process to exit.
+// event and onLine for any other line (kept as log, never fatal; also
+// written to RawStdout). Then it waits for the process to exit.
 func (p *Process) Relay(onEvent func(events.Event), onLine func(string)) {
 	r := bufio.NewReaderSize(p.stdout, 64<<10)
 	var long bytes.Buffer
@@ -123,7 +122,11 @@ func (p *Process) Relay(onEvent func(events.Event), onLine func(string)) {
 			if e, perr := events.Parse(line); perr == nil {
 				onEvent(e)
 			} else {
-				onLine(string(bytes.TrimRight(line, "\r\n")))
+				text := bytes.TrimRight(line, "\r\n")
+				if p.raw != nil {
+					_, _ = p.raw.Write(append(slices.Clip(text), '\n'))
+				}
+				onLine(string(text))
 			}
 		}
 		long.Reset()

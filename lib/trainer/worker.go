@@ -32,7 +32,11 @@ const MinLabelled = 10
 // (potato-events(5)). ctx is cancelled on SIGTERM: the trainer stops at
 // its next checkpoint and the code is 4.
 func Worker(ctx context.Context, specPath string, stdout, stderr io.Writer) int {
-	ev := events.NewWriter(stdout)
+	// Progress and metrics at a human rate (potato-events(5)): a fit of
+	// thousands of epochs a second writes a few events a second, and the
+	// last of each always.
+	ev := events.NewThrottledWriter(stdout, events.Interval)
+	defer ev.Close()
 	fail := func(code int, kind, msg, hint string) int {
 		_ = ev.Emit(events.ErrorEvent(kind, msg, hint))
 		fmt.Fprintf(stderr, "potato-agent: error: %s\n", msg)

@@ -1,0 +1,121 @@
+package rundir
+
+import (
+	"bufio"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// EventsArchive is a finished run's events.jsonl compressed with gzip
+// (potato-rundir(5)): zcat, zless and zgrep read it.
+const EventsArchive = EventsFile + ".gz"
+
+// CompressEvents replaces the events.jsonl of a finished run with
+// events.jsonl.gz. It reports whether it compressed anything: a run
+// without events.jsonl (compressed before, or that never ran) is left as
+// it is. It refuses a run that is not over, whose dispatch may still
+// append to the file, and one whose predictions wait for potato-dispatch
+// writeback, which reads its metrics from there. The archive is written
+// beside, synced and renamed into place before events.jsonl is removed: a
+// crash leaves one complete copy or both.
+func (r *Root) CompressEvents(id string) (bool, error) {
+	info, err := r.Read(id)
+	if err != nil {
+		return false, err
+	}
+	if !info.Finished {
+		return false, fmt.Errorf("run %s is not finished: its events.jsonl is still written", id)
+	}
+	if info.WritebackPending {
+		return false, fmt.Errorf("run %s waits for potato-dispatch writeback: its events.jsonl stays", id)
+	}
+	dir := r.RunDir(id)
+	src := filepath.Join(dir, EventsFile)
+	in, err := os.Open(src)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer in.Close()
+	st, err := in.Stat()
+	if err != nil {
+		return false, err
+	}
+	dst := filepath.Join(dir, EventsArchive)
+	tmp := filepath.Join(dir, "."+EventsArchive+".tmp")
+	out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, st.Mode().Perm())
+	if err != nil {
+		return false, err
+	}
+	fail := func(err error) (bool, error) {
+		out.Close()
+		os.Remove(tmp)
+		return false, fmt.Errorf("compressing %s: %w", src, err)
+	}
+	zw, _ := gzip.NewWriterLevel(out, gzip.BestCompression)
+	zw.Name = EventsFile
+	zw.ModTime = st.ModTime()
+	if _, err := io.Copy(zw, in); err != nil {
+		return fail(err)
+	}
+	if err := zw.Close(); err != nil {
+		return fail(err)
+	}
+	if err := out.Sync(); err != nil {
+		return fail(err)
+	}
+	if err := out.Close(); err != nil {
+		os.Remove(tmp)
+		return false, err
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		os.Remove(tmp)
+		return false, err
+	}
+	_ = os.Chtimes(dst, st.ModTime(), st.ModTime())
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync()
+		d.Close()
+	}
+	if err := os.Remove(src); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// OpenEvents opens the events of the run in dir: events.jsonl, or
+// events.jsonl.gz uncompressed when that is what the run keeps. A run
+// with neither gives an error wrapping fs.ErrNotExist.
+func OpenEvents(dir string) (io.ReadCloser, error) {
+	f, err := os.Open(filepath.Join(dir, EventsFile))
+	if err == nil || !errors.Is(err, fs.ErrNotExist) {
+		return f, err
+	}
+	gz, gerr := os.Open(filepath.Join(dir, EventsArchive))
+	if gerr != nil {
+		return nil, err // events.jsonl's: the file the caller asked for
+	}
+	zr, zerr := gzip.NewReader(bufio.NewReader(gz))
+	if zerr != nil {
+		gz.Close()
+		return nil, fmt.Errorf("%s: %w", gz.Name(), zerr)
+	}
+	return &gzFile{zr, gz}, nil
+}
+
+type gzFile struct {
+	*gzip.Reader
+	f *os.File
+}
+
+func (g *gzFile) Close() error {
+	g.Reader.Close()
+	return g.f.Close()
+}
