@@ -155,6 +155,7 @@ type command struct {
 	Run       runCmd           `cmd:"" help:"Start a run; print its id at once; wait for its end unless --detach."`
 	Cancel    cancelCmd        `cmd:"" help:"Cancel a run."`
 	Status    statusCmd        `cmd:"" help:"Show the runs, or one run."`
+	Wait      waitCmd          `cmd:"" help:"Wait for runs to end; exit with the first failed one's status."`
 	Latest    latestCmd        `cmd:"" help:"Print the newest successful run's id and model directory (exit 1 when none)."`
 	Auto      autoCmd          `cmd:"" help:"Start a run when model_training.auto_retrain calls for one and wait for its end (for cron)."`
 	Writeback writebackCmd     `cmd:"" help:"Write a finished run's row and predictions to Potato's store again (after store_failed)."`

@@ -32,6 +32,7 @@ var routes = []route{
 	{[]string{"training", "run"}, "potato-dispatch", []string{"run"}, "start a run and wait for its end"},
 	{[]string{"training", "cancel"}, "potato-dispatch", []string{"cancel"}, "cancel a run"},
 	{[]string{"training", "status"}, "potato-dispatch", []string{"status"}, "show runs and their states"},
+	{[]string{"training", "wait"}, "potato-dispatch", []string{"wait"}, "wait for runs to end; exit with their status"},
 	{[]string{"training", "latest"}, "potato-dispatch", []string{"latest"}, "print the newest successful run and its model"},
 	{[]string{"training", "auto"}, "potato-dispatch", []string{"auto"}, "start a run when auto_retrain calls for one (cron)"},
 	{[]string{"training", "writeback"}, "potato-dispatch", []string{"writeback"}, "apply a finished run to Potato's store again"},

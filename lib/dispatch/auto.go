@@ -16,6 +16,7 @@ import (
 	"potato-training/lib/config"
 	"potato-training/lib/project"
 	"potato-training/lib/rundir"
+	"potato-training/lib/trainer"
 )
 
 // Files of potato-dispatch auto under training/.
@@ -310,20 +311,12 @@ func countAnnotations(cfg *config.Config, schemas []string) (int, error) {
 	return n, nil
 }
 
-// autoParams turns auto_retrain.params into --param values: strings as
-// they are, anything else as JSON.
+// autoParams turns auto_retrain.params into --param values, as
+// potato-validate checks them (trainer.ParamString).
 func autoParams(m map[string]any) map[string]string {
 	out := make(map[string]string, len(m))
 	for k, v := range m {
-		if s, ok := v.(string); ok {
-			out[k] = s
-			continue
-		}
-		b, err := json.Marshal(v)
-		if err != nil {
-			b = []byte(fmt.Sprint(v))
-		}
-		out[k] = string(b)
+		out[k] = trainer.ParamString(v)
 	}
 	return out
 }

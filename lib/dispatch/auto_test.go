@@ -54,13 +54,13 @@ func TestAutoReasons(t *testing.T) {
 
 	// Enabled, 40 annotations, none counted before: a run, on the default
 	// backend, with the params as --param.
-	dir, cfg := autoProject(t, "    enabled: true\n    update_frequency: 40\n    params: {max_features: 5000, note: hi}\n")
+	dir, cfg := autoProject(t, "    enabled: true\n    update_frequency: 40\n    params: {max_features: 5000, patience: \"2\"}\n")
 	p := plan(t, cfg, now)
 	if !p.Start || p.Problem || p.Annotations != 40 || p.New != 40 || p.Backend != "local" {
 		t.Fatalf("first: %+v", p)
 	}
 	want := []string{"run", cfg, "--trainer", "tfidf-logreg", "--schemas", "sentiment", "--backend", "local", "--trigger", "auto",
-		"--param", "max_features=5000", "--param", "note=hi"}
+		"--param", "max_features=5000", "--param", "patience=2"}
 	if !slices.Equal(p.Args(), want) {
 		t.Errorf("args %q, want %q", p.Args(), want)
 	}

@@ -164,6 +164,9 @@ func check(cfg *config.Config, opt *Options) (*config.Backend, error) {
 		case !info.Available:
 			return nil, usagef("trainer %s is not available in this version", opt.Trainer)
 		}
+		if err := trainer.CheckParams(opt.Trainer, opt.Params); err != nil {
+			return nil, usagef("%v; the parameters of %s are:\n%s", err, opt.Trainer, trainer.ParamsHelp(opt.Trainer, false))
+		}
 	}
 	if len(opt.Schemas) == 0 {
 		return nil, usagef("no schema given: use --schemas NAME[,NAME]")

@@ -8,10 +8,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"potato-training/lib/bundle"
 	"potato-training/lib/rundir"
+	"potato-training/lib/trainer/calibrate"
+	"potato-training/lib/trainer/hf"
+	"potato-training/lib/trainer/tfidf"
 )
 
 // Limits is spec.json's limits.
@@ -94,15 +98,91 @@ type Info struct {
 	NoPredictions bool
 	// LocalReason says why a LocalOnly trainer runs only locally.
 	LocalReason string
+	// Params are the parameters it takes: potato-dispatch run refuses
+	// others before it records the run, and the trainer reads them
+	// through this declaration.
+	Params Params
 }
 
 // registry is every trainer this version names, in the order the help,
 // the errors and potato-dispatch(1) list them.
 var registry = []Info{
-	{Name: "tfidf-logreg", Builtin: true, Kinds: []string{"nominal", "multilabel"}, Available: true},
-	{Name: "hf-text-classification", Kinds: []string{"nominal", "multilabel"}, Available: true},
-	{Name: "decision-calibrate", LocalOnly: true, Builtin: true, Kinds: []string{"nominal"}, Available: true,
-		NoPredictions: true, LocalReason: "it reads the annotation server's own files (Potato's store, project.sqlite, and the annotations)"},
+	{Name: "tfidf-logreg", Builtin: true, Kinds: []string{"nominal", "multilabel"}, Available: true, Params: tfidfParams},
+	{Name: hf.Name, Kinds: []string{"nominal", "multilabel"}, Available: true, Params: hfParams},
+	{Name: calibrate.Name, LocalOnly: true, Builtin: true, Kinds: []string{"nominal"}, Available: true,
+		NoPredictions: true, LocalReason: "it reads the annotation server's own files (Potato's store, project.sqlite, and the annotations)",
+		Params: calibrateParams},
+}
+
+func itoa(n int) string     { return strconv.Itoa(n) }
+func ftoa(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
+
+// tfidfParams are tfidf-logreg's, read by fitTfidf; the defaults are
+// tfidf.Options'.
+var tfidfParams = Params{
+	{Name: "epochs", Kind: KindInt, Default: itoa(tfidf.DefaultMaxEpochs), Range: AtLeast(1),
+		Help: "the most passes over the training items"},
+	{Name: "patience", Kind: KindInt, Default: itoa(tfidf.DefaultPatience),
+		Help: "epochs without improvement on the val split before training stops; 0 or less trains every epoch"},
+	{Name: "learning_rate", Kind: KindFloat, Default: ftoa(tfidf.DefaultLearningRate), Range: Above(0),
+		Help: "the Adagrad step size"},
+	{Name: "l2", Kind: KindFloat, Default: ftoa(tfidf.DefaultL2), Range: Above(0),
+		Help: "the L2 regularisation of the weights"},
+	{Name: "min_df", Kind: KindInt, DefaultNote: fmt.Sprintf("%d, or 1 under %d training items", tfidf.DefaultMinDF, tfidf.SmallCorpus), Range: AtLeast(1),
+		Help: "training items a word or word pair must occur in to be a feature"},
+	{Name: "max_features", Kind: KindInt, Default: itoa(tfidf.DefaultMaxFeatures), Range: AtLeast(1),
+		Help: "features kept, the most frequent"},
+}
+
+// calibrateParams are decision-calibrate's, read by calibrate.Run through
+// Worker.
+var calibrateParams = Params{
+	{Name: "target_precision", Kind: KindFloat, Default: ftoa(calibrate.DefaultTarget), Range: &Range{Min: 0, Max: 1, MinOpen: true},
+		Help: "the precision the chosen min_confidence reaches"},
+	{Name: "method", Kind: KindString, Default: "auto", Choices: []string{"auto", "platt", "isotonic"},
+		Help: "the calibration curve; auto: isotonic above " + itoa(calibrate.IsotonicAbove) + " points, else platt"},
+	{Name: "run_id", Kind: KindString, DefaultNote: "the run that wrote the schema's newest prediction",
+		Help: "the run whose stored predictions are calibrated; all for every run"},
+	{Name: calibrate.ParamStore, Kind: KindString, DefaultNote: "task_dir's project.sqlite",
+		Help: "Potato's store, set by the local backend"},
+	{Name: calibrate.ParamProject, Kind: KindString, DefaultNote: "annotation_task_name",
+		Help: "the project the store's rows are keyed by, set by the local backend"},
+}
+
+// hfParams are the PARAMS table of hf-text-classification's script, which
+// reads them itself; the ranges are those its parse_params enforces.
+// TestHFParamsAgree compares the two.
+var hfParams = Params{
+	{Name: "model", Kind: KindString, Default: "distilbert-base-uncased", Check: hfModel,
+		Help: "a model name or directory for transformers, or builtin:ngram, a small model of torch alone"},
+	{Name: "lora", Kind: KindBool, Default: "true", Help: "train LoRA adapters instead of every weight"},
+	{Name: "merge", Kind: KindBool, Default: "false", Help: "merge the LoRA adapters into the saved model"},
+	{Name: "lora_r", Kind: KindInt, Default: "8", Range: AtLeast(1), Help: "the LoRA rank"},
+	{Name: "lora_alpha", Kind: KindInt, Default: "16", Range: AtLeast(1), Help: "the LoRA scaling"},
+	{Name: "lora_dropout", Kind: KindFloat, Default: "0.1", Range: &Range{Min: 0, Max: 1, MaxOpen: true}, Help: "the LoRA dropout"},
+	{Name: "target_modules", Kind: KindList, DefaultNote: "peft's choice for the model", Help: "the modules LoRA adapts"},
+	{Name: "epochs", Kind: KindInt, DefaultNote: "3; 8 for builtin:ngram", Range: AtLeast(1), Help: "the most passes over the training items"},
+	{Name: "batch_size", Kind: KindInt, DefaultNote: "16; 32 for builtin:ngram", Range: AtLeast(1), Help: "items per step"},
+	{Name: "learning_rate", Kind: KindFloat, DefaultNote: "2e-4 with LoRA, 2e-5 without, 0.01 for builtin:ngram", Range: Above(0), Help: "the step size"},
+	{Name: "weight_decay", Kind: KindFloat, Default: "0.01", Help: "AdamW's weight decay"},
+	{Name: "warmup_ratio", Kind: KindFloat, Default: "0.06", Help: "the share of steps the learning rate warms up over"},
+	{Name: "max_length", Kind: KindInt, Default: "128", Range: AtLeast(1), Help: "tokens per item, the rest cut"},
+	{Name: "patience", Kind: KindInt, Default: "1", Help: "epochs without improvement on the val split before training stops"},
+	{Name: "precision", Kind: KindString, Default: "auto", Choices: []string{"auto", "fp32", "bf16", "fp16"}, Help: "the training precision on a CUDA GPU"},
+	{Name: "threshold", Kind: KindFloat, Default: "0.5", Range: &Range{Min: 0, Max: 1, MinOpen: true, MaxOpen: true}, Help: "a multilabel schema's decision threshold"},
+	{Name: "max_grad_norm", Kind: KindFloat, Default: "1.0", Range: AtLeast(0), Help: "gradient clipping; 0 for none"},
+	{Name: "buckets", Kind: KindInt, Default: "65536", Range: AtLeast(16), Help: "builtin:ngram's hash buckets"},
+	{Name: "embed_dim", Kind: KindInt, Default: "32", Range: AtLeast(1), Help: "builtin:ngram's embedding size"},
+	{Name: "word_ngrams", Kind: KindInt, Default: "2", Range: AtLeast(1), Help: "builtin:ngram's longest word n-gram"},
+	{Name: "char_ngrams", Kind: KindInt, Default: "0", Range: AtLeast(0), Help: "builtin:ngram's longest character n-gram; 0 for none"},
+}
+
+// hfModel refuses a builtin: model the script does not have.
+func hfModel(v string) string {
+	if strings.HasPrefix(v, "builtin:") && v != "builtin:ngram" {
+		return "a directory, a model name or one of builtin:ngram"
+	}
+	return ""
 }
 
 // Trainers is the registry, by name.

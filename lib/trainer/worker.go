@@ -7,12 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"runtime"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -56,12 +54,19 @@ func Worker(ctx context.Context, specPath string, stdout, stderr io.Writer) int 
 	if spec.Limits.NumThreads > 0 {
 		runtime.GOMAXPROCS(spec.Limits.NumThreads)
 	}
+	// The parameters, checked and typed by the trainer's declaration, as
+	// potato-dispatch checked them before it recorded the run.
+	params, err := info.Params.Parse(spec.Trainer, spec.Params)
+	if err != nil {
+		return fail(events.ExitBadSpec, events.CodeBadSpec, err.Error(), "")
+	}
 	_ = ev.Emit(events.Log("info", fmt.Sprintf("%s: %d threads, device %s", spec.Trainer, runtime.GOMAXPROCS(0), orCPU(spec.Limits.Device))))
 	if spec.Trainer == calibrate.Name {
-		err = calibrate.Run(ctx, calibrate.Input{BundleDir: spec.BundleDir, Workdir: spec.Workdir,
-			Schemas: spec.Schemas, Params: spec.Params}, ev)
+		err = calibrate.Run(ctx, calibrate.Input{BundleDir: spec.BundleDir, Workdir: spec.Workdir, Schemas: spec.Schemas,
+			TargetPrecision: params.Float("target_precision"), Method: params.String("method"), RunID: params.String("run_id"),
+			Store: params.String(calibrate.ParamStore), Project: params.String(calibrate.ParamProject)}, ev)
 	} else {
-		err = fitTfidf(ctx, spec, ev)
+		err = fitTfidf(ctx, spec, params, ev)
 	}
 	var fe *fitError
 	var ce *calibrate.Error
@@ -154,33 +159,9 @@ func docsFor(xs []example, s bundle.Schema) []tfidf.Doc {
 	return docs
 }
 
-func paramInt(p map[string]string, key string, def int) (int, error) {
-	v, ok := p[key]
-	if !ok {
-		return def, nil
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil {
-		return 0, &fitError{events.ExitBadSpec, events.CodeBadSpec, fmt.Sprintf("param %s=%q is not a whole number", key, v)}
-	}
-	return n, nil
-}
-
-func paramFloat(p map[string]string, key string, def float64) (float64, error) {
-	v, ok := p[key]
-	if !ok {
-		return def, nil
-	}
-	x, err := strconv.ParseFloat(v, 64)
-	if err != nil || math.IsNaN(x) {
-		return 0, &fitError{events.ExitBadSpec, events.CodeBadSpec, fmt.Sprintf("param %s=%q is not a number", key, v)}
-	}
-	return x, nil
-}
-
 // fitTfidf is the tfidf-logreg trainer: one model per schema, predictions
 // for every split but train.
-func fitTfidf(ctx context.Context, spec Spec, ev *events.Writer) error {
+func fitTfidf(ctx context.Context, spec Spec, params Values, ev *events.Writer) error {
 	start := time.Now()
 	m, err := bundle.ReadManifest(spec.BundleDir)
 	if err != nil {
@@ -198,21 +179,9 @@ func fitTfidf(ctx context.Context, spec Spec, ev *events.Writer) error {
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	epochs, err := paramInt(spec.Params, "epochs", 30)
-	if err != nil {
-		return err
-	}
-	l2, err := paramFloat(spec.Params, "l2", 0)
-	if err != nil {
-		return err
-	}
-	lr, err := paramFloat(spec.Params, "learning_rate", 0)
-	if err != nil {
-		return err
-	}
-	patience, err := paramInt(spec.Params, "patience", 0)
-	if err != nil {
-		return err
+	patience := params.Int("patience")
+	if patience <= 0 {
+		patience = -1 // every epoch
 	}
 	if err := os.MkdirAll(spec.Workdir, 0o755); err != nil {
 		return err
@@ -239,8 +208,9 @@ func fitTfidf(ctx context.Context, spec Spec, ev *events.Writer) error {
 				fmt.Sprintf("schema %s has %d labelled training items with %d distinct labels: tfidf-logreg needs at least %d items and 2 labels", s.Name, len(train), len(labels), MinLabelled)}
 		}
 		_ = ev.Emit(events.Status("fitting", fmt.Sprintf("fitting %s on %d items", s.Name, len(train))))
-		opt := tfidf.Options{Multilabel: s.Kind == config.KindMultilabel, MaxEpochs: epochs, L2: l2,
-			LearningRate: lr, Patience: patience, Threads: spec.Limits.NumThreads, Seed: spec.Seed}
+		opt := tfidf.Options{Multilabel: s.Kind == config.KindMultilabel, MaxEpochs: params.Int("epochs"), L2: params.Float("l2"),
+			LearningRate: params.Float("learning_rate"), Patience: patience, MinDF: params.Int("min_df"),
+			MaxFeatures: params.Int("max_features"), Threads: spec.Limits.NumThreads, Seed: spec.Seed}
 		fitStart := time.Now()
 		model, err := tfidf.Fit(ctx, train, val, labels, opt, func(e tfidf.Epoch) {
 			done := float64(si*e.Of + e.N)

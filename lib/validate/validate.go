@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"potato-training/lib/config"
+	"potato-training/lib/trainer"
 )
 
 // The user-visible texts of SPEC V3 and V4, kept in one place.
@@ -201,6 +202,7 @@ func (ch *checker) training() {
 			ch.errorf(al("enabled"), "model_training.auto_retrain.schemas", "", "model_training.auto_retrain is enabled but names no schemas")
 		}
 	}
+	ch.autoParams(ar, al)
 	if ar.Trainer == "decision-calibrate" {
 		name := ar.Backend
 		if name == "" {
@@ -208,6 +210,34 @@ func (ch *checker) training() {
 		}
 		if b, ok := c.Backend(name); ok && b.Type != config.TypeLocal {
 			ch.errorf(al("trainer"), "model_training.auto_retrain.trainer", "", "model_training.auto_retrain: the trainer decision-calibrate runs only on the annotation server, not on %s (%s)", b.Name, b.Type)
+		}
+	}
+}
+
+// autoParams checks auto_retrain.trainer and auto_retrain.params as
+// potato-dispatch run checks --trainer and --param: a trainer of the
+// registry takes the parameters it declares, an exec: trainer any.
+func (ch *checker) autoParams(ar config.AutoRetrain, al func(string) int) {
+	if ar.Trainer == "" || strings.HasPrefix(ar.Trainer, trainer.ExecPrefix) {
+		return
+	}
+	info, ok := trainer.Lookup(ar.Trainer)
+	if !ok {
+		ch.errorf(al("trainer"), "model_training.auto_retrain.trainer", "", "model_training.auto_retrain.trainer is %q: the trainers are %s", ar.Trainer, trainer.Choices())
+		return
+	}
+	var names []string
+	for _, p := range info.Params {
+		names = append(names, p.Name)
+	}
+	for _, k := range slices.Sorted(maps.Keys(ar.Params)) {
+		if _, ok := ar.Params[k].(map[string]any); ok {
+			ch.errorf(al("params"), "model_training.auto_retrain.params", "", "model_training.auto_retrain.params: param %s is a map: give it a value, or a list for a comma-separated one", k)
+			continue
+		}
+		_, err := info.Params.Parse(ar.Trainer, map[string]string{k: trainer.ParamString(ar.Params[k])})
+		if err != nil {
+			ch.errorf(al("params"), "model_training.auto_retrain.params", "", "model_training.auto_retrain.params: %v; the parameters of %s are %s", err, ar.Trainer, strings.Join(names, ", "))
 		}
 	}
 }

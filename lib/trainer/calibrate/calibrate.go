@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"time"
 
 	_ "modernc.org/sqlite"
@@ -50,12 +49,22 @@ func Grid() []float64 {
 	return g
 }
 
-// Input is what the trainer reads from spec.json.
+// Input is what the trainer reads from spec.json. The parameters come
+// typed and checked, through the trainer's declaration in lib/trainer's
+// registry.
 type Input struct {
 	BundleDir string
 	Workdir   string
 	Schemas   []bundle.Schema
-	Params    map[string]string
+	// TargetPrecision is params.target_precision, 0 for DefaultTarget.
+	TargetPrecision float64
+	// Method is params.method: auto ("" too), platt or isotonic.
+	Method string
+	// RunID is params.run_id: the run whose stored predictions are
+	// calibrated, "all" for every run, "" for the newest.
+	RunID string
+	// Store and Project are params.store and params.project.
+	Store, Project string
 }
 
 // Error is a failure with its exit code and error code (potato-events(5)).
@@ -104,22 +113,12 @@ type Report struct {
 // and the curve as SCHEMA/precision@T and SCHEMA/coverage@T.
 func Run(ctx context.Context, in Input, ev *events.Writer) error {
 	start := time.Now()
-	p := in.Params
-	target := DefaultTarget
-	if v, ok := p["target_precision"]; ok && v != "" {
-		x, err := strconv.ParseFloat(v, 64)
-		if err != nil || math.IsNaN(x) || x <= 0 || x > 1 {
-			return badSpec("param target_precision=%q is not a number above 0 and at most 1", v)
-		}
-		target = x
+	target := in.TargetPrecision
+	if target == 0 {
+		target = DefaultTarget
 	}
-	method := p["method"]
-	switch method {
-	case "", "auto", "platt", "isotonic":
-	default:
-		return badSpec("param method=%q is not auto, platt or isotonic", method)
-	}
-	store, project := p[ParamStore], p[ParamProject]
+	method := in.Method
+	store, project := in.Store, in.Project
 	if store == "" || project == "" {
 		return badSpec("%s needs params %s and %s (Potato's store and annotation_task_name), which the local backend sets: it reads the annotation server's own files", Name, ParamStore, ParamProject)
 	}
@@ -148,7 +147,7 @@ func Run(ctx context.Context, in Input, ev *events.Writer) error {
 		if s.Kind != config.KindNominal {
 			return invalid("schema %s is %s (%s): %s calibrates radio and select schemas", s.Name, s.Kind, s.AnnotationType, Name)
 		}
-		runs, err := chooseRuns(db, project, s.Name, p["run_id"])
+		runs, err := chooseRuns(db, project, s.Name, in.RunID)
 		if err != nil {
 			return err
 		}

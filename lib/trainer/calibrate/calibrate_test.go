@@ -172,7 +172,7 @@ func store(t *testing.T, preds []Point) Input {
 	}
 	st.Close()
 	return Input{BundleDir: bdir, Workdir: filepath.Join(dir, "artifacts"), Schemas: []bundle.Schema{schema},
-		Params: map[string]string{ParamStore: filepath.Join(dir, "project.sqlite"), ParamProject: "P"}}
+		Store: filepath.Join(dir, "project.sqlite"), Project: "P"}
 }
 
 func runEvents(t *testing.T, in Input) ([]events.Event, error) {
@@ -255,7 +255,7 @@ func TestRunOnStore(t *testing.T) {
 	}
 
 	// Every run: the older run's 30 wrong predictions at 0.99 join in.
-	in.Params["run_id"] = "all"
+	in.RunID = "all"
 	if _, err := runEvents(t, in); err != nil {
 		t.Fatal(err)
 	}
@@ -286,11 +286,9 @@ func TestRunIsotonicOnStore(t *testing.T) {
 func TestRunFailures(t *testing.T) {
 	few := store(t, level(0.9, 10, 9))
 	noStore := store(t, level(0.9, 30, 29))
-	noStore.Params[ParamStore] = filepath.Join(t.TempDir(), "none.sqlite")
+	noStore.Store = filepath.Join(t.TempDir(), "none.sqlite")
 	noParams := store(t, level(0.9, 30, 29))
-	noParams.Params = nil
-	badTarget := store(t, level(0.9, 30, 29))
-	badTarget.Params["target_precision"] = "1.5"
+	noParams.Store, noParams.Project = "", ""
 	cases := []struct {
 		name string
 		in   Input
@@ -300,7 +298,6 @@ func TestRunFailures(t *testing.T) {
 		{"too few", few, events.CodeValidationFailed, "has 10 stored predictions of run r2"},
 		{"no store", noStore, events.CodeValidationFailed, "no stored predictions to calibrate"},
 		{"no params", noParams, events.CodeBadSpec, "reads the annotation server's own files"},
-		{"bad target", badTarget, events.CodeBadSpec, `target_precision="1.5"`},
 	}
 	for _, c := range cases {
 		_, err := runEvents(t, c.in)
