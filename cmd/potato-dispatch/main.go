@@ -182,6 +182,7 @@ type command struct {
 	Status    statusCmd        `cmd:"" help:"Show the runs, or one run."`
 	Auto      autoCmd          `cmd:"" help:"Start a run when model_training.auto_retrain calls for one (for cron)."`
 	Writeback writebackCmd     `cmd:"" help:"Write a finished run's row and predictions to Potato's store again (after store_failed)."`
+	Retract   retractCmd       `cmd:"" help:"Delete a finished run's prelabels from Potato's store; the run stays."`
 	Version   kong.VersionFlag `help:"Print the version and exit."`
 }
 
