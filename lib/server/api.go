@@ -65,6 +65,8 @@ type apiError struct {
 	code  int
 	msg   string
 	hints []string
+	// retry, when set, is the Retry-After of a 429.
+	retry time.Duration
 }
 
 func (e *apiError) Error() string { return e.msg }
@@ -132,6 +134,9 @@ func (a *api) fail(w http.ResponseWriter, err error) {
 		a.s.logf("api: %v", err)
 		ae = &apiError{code: http.StatusInternalServerError, msg: err.Error()}
 	}
+	if ae.retry > 0 {
+		retryAfter(w, ae.retry)
+	}
 	if len(ae.hints) == 0 {
 		jsonError(w, ae.code, ae.msg)
 		return
@@ -154,7 +159,8 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 
 // authorize is the API's one gate: the X-API-Key header must be the
 // config's admin_api_key, or the request comes from the page with a
-// session and, unless it only reads, the session's CSRF token.
+// session and, unless it only reads, the session's CSRF token. A wrong
+// key counts as a failed sign-in of its client, as the page's form does.
 func (s *Server) authorize(r *http.Request) *apiError {
 	want := s.Config.AdminAPIKey
 	if want == "" {
@@ -175,10 +181,17 @@ func (s *Server) authorize(r *http.Request) *apiError {
 		}
 		return errorf(http.StatusUnauthorized, msgMissingKey)
 	}
+	client := clientAddr(r)
+	if left := s.signins.lockedOut(client); left > 0 {
+		return &apiError{code: http.StatusTooManyRequests, msg: fmt.Sprintf(msgLockedOut, waitText(left)), retry: left}
+	}
 	if !s.isAPIKey(got) {
-		s.logf("api: wrong API key from %s for %s %s", r.RemoteAddr, r.Method, r.URL.Path)
+		if left := s.signInFailed(r, fmt.Sprintf("api: %s %q", r.Method, r.URL.Path)); left > 0 {
+			return &apiError{code: http.StatusTooManyRequests, msg: fmt.Sprintf(msgLockedOut, waitText(left)), retry: left}
+		}
 		return errorf(http.StatusUnauthorized, msgWrongKey)
 	}
+	s.signins.succeeded(client)
 	return nil
 }
 
