@@ -99,6 +99,16 @@ func TestRetract(t *testing.T) {
 		t.Errorf("a second retraction changed run.json: writeback %v, retracted_at %v (was %v)", again.Writeback, again.RetractedAt, first)
 	}
 
+	// potato-dispatch writeback publishes the prelabels again; the record
+	// no longer says they are retracted.
+	code, stdout, stderr = runDispatch(t, r, nil, "writeback", r.Config, id)
+	if code != 0 {
+		t.Fatalf("writeback: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	if back, info := storeCount(t, dir, preds, id), r.Info(id); back != n || info.RetractedAt != nil || info.Writeback["n_retracted"] != 0 {
+		t.Errorf("after writeback: %d of %d prelabels, retracted_at %v, writeback %v", back, n, info.RetractedAt, info.Writeback)
+	}
+
 	// An unknown run.
 	code, stdout, stderr = runDispatch(t, r, nil, "retract", r.Config, "20261202T135501-000000")
 	if code != 1 || stdout != "" || !strings.Contains(stderr, "potato-dispatch: error: no run 20261202T135501-000000") {

@@ -119,6 +119,8 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		route("GET, HEAD", a.getRun)
 	case len(parts) == 3 && parts[0] == "runs" && parts[2] == "cancel":
 		route("POST", a.cancelRun)
+	case len(parts) == 3 && parts[0] == "runs" && parts[2] == "predictions":
+		route("DELETE", a.retractRun)
 	case len(parts) == 1 && parts[0] == "backends":
 		route("GET, HEAD", a.listBackends)
 	case len(parts) == 3 && parts[0] == "backends" && parts[2] == "check":
@@ -575,6 +577,53 @@ func (a *api) cancelRun(w http.ResponseWriter, r *http.Request, parts []string) 
 	}
 	a.s.logf("run %s: cancel requested through the API", id)
 	writeJSON(w, http.StatusAccepted, map[string]string{"run_id": id, "state": info.State})
+}
+
+// retractRun deletes a finished run's prelabels from Potato's store with
+// potato-dispatch retract, and answers {"retracted": n}, as Potato's
+// DELETE .../runs/<id>/predictions does; the run stays.
+func (a *api) retractRun(w http.ResponseWriter, r *http.Request, parts []string) {
+	id := parts[1]
+	if !rundir.ValidID(id) {
+		a.fail(w, errorf(http.StatusNotFound, "no run %q", id))
+		return
+	}
+	info, err := a.s.Root.Read(id)
+	if err != nil {
+		if _, serr := os.Stat(filepath.Join(a.s.Root.RunDir(id), rundir.RecordFile)); errors.Is(serr, fs.ErrNotExist) {
+			err = errorf(http.StatusNotFound, "no run %s", id)
+		}
+		a.fail(w, err)
+		return
+	}
+	if !info.Finished && !info.Gone {
+		a.fail(w, errorf(http.StatusConflict, "run %s is %s: its dispatch writes its prelabels as it ends; cancel it, or retract them once it has ended", id, info.State))
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), startTimeout)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	// "--" ends the flags: neither the config's path nor the id can be
+	// taken for one.
+	err = command(ctx, a.s.Dispatch, []string{"retract", "--json", "--", a.s.ConfigPath, id}, &stdout, &stderr).Run()
+	var out struct {
+		Retracted *int64 `json:"retracted"`
+	}
+	if err == nil && json.Unmarshal(stdout.Bytes(), &out) == nil && out.Retracted != nil {
+		a.s.logf("run %s: %d prelabels retracted through the API", id, *out.Retracted)
+		writeJSON(w, http.StatusOK, map[string]int64{"retracted": *out.Retracted})
+		return
+	}
+	msg, hints := childMessage("potato-dispatch", stderr.String())
+	switch {
+	case ctx.Err() != nil:
+		msg = fmt.Sprintf("potato-dispatch retract did not finish within %s", startTimeout)
+	case msg == "" && err != nil:
+		msg = fmt.Sprintf("potato-dispatch retract: %v", err)
+	case msg == "":
+		msg = "potato-dispatch retract printed no count"
+	}
+	a.fail(w, &apiError{code: http.StatusInternalServerError, msg: msg, hints: hints})
 }
 
 // apiBackend is one entry of GET /backends.
