@@ -37,6 +37,9 @@ const (
 	// startTimeout bounds potato-dispatch run --detach, which returns as
 	// soon as the run is recorded.
 	startTimeout = 60 * time.Second
+	// retractTimeout bounds potato-dispatch retract, which waits at most
+	// 5 s for Potato's store.
+	retractTimeout = 60 * time.Second
 	// checkTimeout bounds potato-check, which may wait on ssh.
 	checkTimeout = 60 * time.Second
 	// maxChecks is how many potato-check processes may run at once.
@@ -600,7 +603,7 @@ func (a *api) retractRun(w http.ResponseWriter, r *http.Request, parts []string)
 		a.fail(w, errorf(http.StatusConflict, "run %s is %s: its dispatch writes its prelabels as it ends; cancel it, or retract them once it has ended", id, info.State))
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), startTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), retractTimeout)
 	defer cancel()
 	var stdout, stderr bytes.Buffer
 	// "--" ends the flags: neither the config's path nor the id can be
@@ -617,7 +620,7 @@ func (a *api) retractRun(w http.ResponseWriter, r *http.Request, parts []string)
 	msg, hints := childMessage("potato-dispatch", stderr.String())
 	switch {
 	case ctx.Err() != nil:
-		msg = fmt.Sprintf("potato-dispatch retract did not finish within %s", startTimeout)
+		msg = fmt.Sprintf("potato-dispatch retract did not finish within %s", retractTimeout)
 	case msg == "" && err != nil:
 		msg = fmt.Sprintf("potato-dispatch retract: %v", err)
 	case msg == "":
