@@ -18,21 +18,27 @@ func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){"potato-register": main})
 }
 
-var tokenLine = regexp.MustCompile(`(?m)^  export POTATO_TRAINING_TOKEN=([0-9a-f]+)$`)
+var tokenLine = regexp.MustCompile(`(?m)^  ([0-9a-f]{64})$`)
 
-// The scripts add three commands: "savetoken VAR" keeps the token of the
-// last command's stdout in $VAR; "tokenok [!] TRAININGDIR BACKEND TOKEN"
+var tokenInFile = regexp.MustCompile(`^([0-9a-f]{64})\n$`)
+
+// The scripts add three commands: "savetoken VAR [FILE]" keeps the token of
+// the last command's stdout, or of a token file, in $VAR; "tokenok [!]
+// TRAININGDIR BACKEND TOKEN"
 // asks the token store whether TOKEN is BACKEND's current token; "perm
 // MODE FILE" compares a file's permission bits.
 func TestScripts(t *testing.T) {
 	p := testcli.Params(t, "testdata", false)
 	p.Cmds["savetoken"] = func(ts *testscript.TestScript, neg bool, args []string) {
-		if neg || len(args) != 1 {
-			ts.Fatalf("usage: savetoken VAR")
+		if neg || len(args) < 1 || len(args) > 2 {
+			ts.Fatalf("usage: savetoken VAR [FILE]")
 		}
 		m := tokenLine.FindStringSubmatch(ts.ReadFile("stdout"))
+		if len(args) == 2 {
+			m = tokenInFile.FindStringSubmatch(ts.ReadFile(args[1]))
+		}
 		if m == nil {
-			ts.Fatalf("no token in stdout")
+			ts.Fatalf("no token in %s", append(args, "stdout")[1])
 		}
 		ts.Setenv(args[0], m[1])
 	}

@@ -36,6 +36,7 @@ var routes = []route{
 	{[]string{"training", "latest"}, "potato-dispatch", []string{"latest"}, "print the newest successful run and its model"},
 	{[]string{"training", "auto"}, "potato-dispatch", []string{"auto"}, "start a run when auto_retrain calls for one (cron)"},
 	{[]string{"training", "writeback"}, "potato-dispatch", []string{"writeback"}, "apply a finished run to Potato's store again"},
+	{[]string{"training", "retract"}, "potato-dispatch", []string{"retract"}, "delete a finished run's prelabels from Potato's store"},
 	{[]string{"serve"}, "potato-server", nil, "run the Training page and the agents' server"},
 }
 

@@ -156,7 +156,8 @@ func Writeback(configPath, id string) (string, error) {
 			if err != nil {
 				return err
 			}
-			rec.Writeback = writebackCounts(rep, n)
+			// The prelabels are back: a retraction is undone.
+			rec.Writeback, rec.RetractedAt = writebackCounts(rep, n), nil
 			published = fmt.Sprintf("%d of %d predictions written as prelabels, %d items recorded", rep.NWritten, rep.NRead, n)
 		} else if rec.WritebackPending && !tinfo.NoPredictions {
 			return fmt.Errorf("run %s: no %s in its run directory: nothing to write back", id, rundir.PredictionsFile)

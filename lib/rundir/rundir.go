@@ -121,6 +121,9 @@ type Record struct {
 	// its run row are not in Potato's store: potato-dispatch writeback
 	// applies them.
 	WritebackPending bool `json:"writeback_pending,omitempty"`
+	// RetractedAt is when potato-dispatch retract first deleted the run's
+	// prelabels from Potato's store; Writeback's n_retracted counts them.
+	RetractedAt *time.Time `json:"retracted_at,omitempty"`
 }
 
 // Root is a project's training/ directory.

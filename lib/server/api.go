@@ -37,6 +37,9 @@ const (
 	// startTimeout bounds potato-dispatch run --detach, which returns as
 	// soon as the run is recorded.
 	startTimeout = 60 * time.Second
+	// retractTimeout bounds potato-dispatch retract, which waits at most
+	// 5 s for Potato's store.
+	retractTimeout = 60 * time.Second
 	// checkTimeout bounds potato-check, which may wait on ssh.
 	checkTimeout = 60 * time.Second
 	// maxChecks is how many potato-check processes may run at once.
@@ -65,6 +68,8 @@ type apiError struct {
 	code  int
 	msg   string
 	hints []string
+	// retry, when set, is the Retry-After of a 429.
+	retry time.Duration
 }
 
 func (e *apiError) Error() string { return e.msg }
@@ -117,6 +122,8 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		route("GET, HEAD", a.getRun)
 	case len(parts) == 3 && parts[0] == "runs" && parts[2] == "cancel":
 		route("POST", a.cancelRun)
+	case len(parts) == 3 && parts[0] == "runs" && parts[2] == "predictions":
+		route("DELETE", a.retractRun)
 	case len(parts) == 1 && parts[0] == "backends":
 		route("GET, HEAD", a.listBackends)
 	case len(parts) == 3 && parts[0] == "backends" && parts[2] == "check":
@@ -131,6 +138,9 @@ func (a *api) fail(w http.ResponseWriter, err error) {
 	if !errors.As(err, &ae) {
 		a.s.logf("api: %v", err)
 		ae = &apiError{code: http.StatusInternalServerError, msg: err.Error()}
+	}
+	if ae.retry > 0 {
+		retryAfter(w, ae.retry)
 	}
 	if len(ae.hints) == 0 {
 		jsonError(w, ae.code, ae.msg)
@@ -154,7 +164,8 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 
 // authorize is the API's one gate: the X-API-Key header must be the
 // config's admin_api_key, or the request comes from the page with a
-// session and, unless it only reads, the session's CSRF token.
+// session and, unless it only reads, the session's CSRF token. A wrong
+// key counts as a failed sign-in of its client, as the page's form does.
 func (s *Server) authorize(r *http.Request) *apiError {
 	want := s.Config.AdminAPIKey
 	if want == "" {
@@ -175,10 +186,17 @@ func (s *Server) authorize(r *http.Request) *apiError {
 		}
 		return errorf(http.StatusUnauthorized, msgMissingKey)
 	}
+	client := clientAddr(r)
+	if left := s.signins.lockedOut(client); left > 0 {
+		return &apiError{code: http.StatusTooManyRequests, msg: fmt.Sprintf(msgLockedOut, waitText(left)), retry: left}
+	}
 	if !s.isAPIKey(got) {
-		s.logf("api: wrong API key from %s for %s %s", r.RemoteAddr, r.Method, r.URL.Path)
+		if left := s.signInFailed(r, fmt.Sprintf("api: %s %q", r.Method, r.URL.Path)); left > 0 {
+			return &apiError{code: http.StatusTooManyRequests, msg: fmt.Sprintf(msgLockedOut, waitText(left)), retry: left}
+		}
 		return errorf(http.StatusUnauthorized, msgWrongKey)
 	}
+	s.signins.succeeded(client)
 	return nil
 }
 
@@ -562,6 +580,53 @@ func (a *api) cancelRun(w http.ResponseWriter, r *http.Request, parts []string) 
 	}
 	a.s.logf("run %s: cancel requested through the API", id)
 	writeJSON(w, http.StatusAccepted, map[string]string{"run_id": id, "state": info.State})
+}
+
+// retractRun deletes a finished run's prelabels from Potato's store with
+// potato-dispatch retract, and answers {"retracted": n}, as Potato's
+// DELETE .../runs/<id>/predictions does; the run stays.
+func (a *api) retractRun(w http.ResponseWriter, r *http.Request, parts []string) {
+	id := parts[1]
+	if !rundir.ValidID(id) {
+		a.fail(w, errorf(http.StatusNotFound, "no run %q", id))
+		return
+	}
+	info, err := a.s.Root.Read(id)
+	if err != nil {
+		if _, serr := os.Stat(filepath.Join(a.s.Root.RunDir(id), rundir.RecordFile)); errors.Is(serr, fs.ErrNotExist) {
+			err = errorf(http.StatusNotFound, "no run %s", id)
+		}
+		a.fail(w, err)
+		return
+	}
+	if !info.Finished && !info.Gone {
+		a.fail(w, errorf(http.StatusConflict, "run %s is %s: its dispatch writes its prelabels as it ends; cancel it, or retract them once it has ended", id, info.State))
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), retractTimeout)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	// "--" ends the flags: neither the config's path nor the id can be
+	// taken for one.
+	err = command(ctx, a.s.Dispatch, []string{"retract", "--json", "--", a.s.ConfigPath, id}, &stdout, &stderr).Run()
+	var out struct {
+		Retracted *int64 `json:"retracted"`
+	}
+	if err == nil && json.Unmarshal(stdout.Bytes(), &out) == nil && out.Retracted != nil {
+		a.s.logf("run %s: %d prelabels retracted through the API", id, *out.Retracted)
+		writeJSON(w, http.StatusOK, map[string]int64{"retracted": *out.Retracted})
+		return
+	}
+	msg, hints := childMessage("potato-dispatch", stderr.String())
+	switch {
+	case ctx.Err() != nil:
+		msg = fmt.Sprintf("potato-dispatch retract did not finish within %s", retractTimeout)
+	case msg == "" && err != nil:
+		msg = fmt.Sprintf("potato-dispatch retract: %v", err)
+	case msg == "":
+		msg = "potato-dispatch retract printed no count"
+	}
+	a.fail(w, &apiError{code: http.StatusInternalServerError, msg: msg, hints: hints})
 }
 
 // apiBackend is one entry of GET /backends.

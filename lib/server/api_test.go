@@ -5,6 +5,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -57,6 +58,9 @@ func newAPI(t *testing.T, key, extra string) *apiEnv {
 		Dispatch: filepath.Join(e.bin, "potato-dispatch"), Check: filepath.Join(e.bin, "potato-check"),
 		Logf: t.Logf}
 	e.ts = httptest.NewServer(e.s.Handler())
+	// A wrong key's answer is not delayed in tests: the delays are
+	// TestSignInLimit's, on its own clock.
+	e.s.signins.sleep = func(context.Context, time.Duration) {}
 	t.Cleanup(e.ts.Close)
 	t.Cleanup(e.cancelAll)
 	return e

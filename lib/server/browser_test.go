@@ -391,3 +391,55 @@ sleep 60
 	// The queued run goes next and ends.
 	b.waitJS("the queued run to end", cellText(queued, colState)+` === "success"`)
 }
+
+// The run page's Retract prelabels: the first click only asks, "Keep
+// them" leaves everything as it was, and "Yes, retract them" empties the
+// run's prediction rows; the page then says what was retracted and offers
+// the button no more, and the run stays.
+func TestPageRetract(t *testing.T) {
+	b := newBrowser(t)
+	b.do("signing in", chromedp.Navigate(b.url+pagePath+"/login"), chromedp.WaitVisible(chromedp.ID("key")),
+		chromedp.SetValue(chromedp.ID("key"), testKey), chromedp.Click(chromedp.ID("signin")),
+		chromedp.WaitVisible(chromedp.ID("backend")))
+	id := b.e.dispatchRun(predictingTrainer, false)
+	n := b.e.storeCount(runPreds, id)
+	if n == 0 {
+		t.Fatal("the run wrote no prelabels")
+	}
+
+	b.do("the run page", chromedp.Navigate(b.url+pagePath+"/runs/"+id), chromedp.WaitVisible(chromedp.ID("retract")))
+	if !eval[bool](b, `document.getElementById('retract-confirm').hidden && document.getElementById('retracted').hidden`) {
+		t.Error("the confirmation or a retraction is shown before the button is clicked")
+	}
+	b.do("Retract prelabels", chromedp.Click(chromedp.ID("retract")), chromedp.WaitVisible(chromedp.ID("retract-yes")))
+	if !eval[bool](b, `document.getElementById('retract').hidden`) {
+		t.Error("the button stays beside its confirmation")
+	}
+	if left := b.e.storeCount(runPreds, id); left != n {
+		t.Fatalf("the first click deleted prelabels: %d of %d left", left, n)
+	}
+	b.do("Keep them", chromedp.Click(chromedp.ID("retract-no")), chromedp.WaitVisible(chromedp.ID("retract")))
+	if left := b.e.storeCount(runPreds, id); left != n {
+		t.Fatalf("Keep them deleted prelabels: %d of %d left", left, n)
+	}
+
+	b.do("Retract prelabels, confirmed", chromedp.Click(chromedp.ID("retract")), chromedp.WaitVisible(chromedp.ID("retract-yes")),
+		chromedp.Click(chromedp.ID("retract-yes")), chromedp.WaitVisible(chromedp.ID("retracted")))
+	if left := b.e.storeCount(runPreds, id); left != 0 {
+		t.Errorf("%d prelabels left after the confirmed retraction", left)
+	}
+	if msg := b.text("document.getElementById('retracted').textContent"); !strings.HasPrefix(msg, "Retracted 20") ||
+		!strings.Contains(msg, fmt.Sprintf(": %d prelabels deleted from Potato's store", n)) {
+		t.Errorf("the page says %q after the retraction", msg)
+	}
+	b.waitJS("the button to go", `document.getElementById('retract-row').hidden`)
+	if e := b.text("document.getElementById('error').hidden ? '' : document.getElementById('error').textContent"); e != "" {
+		t.Errorf("the page shows an error: %s", e)
+	}
+	if info := b.e.info(id); info.State != rundir.StateSuccess || info.RetractedAt == nil || info.Writeback["n_retracted"] != n {
+		t.Errorf("run.json after the retraction: state %s, retracted_at %v, writeback %v", info.State, info.RetractedAt, info.Writeback)
+	}
+	if rows := b.e.storeCount(`SELECT count(*) FROM training_runs WHERE run_id = ?`, id); rows != 1 {
+		t.Errorf("training_runs has %d rows of the run, want it kept", rows)
+	}
+}

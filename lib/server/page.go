@@ -145,6 +145,13 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
 		s.render(w, err.code, "login.html", d)
 		return
 	}
+	client := clientAddr(r)
+	if left := s.signins.lockedOut(client); left > 0 {
+		retryAfter(w, left)
+		d.Error = fmt.Sprintf(msgLockedOut, waitText(left))
+		s.render(w, http.StatusTooManyRequests, "login.html", d)
+		return
+	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
 	if err := r.ParseForm(); err != nil {
 		d.Error = "the form could not be read: " + err.Error()
@@ -152,13 +159,19 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !s.isAPIKey(r.PostFormValue("key")) {
-		s.logf("page: wrong API key from %s", r.RemoteAddr)
+		if left := s.signInFailed(r, "page: sign-in"); left > 0 {
+			retryAfter(w, left)
+			d.Error = fmt.Sprintf(msgLockedOut, waitText(left))
+			s.render(w, http.StatusTooManyRequests, "login.html", d)
+			return
+		}
 		d.Error = msgWrongKey
 		s.render(w, http.StatusUnauthorized, "login.html", d)
 		return
 	}
+	s.signins.succeeded(client)
 	setSessionCookie(w, r, s.newSession(time.Now()), int(sessionTTL/time.Second))
-	s.logf("page: signed in from %s", r.RemoteAddr)
+	s.logf("page: signed in from %s (%s)", client, r.RemoteAddr)
 	http.Redirect(w, r, pagePath, http.StatusSeeOther)
 }
 

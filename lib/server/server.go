@@ -39,6 +39,8 @@ type Server struct {
 
 	once   sync.Once
 	broker *broker
+	// signins counts failed sign-ins per client.
+	signins *limiter
 	// runs keeps finished runs' records between the page's polls.
 	runs rundir.Cache
 }
@@ -61,6 +63,7 @@ func (s *Server) init() {
 			s.PageIdlePoll = pageIdlePoll
 		}
 		s.broker = newBroker(s.Root)
+		s.signins = newLimiter()
 	})
 }
 

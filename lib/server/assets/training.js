@@ -342,6 +342,14 @@
         (w.n_skipped_newer_run || 0) + " already labelled by a newer run.";
     }
 
+    // retraction says what potato-dispatch retract did, "" before it.
+    function retraction(r) {
+      if (!r.retracted_at) return "";
+      const n = (r.writeback && r.writeback.n_retracted) || 0;
+      return "Retracted " + r.retracted_at + ": " + n + (n === 1 ? " prelabel" : " prelabels") +
+        " deleted from Potato's store; Potato stops showing them after its next start.";
+    }
+
     async function refresh() {
       let r;
       try {
@@ -364,6 +372,11 @@
       $("record").tBodies[0].replaceChildren(...rows);
       $("cancel").hidden = finished(r);
       $("writeback").textContent = writeback(r);
+      $("retracted").textContent = retraction(r);
+      $("retracted").hidden = !r.retracted_at;
+      // Prelabels can be retracted once the run is over, if it wrote any.
+      const w = r.writeback;
+      $("retract-row").hidden = !(finished(r) && w && w.n_written > 0 && !r.retracted_at);
       $("log").textContent = (r.log || []).join("\n");
       $("events").textContent = (r.events || []).map((e) => JSON.stringify(e)).join("\n");
       return finished(r) ? null : pollMS;
@@ -372,6 +385,27 @@
     // The run page stops polling once its run is over.
     poll(refresh);
     $("cancel").addEventListener("click", (ev) => cancel(id, ev.target));
+
+    // Retracting takes two clicks: the button, then the confirmation.
+    function confirming(on) {
+      $("retract").hidden = on;
+      $("retract-confirm").hidden = !on;
+    }
+    $("retract").addEventListener("click", () => confirming(true));
+    $("retract-no").addEventListener("click", () => confirming(false));
+    $("retract-yes").addEventListener("click", async (ev) => {
+      const button = ev.target;
+      button.disabled = true;
+      try {
+        await api("DELETE", "/runs/" + encodeURIComponent(id) + "/predictions");
+        showError(null);
+      } catch (e) {
+        showError(e);
+      }
+      button.disabled = false;
+      confirming(false);
+      await refresh();
+    });
   }
 
   if (body.dataset.run) {

@@ -1,0 +1,199 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Failed sign-ins, per client address: the page's form and wrong
+// X-API-Key headers both guess admin_api_key, so both count. The answer to
+// a failure is delayed, longer each time; after maxFailures failures within
+// failureWindow, the client is refused for lockout (429 with Retry-After),
+// whatever key it sends. A sign-in that succeeds forgets the client's
+// failures. The table holds at most maxClients clients.
+const (
+	maxFailures   = 5
+	failureWindow = 15 * time.Minute
+	lockout       = 15 * time.Minute
+	// firstDelay delays the first failure; each next one waits twice as
+	// long (0.5 s, 1 s, 2 s, 4 s).
+	firstDelay = 500 * time.Millisecond
+	maxClients = 4096
+)
+
+// msgLockedOut is the refusal of a client locked out; %s is how long.
+const msgLockedOut = "too many failed sign-ins from your address: try again in %s"
+
+// limiter counts failed sign-ins per client.
+type limiter struct {
+	mu      sync.Mutex
+	clients map[string]*failures
+	// max bounds clients (maxClients when 0).
+	max int
+	// now and sleep are the clock; tests set their own.
+	now   func() time.Time
+	sleep func(ctx context.Context, d time.Duration)
+}
+
+// failures are a client's failed sign-ins since its last success.
+type failures struct {
+	n     int
+	last  time.Time
+	until time.Time // locked out until then
+}
+
+func newLimiter() *limiter {
+	return &limiter{clients: map[string]*failures{}, now: time.Now, sleep: sleepCtx}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// lockedOut returns how long the client is still refused, or 0.
+func (l *limiter) lockedOut(client string) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	f := l.clients[client]
+	if f == nil {
+		return 0
+	}
+	now := l.now()
+	if left := f.until.Sub(now); left > 0 {
+		return left
+	}
+	return 0
+}
+
+// failed counts a failure of the client and returns how long to delay its
+// answer, or, when this failure locks it out, 0 and true.
+func (l *limiter) failed(client string) (delay time.Duration, locked bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	f := l.clients[client]
+	if f == nil {
+		l.makeRoom(now)
+		f = &failures{}
+		l.clients[client] = f
+	}
+	if now.Sub(f.last) > failureWindow || (!f.until.IsZero() && !now.Before(f.until)) {
+		// Old failures, or a lockout served: start again.
+		*f = failures{}
+	}
+	f.n++
+	f.last = now
+	if f.n >= maxFailures {
+		f.until = now.Add(lockout)
+		return 0, true
+	}
+	return firstDelay << (f.n - 1), false
+}
+
+// succeeded forgets the client's failures.
+func (l *limiter) succeeded(client string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.clients, client)
+}
+
+// makeRoom drops the clients whose failures are forgotten, and when the
+// table is still full the one that failed longest ago, a client locked
+// out last, so that one more fits. Called with mu held.
+func (l *limiter) makeRoom(now time.Time) {
+	limit := l.max
+	if limit <= 0 {
+		limit = maxClients
+	}
+	if len(l.clients) < limit {
+		return
+	}
+	for c, f := range l.clients {
+		if now.Sub(f.last) > failureWindow && !now.Before(f.until) {
+			delete(l.clients, c)
+		}
+	}
+	// first tells whether f goes before g: not locked out before locked
+	// out, then the older failure first.
+	first := func(f, g *failures) bool {
+		if fl, gl := now.Before(f.until), now.Before(g.until); fl != gl {
+			return !fl
+		}
+		return f.last.Before(g.last)
+	}
+	for len(l.clients) >= limit {
+		var drop string
+		var d *failures
+		for c, f := range l.clients {
+			if d == nil || first(f, d) {
+				drop, d = c, f
+			}
+		}
+		delete(l.clients, drop)
+	}
+}
+
+// retryAfter sets Retry-After to d in whole seconds, rounded up.
+func retryAfter(w http.ResponseWriter, d time.Duration) {
+	w.Header().Set("Retry-After", strconv.Itoa(int((d+time.Second-1)/time.Second)))
+}
+
+// waitText says d as the refusal does: "15 min", "40 s".
+func waitText(d time.Duration) string {
+	if d >= time.Minute {
+		return fmt.Sprintf("%d min", int((d+time.Minute-1)/time.Minute))
+	}
+	return fmt.Sprintf("%d s", max(1, int((d+time.Second-1)/time.Second)))
+}
+
+// clientAddr is who a request comes from, for counting failures: the
+// peer's address, or, from a proxy on this machine (a loopback peer), the
+// address it appended last to X-Forwarded-For, the one it saw. An IPv6
+// client counts by its /64, which one host can fill with addresses.
+func clientAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	ip := net.ParseIP(host)
+	if ip != nil && ip.IsLoopback() {
+		if v := r.Header.Values("X-Forwarded-For"); len(v) > 0 {
+			hops := strings.Split(v[len(v)-1], ",")
+			if fwd := net.ParseIP(strings.TrimSpace(hops[len(hops)-1])); fwd != nil {
+				ip = fwd
+			}
+		}
+	}
+	if ip == nil {
+		return host
+	}
+	if ip.To4() == nil {
+		return ip.Mask(net.CIDRMask(64, 128)).String() + "/64"
+	}
+	return ip.String()
+}
+
+// signInFailed counts a wrong key from the request's client, logs it and
+// delays the answer; it returns the lockout that this failure starts, or 0.
+func (s *Server) signInFailed(r *http.Request, what string) time.Duration {
+	client := clientAddr(r)
+	delay, locked := s.signins.failed(client)
+	if locked {
+		s.logf("%s: wrong API key from %s (%s): %d failed attempts, refused for %s", what, client, r.RemoteAddr, maxFailures, waitText(lockout))
+		return lockout
+	}
+	s.logf("%s: wrong API key from %s (%s); its answer is delayed %s", what, client, r.RemoteAddr, delay)
+	s.signins.sleep(r.Context(), delay)
+	return 0
+}
