@@ -493,9 +493,12 @@ type tailer struct {
 	path    string
 	off     int64
 	partial []byte
-	emit    func(events.Event)
-	raw     func(string)
-	mu      sync.Mutex
+	// over is set while the rest of a line longer than events.MaxLine
+	// is skipped: its first MaxLine bytes went on as log.
+	over bool
+	emit func(events.Event)
+	raw  func(string)
+	mu   sync.Mutex
 }
 
 func (t *tailer) read() {
@@ -511,7 +514,7 @@ func (t *tailer) read() {
 		return
 	}
 	if st.Size() < t.off {
-		t.off, t.partial = 0, nil
+		t.off, t.partial, t.over = 0, nil, false
 	}
 	if st.Size() == t.off {
 		return
@@ -520,23 +523,29 @@ func (t *tailer) read() {
 		return
 	}
 	r := bufio.NewReaderSize(io.LimitReader(f, st.Size()-t.off), 64<<10)
+	// What is held of a line is bounded by MaxLine and the buffer, however
+	// long the line is.
 	for {
-		chunk, err := r.ReadBytes('\n')
+		chunk, err := r.ReadSlice('\n')
 		t.off += int64(len(chunk))
-		if err != nil {
-			// Not a whole line yet: keep it for the next read.
+		if !t.over {
 			t.partial = append(t.partial, chunk...)
 			if len(t.partial) > events.MaxLine {
 				t.line(t.partial)
-				t.partial = nil
+				t.partial, t.over = nil, true
 			}
+		}
+		switch {
+		case err == nil:
+			if !t.over {
+				t.line(t.partial)
+			}
+			t.partial, t.over = t.partial[:0], false
+		case errors.Is(err, bufio.ErrBufferFull):
+		default:
+			// Not a whole line yet: what is held waits for the next read.
 			return
 		}
-		if len(t.partial) > 0 {
-			chunk = append(t.partial, chunk...)
-			t.partial = nil
-		}
-		t.line(chunk)
 	}
 }
 
@@ -544,10 +553,10 @@ func (t *tailer) read() {
 func (t *tailer) flush() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if len(t.partial) > 0 {
+	if len(t.partial) > 0 && !t.over {
 		t.line(t.partial)
-		t.partial = nil
 	}
+	t.partial, t.over = nil, false
 }
 
 func (t *tailer) line(b []byte) {

@@ -230,12 +230,16 @@ func (h *handler) bundle(w http.ResponseWriter, r *http.Request, id string) {
 }
 
 func (h *handler) events(w http.ResponseWriter, r *http.Request, id string) {
+	tooLarge := fmt.Sprintf("more than %d bytes of events in one request", MaxEventsBody)
+	if r.ContentLength > MaxEventsBody { // refused unread
+		writeError(w, http.StatusRequestEntityTooLarge, tooLarge)
+		return
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxEventsBody))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			writeError(w, http.StatusRequestEntityTooLarge,
-				fmt.Sprintf("more than %d bytes of events in one request", MaxEventsBody))
+			writeError(w, http.StatusRequestEntityTooLarge, tooLarge)
 			return
 		}
 		writeError(w, http.StatusBadRequest, "reading the body: "+err.Error())
@@ -338,6 +342,9 @@ func (h *handler) result(w http.ResponseWriter, r *http.Request, id string) {
 // decodeJSON reads a small JSON body into v; an empty body leaves v as
 // it is. It returns the status to answer with when it fails.
 func decodeJSON(w http.ResponseWriter, r *http.Request, v any) (int, error) {
+	if r.ContentLength > maxJSONBody { // refused unread
+		return http.StatusRequestEntityTooLarge, fmt.Errorf("body over %d bytes", maxJSONBody)
+	}
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxJSONBody))
 	if err != nil {
 		var mbe *http.MaxBytesError

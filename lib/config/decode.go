@@ -483,3 +483,51 @@ func typeOf(name string) string {
 	}
 	return "?"
 }
+
+// maxAliasNodes bounds the nodes a config reaches through YAML aliases.
+// The decoder reads an aliased node wherever it is referred to, so a few
+// kilobytes of anchors and aliases (an alias bomb) could make it judge
+// millions of keys; a config that shares a few settings by alias stays far
+// below this.
+const maxAliasNodes = 100_000
+
+// aliasBomb returns the alias at which the nodes reached through aliases
+// pass maxAliasNodes, or nil. An alias refers to a node complete earlier
+// in the document (yaml.v3 refuses one inside its own anchor), so one walk
+// in document order knows each target's expanded size when it meets an
+// alias to it.
+func aliasBomb(root *yaml.Node) *yaml.Node {
+	const ceiling = 1 << 40 // sizes saturate here, far from overflow
+	size := map[*yaml.Node]int64{}
+	var through int64
+	var bomb *yaml.Node
+	var walk func(n *yaml.Node) int64
+	walk = func(n *yaml.Node) int64 {
+		if n == nil {
+			return 0
+		}
+		if s, ok := size[n]; ok {
+			return s
+		}
+		s := int64(1)
+		if n.Kind == yaml.AliasNode {
+			t, ok := size[n.Alias]
+			if !ok {
+				t = walk(n.Alias)
+			}
+			s = min(s+t, ceiling)
+			through = min(through+t, ceiling)
+			if bomb == nil && through > maxAliasNodes {
+				bomb = n
+			}
+		} else {
+			for _, c := range n.Content {
+				s = min(s+walk(c), ceiling)
+			}
+		}
+		size[n] = s
+		return s
+	}
+	walk(root)
+	return bomb
+}

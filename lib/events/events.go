@@ -11,6 +11,7 @@ import (
 	"sort"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // Event kinds.
@@ -43,7 +44,8 @@ type Event struct {
 var ErrNotEvent = errors.New("not a v1 event")
 
 // Parse decodes one line. A line that is not a JSON object with "v": 1 and
-// a known "event" gives an error wrapping ErrNotEvent.
+// a known "event", in UTF-8 and at most MaxLine bytes, gives an error
+// wrapping ErrNotEvent.
 func Parse(line []byte) (Event, error) {
 	line = bytes.TrimSpace(line)
 	if len(line) == 0 || line[0] != '{' {
@@ -51,6 +53,12 @@ func Parse(line []byte) (Event, error) {
 	}
 	if len(line) > MaxLine {
 		return Event{}, fmt.Errorf("%w: longer than %d bytes", ErrNotEvent, MaxLine)
+	}
+	// encoding/json would take invalid UTF-8 in a string for U+FFFD; a
+	// writer of events writes UTF-8 (or escapes), so such a line is not
+	// one of its events.
+	if !utf8.Valid(line) {
+		return Event{}, fmt.Errorf("%w: not valid UTF-8", ErrNotEvent)
 	}
 	var m map[string]any
 	if err := json.Unmarshal(line, &m); err != nil {

@@ -3,7 +3,9 @@ package project
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"math"
 	"os"
@@ -164,7 +166,7 @@ func readUserState(path string, schemes map[string]config.Scheme) (*userState, e
 		return nil, err
 	}
 	defer f.Close()
-	dec := json.NewDecoder(bufio.NewReaderSize(f, 64<<10))
+	dec := json.NewDecoder(bufio.NewReaderSize(newUTF8Reader(f), 64<<10))
 	dec.UseNumber()
 	st := &userState{votes: make(map[string]map[string]Vote)}
 	fail := func(err error) (*userState, error) {
@@ -225,6 +227,12 @@ func readUserState(path string, schemes map[string]config.Scheme) (*userState, e
 		}
 	}
 	if err := expectDelim(dec, '}'); err != nil {
+		return fail(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		if err == nil {
+			err = errors.New("data after the end of the JSON object")
+		}
 		return fail(err)
 	}
 	return st, nil
@@ -306,6 +314,9 @@ func skipValue(dec *json.Decoder) error {
 			switch d {
 			case '{', '[':
 				depth++
+				if depth > maxDepth {
+					return errTooDeep
+				}
 			default:
 				depth--
 			}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"unicode/utf8"
 )
 
 // Data files can hold millions of items, and encoding/json decodes every
@@ -288,7 +289,7 @@ func (p *jsonParser) eat(c byte) bool {
 }
 
 func (p *jsonParser) value(depth int) error {
-	if depth > 10000 {
+	if depth > maxDepth {
 		return errTooDeep
 	}
 	if p.i >= len(p.b) {
@@ -448,4 +449,75 @@ func (p *jsonParser) number() error {
 		}
 	}
 	return nil
+}
+
+// maxDepth is how deeply a value may nest, as encoding/json allows.
+const maxDepth = 10000
+
+// utf8Reader passes on the bytes of r and fails at the first that are not
+// UTF-8: encoding/json would read them as U+FFFD, and a label so mangled
+// would silently match nothing. Each read is checked before it is passed
+// on, but for a rune cut at its end, checked with the next read.
+type utf8Reader struct {
+	r    io.Reader
+	off  int64  // bytes passed on before this read
+	tail []byte // the start of a rune cut at the end of the last read
+}
+
+func newUTF8Reader(r io.Reader) *utf8Reader { return &utf8Reader{r: r} }
+
+func (u *utf8Reader) Read(p []byte) (int, error) {
+	n, err := u.r.Read(p)
+	b := p[:n]
+	start := 0
+	if len(u.tail) > 0 && n > 0 {
+		k := min(utf8.UTFMax-len(u.tail), n)
+		buf := append(u.tail[:len(u.tail):len(u.tail)], b[:k]...)
+		if !utf8.FullRune(buf) { // still cut: all of b is more of it
+			u.tail = buf
+			return u.passed(n, err)
+		}
+		// A valid rune is longer than the tail, which was not one.
+		r, size := utf8.DecodeRune(buf)
+		if r == utf8.RuneError && size == 1 {
+			return 0, u.invalid(-int64(len(u.tail)))
+		}
+		start, u.tail = size-len(u.tail), u.tail[:0]
+	}
+	rest := b[start:]
+	cut := len(rest)
+	for j := len(rest) - 1; j >= 0 && j >= len(rest)-utf8.UTFMax+1; j-- {
+		if utf8.RuneStart(rest[j]) {
+			if !utf8.FullRune(rest[j:]) {
+				cut = j
+			}
+			break
+		}
+	}
+	if !utf8.Valid(rest[:cut]) {
+		i := 0
+		for i < cut {
+			r, size := utf8.DecodeRune(rest[i:cut])
+			if r == utf8.RuneError && size == 1 {
+				break
+			}
+			i += size
+		}
+		return 0, u.invalid(int64(start + i))
+	}
+	u.tail = append(u.tail, rest[cut:]...)
+	return u.passed(n, err)
+}
+
+// passed counts n bytes passed on; the input must not end in a cut rune.
+func (u *utf8Reader) passed(n int, err error) (int, error) {
+	if err == io.EOF && len(u.tail) > 0 {
+		return 0, u.invalid(int64(n - len(u.tail)))
+	}
+	u.off += int64(n)
+	return n, err
+}
+
+func (u *utf8Reader) invalid(at int64) error {
+	return fmt.Errorf("not valid UTF-8 at byte %d", u.off+at)
 }

@@ -125,9 +125,19 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 		jsonError(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed here")
 		return
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20+1))
-	if err != nil || len(body) > 1<<20 {
-		jsonError(w, http.StatusBadRequest, "the claim's body is unreadable or too large")
+	const maxClaim = 1 << 20
+	if r.ContentLength > maxClaim { // refused unread
+		jsonError(w, http.StatusRequestEntityTooLarge, "the claim's body is over 1 MiB")
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxClaim))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			jsonError(w, http.StatusRequestEntityTooLarge, "the claim's body is over 1 MiB")
+		} else {
+			jsonError(w, http.StatusBadRequest, "the claim's body is unreadable: "+err.Error())
+		}
 		return
 	}
 	var req agentproto.ClaimRequest

@@ -281,6 +281,9 @@ func (a *api) startRun(w http.ResponseWriter, r *http.Request) {
 }
 
 func decodeStart(w http.ResponseWriter, r *http.Request) (*startRequest, error) {
+	if r.ContentLength > maxBody { // refused unread
+		return nil, errorf(http.StatusRequestEntityTooLarge, "the body is over %d bytes", maxBody)
+	}
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
 	dec.DisallowUnknownFields()
 	var req startRequest
