@@ -139,6 +139,7 @@ func (d *dispatcher) prune() {
 		d.logf("retain_runs %d: removed run %s (%s, %s, created %s): its directory and its rows in Potato's store",
 			keep, r.RunID, r.State, r.Trainer, r.CreatedAt.UTC().Format("2006-01-02T15:04:05Z"))
 	}
+	d.compressEvents(runs, removed)
 	if len(choice.kept) > 0 {
 		var parts []string
 		for _, k := range choice.kept {
@@ -207,5 +208,23 @@ func updateLatest(root *rundir.Root, schemas []string, ending *rundir.Record, lo
 			continue
 		}
 		logf("%s now points at run %s", root.LatestLink(s), r.RunID)
+	}
+}
+
+// compressEvents gzips the events.jsonl of every finished run that stays,
+// but the ending one: old runs keep their events, readable with zcat, at a
+// fraction of the disk. A run waiting for writeback keeps its file as it is.
+func (d *dispatcher) compressEvents(runs []rundir.Info, removed []string) {
+	for _, r := range runs {
+		if r.RunID == d.run.ID || !r.Finished || r.WritebackPending || slices.Contains(removed, r.RunID) {
+			continue
+		}
+		done, err := d.root.CompressEvents(r.RunID)
+		switch {
+		case err != nil:
+			d.logf("warning: compressing the events of run %s: %v", r.RunID, err)
+		case done:
+			d.logf("compressed the events of run %s into %s", r.RunID, rundir.EventsArchive)
+		}
 	}
 }

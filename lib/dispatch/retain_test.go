@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -86,6 +87,20 @@ exit 1`)
 		t.Errorf("the run log of the run that pruned does not say what it removed:\n%s", log)
 	}
 
+	// The runs that stay keep their events, compressed, but the newest.
+	for _, id := range []string{good[0], good[1], bad[1]} {
+		rd := root(dir).RunDir(id)
+		if _, err := os.Stat(filepath.Join(rd, rundir.EventsFile)); !os.IsNotExist(err) {
+			t.Errorf("run %s still has an uncompressed events.jsonl (%v)", id, err)
+		}
+		out, err := exec.Command("zcat", filepath.Join(rd, rundir.EventsArchive)).Output()
+		if err != nil || !strings.Contains(string(out), `"event":"`) {
+			t.Errorf("zcat of run %s's events: %v, %q", id, err, out)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(root(dir).RunDir(bad[2]), rundir.EventsFile)); err != nil {
+		t.Errorf("the ending run's events.jsonl: %v", err)
+	}
 	artifacts := filepath.Join(root(dir).RunDir(good[1]), "artifacts")
 	entries, err := os.ReadDir(artifacts)
 	if err != nil || len(entries) == 0 {

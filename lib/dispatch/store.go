@@ -113,7 +113,7 @@ func runRow(cfg *config.Config, root *rundir.Root, rec rundir.Record) writeback.
 		SchemaNames: rec.Schemas, Kinds: kinds, Status: potatoStatus(rec.State), Trigger: potatoTrigger(rec.Trigger),
 		CreatedAt: unix(&rec.CreatedAt), StartedAt: unix(rec.StartedAt), FinishedAt: unix(rec.FinishedAt),
 		SplitSeed: int64(cfg.Training.SplitSeed), Params: rec.Params,
-		Metrics:     potatoMetrics(rec, filepath.Join(dir, rundir.EventsFile)),
+		Metrics:     potatoMetrics(rec, dir),
 		ArtifactDir: artifacts, ModelVersion: rec.ModelVersion, Error: rec.Error, ErrorCode: rec.ErrorCode,
 		Pid: rec.PID, Host: host,
 	}
@@ -143,7 +143,7 @@ func runRow(cfg *config.Config, root *rundir.Root, rec rundir.Record) writeback.
 // trainers name them) drops the schema when the run has one; a run with
 // several keeps it ("sentiment/test_accuracy") and also has the first
 // scored schema's score under the plain names.
-func potatoMetrics(rec rundir.Record, eventsPath string) map[string]float64 {
+func potatoMetrics(rec rundir.Record, dir string) map[string]float64 {
 	out := map[string]float64{}
 	several := len(rec.Schemas) > 1
 	name := func(schema, metric string) string {
@@ -158,7 +158,7 @@ func potatoMetrics(rec rundir.Record, eventsPath string) map[string]float64 {
 		}
 		return "", n
 	}
-	if f, err := os.Open(eventsPath); err == nil {
+	if f, err := rundir.OpenEvents(dir); err == nil {
 		sc := bufio.NewScanner(f)
 		sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
 		for sc.Scan() {
