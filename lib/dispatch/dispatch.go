@@ -682,6 +682,9 @@ func (d *dispatcher) onEvent(job *backend.Job, e events.Event) {
 		d.result = &r
 		d.set(func(rec *rundir.Record) {
 			rec.ModelVersion = r.ModelVersion
+			if r.Precision != "" {
+				rec.Precision = r.Precision
+			}
 			if rec.Metrics == nil {
 				rec.Metrics = map[string]any{}
 			}

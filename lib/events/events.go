@@ -184,6 +184,8 @@ type Result struct {
 	LabelOrder      map[string][]string `json:"label_order,omitempty"`
 	PredictionsFile string              `json:"predictions_file,omitempty"`
 	NPredictions    int                 `json:"n_predictions"`
+	// Precision is what a torch trainer trained in: fp32, bf16 or fp16.
+	Precision string `json:"precision,omitempty"`
 }
 
 // ResultEvent makes the result event of r.

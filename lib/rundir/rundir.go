@@ -109,9 +109,11 @@ type Record struct {
 	Writeback   map[string]int    `json:"writeback,omitempty"`
 	Trigger     string            `json:"trigger"`
 	Device      string            `json:"device,omitempty"`
-	PID         int               `json:"pid,omitempty"`
-	Host        string            `json:"host,omitempty"`
-	AgentSocket string            `json:"agent_socket,omitempty"`
+	// Precision is the precision a torch trainer reported training in.
+	Precision   string `json:"precision,omitempty"`
+	PID         int    `json:"pid,omitempty"`
+	Host        string `json:"host,omitempty"`
+	AgentSocket string `json:"agent_socket,omitempty"`
 	// ModelVersion is the result event's model_version.
 	ModelVersion string `json:"model_version,omitempty"`
 	// StoreError is the last failed write to Potato's store, with the

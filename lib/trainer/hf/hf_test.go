@@ -217,8 +217,8 @@ func TestDispatchSpam(t *testing.T) {
 	if info.Heldout == nil || info.Heldout.N < 300 || info.Heldout.Accuracy < 0.93 {
 		t.Errorf("held-out %+v, want accuracy >= 0.93 on 300 or more test items", info.Heldout)
 	}
-	if info.Metrics["precision/fp32"] != 1.0 {
-		t.Errorf("run.json metrics %v: no precision/fp32", info.Metrics)
+	if info.Precision != "fp32" {
+		t.Errorf("run.json precision %q, want fp32", info.Precision)
 	}
 	if sps, _ := info.Metrics["steps_per_s"].(float64); sps <= 0 {
 		t.Errorf("steps_per_s %v", info.Metrics["steps_per_s"])

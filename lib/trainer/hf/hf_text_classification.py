@@ -1155,7 +1155,6 @@ def train(spec, ev, stop, env=None):
     metrics["fit_seconds"] = time.time() - start
     metrics["steps_per_s"] = clock["real"] / max(clock["fit_s"], 1e-9)
     metrics["steps"] = clock["real"]
-    metrics["precision/" + precision] = 1
     ev.result(metrics, orders, "predictions.jsonl", n_pred, precision=precision, device=device_name)
 
 
