@@ -19,9 +19,6 @@ import (
 // before the runs ended, as timeout(1)'s.
 const ExitTimeout = 124
 
-// dispatchLockFile is the run directory's lock that its dispatch holds
-// while it lives (potato-rundir(5)).
-const dispatchLockFile = "dispatch.lock"
 
 // WaitOptions are potato-dispatch wait's arguments.
 type WaitOptions struct {
@@ -99,7 +96,7 @@ func waitRun(ctx context.Context, cfg *config.Config, root *rundir.Root, id stri
 	if err := w.Add(dir); err != nil {
 		return rundir.Info{}, fmt.Errorf("cannot watch run %s: %w", id, err)
 	}
-	lock := filepath.Join(dir, dispatchLockFile)
+	lock := filepath.Join(dir, rundir.DispatchLockFile)
 	var released <-chan struct{}
 	lockFreed := false
 	for {

@@ -30,7 +30,7 @@ func (r *Root) Remove(id string) error {
 	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
-	lock, err := lockFile(filepath.Join(dir, dispatchLock), false)
+	lock, err := lockFile(filepath.Join(dir, DispatchLockFile), false)
 	if err != nil {
 		if errors.Is(err, syscall.EWOULDBLOCK) {
 			return fmt.Errorf("run %s: %w", id, ErrBusy)

@@ -55,8 +55,9 @@ const (
 	SocketFile      = "agent.sock"
 	CancelFile      = "cancel"
 	ExitCodeFile    = "exit_code"
-	dispatchLock    = "dispatch.lock"
-	queueLock       = "queue.lock"
+	// DispatchLockFile is held, flock(2), by a run's dispatch while it lives.
+	DispatchLockFile = "dispatch.lock"
+	queueLock        = "queue.lock"
 )
 
 // GoneError is the error of a run whose dispatch died before it finished,
@@ -198,7 +199,7 @@ func (r *Root) Create(rec Record) (*Run, error) {
 		}
 		return nil, err
 	}
-	lock, err := lockFile(filepath.Join(dir, dispatchLock), true)
+	lock, err := lockFile(filepath.Join(dir, DispatchLockFile), true)
 	if err != nil {
 		return nil, err
 	}
@@ -346,7 +347,7 @@ func (r *Root) Read(id string) (Info, error) {
 		}
 		return info, nil
 	}
-	if !lockHeld(filepath.Join(dir, dispatchLock)) {
+	if !lockHeld(filepath.Join(dir, DispatchLockFile)) {
 		info.Gone = true
 		info.State = StateError
 		info.Error = GoneError
@@ -489,7 +490,7 @@ func (r *Root) Edit(id string, fn func(rec *Record, finished bool) error) error 
 		}
 		return err
 	}
-	lock, err := lockFile(filepath.Join(dir, dispatchLock), false)
+	lock, err := lockFile(filepath.Join(dir, DispatchLockFile), false)
 	if err != nil {
 		if errors.Is(err, syscall.EWOULDBLOCK) {
 			return fmt.Errorf("run %s: %w", id, ErrBusy)
