@@ -6,6 +6,7 @@ package agent_test
 // user would, from a directory of its own with relative paths.
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
 	"net"
@@ -46,15 +47,17 @@ func startRealServer(t *testing.T) *realServer {
 	l.Close()
 	s := &realServer{bin: bin, url: "http://" + addr, stderr: &lockedBuffer{}}
 
-	out, err := exec.Command(filepath.Join(bin, "potato-register"), "lab", cfg, "--server", s.url).CombinedOutput()
+	tokenFile := filepath.Join(t.TempDir(), "lab.token")
+	out, err := exec.Command(filepath.Join(bin, "potato-register"), "lab", cfg, "--server", s.url, "--token-file", tokenFile).CombinedOutput()
 	if err != nil {
 		t.Fatalf("potato-register: %v\n%s", err, out)
 	}
-	m := regexp.MustCompile(`export POTATO_TRAINING_TOKEN=([0-9a-f]{64})`).FindSubmatch(out)
-	if m == nil {
-		t.Fatalf("potato-register shows no token:\n%s", out)
+	tok, err := os.ReadFile(tokenFile)
+	m := regexp.MustCompile(`^[0-9a-f]{64}$`).Find(bytes.TrimSpace(tok))
+	if err != nil || m == nil {
+		t.Fatalf("potato-register wrote no token to %s: %v %q\n%s", tokenFile, err, tok, out)
 	}
-	s.token = string(m[1])
+	s.token = string(m)
 
 	srv := exec.Command(filepath.Join(bin, "potato-server"), cfg, "--listen", addr)
 	srv.Stderr = s.stderr

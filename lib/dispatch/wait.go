@@ -19,7 +19,6 @@ import (
 // before the runs ended, as timeout(1)'s.
 const ExitTimeout = 124
 
-
 // WaitOptions are potato-dispatch wait's arguments.
 type WaitOptions struct {
 	ConfigPath string
