@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
+	"potato-training/internal/memtest"
 	"potato-training/lib/events"
 )
 
@@ -17,15 +17,6 @@ import (
 // stays far below it; reading that line whole, as the tailer once did
 // (ReadBytes and the join of its parts), allocated 27 MB.
 const lineAllocBound = 8 << 20
-
-func allocated(f func()) uint64 {
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	f()
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc
-}
 
 // TestTailerLongLine writes a SLURM job's events file the way a job does,
 // in pieces, with a 10 MB line between two events: the events before and
@@ -48,7 +39,7 @@ func TestTailerLongLine(t *testing.T) {
 	}
 	write(events.Log("info", "before").Line())
 	long := bytes.Repeat([]byte("x"), 10<<20)
-	n := allocated(func() {
+	n := memtest.Allocated(func() {
 		// The long line arrives in three reads, the last with its end.
 		write(long[:3<<20])
 		tl.read()

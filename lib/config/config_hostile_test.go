@@ -4,9 +4,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
+
+	"potato-training/internal/memtest"
 )
 
 // hostileAllocBound is the most a hostile config may make the loader
@@ -14,17 +15,6 @@ import (
 // takes, far below what the attacks below would take unbounded (the
 // backend alias bomb took 43 GB before aliasBomb).
 const hostileAllocBound = 64 << 20
-
-// allocated returns the bytes f allocates (runtime.MemStats.TotalAlloc,
-// an upper bound of the heap's growth while it runs).
-func allocated(f func()) uint64 {
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	f()
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc
-}
 
 // problemWith returns the first problem whose message holds want.
 func problemWith(c *Config, want string) (Problem, bool) {
@@ -51,7 +41,7 @@ func TestAliasBombBackends(t *testing.T) {
 		fmt.Fprintf(&b, "    b%d: *big\n", i)
 	}
 	var c *Config
-	n := allocated(func() { c = ParseConfig([]byte(b.String()), "/proj") })
+	n := memtest.Allocated(func() { c = ParseConfig([]byte(b.String()), "/proj") })
 	p, ok := problemWith(c, "alias bomb")
 	if !ok {
 		t.Fatalf("no alias bomb problem; %d problems, first %v", len(c.Problems), c.Problems[:min(3, len(c.Problems))])
@@ -86,7 +76,7 @@ func TestAliasBombBillionLaughs(t *testing.T) {
 		"annotation_schemes: *i\ndata_files: *i\n",
 	} {
 		var c *Config
-		n := allocated(func() { c = ParseConfig([]byte(levels+tail), "/proj") })
+		n := memtest.Allocated(func() { c = ParseConfig([]byte(levels+tail), "/proj") })
 		if _, ok := problemWith(c, "alias bomb"); !ok {
 			t.Errorf("%q: no alias bomb problem: %v", tail, c.Problems)
 		}
@@ -125,7 +115,7 @@ func TestHostileConfigRefused(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var c *Config
-			n := allocated(func() { c = ParseConfig([]byte(tc.text), "/proj") })
+			n := memtest.Allocated(func() { c = ParseConfig([]byte(tc.text), "/proj") })
 			if _, ok := problemWith(c, tc.want); !ok {
 				t.Errorf("no problem with %q: %v", tc.want, c.Problems)
 			}
@@ -149,7 +139,7 @@ func TestConfigTooLarge(t *testing.T) {
 	}
 	f.Close()
 	var rerr error
-	n := allocated(func() { _, rerr = ReadConfigFile(p) })
+	n := memtest.Allocated(func() { _, rerr = ReadConfigFile(p) })
 	if rerr == nil || !strings.Contains(rerr.Error(), "larger than 16 MiB") {
 		t.Errorf("err = %v, want larger than 16 MiB", rerr)
 	}

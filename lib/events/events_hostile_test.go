@@ -3,23 +3,15 @@ package events
 import (
 	"bytes"
 	"errors"
-	"runtime"
 	"strings"
 	"testing"
+
+	"potato-training/internal/memtest"
 )
 
 // hostileAllocBound is the most one hostile line may make Parse allocate
 // (docs/reliability.md).
 const hostileAllocBound = 64 << 20
-
-func allocated(f func()) uint64 {
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	f()
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc
-}
 
 // TestParseHostile checks that a line too long, not UTF-8 or nested too
 // deeply is not an event (the relay keeps it as log), with a reason, and
@@ -40,7 +32,7 @@ func TestParseHostile(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var err error
-			n := allocated(func() { _, err = Parse(tc.line) })
+			n := memtest.Allocated(func() { _, err = Parse(tc.line) })
 			if !errors.Is(err, ErrNotEvent) || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("err = %v, want ErrNotEvent and %q", err, tc.want)
 			}

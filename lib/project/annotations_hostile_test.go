@@ -5,24 +5,16 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"testing/iotest"
+
+	"potato-training/internal/memtest"
 )
 
 // hostileAllocBound is the most a hostile user_state.json may make the
 // reader allocate (docs/reliability.md).
 const hostileAllocBound = 64 << 20
-
-func allocated(f func()) uint64 {
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	f()
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc
-}
 
 // TestUserStateHostile checks that a user_state.json that is not UTF-8,
 // nests too deeply (in a key that is skipped, or in an item's labels) or
@@ -49,7 +41,7 @@ func TestUserStateHostile(t *testing.T) {
 				t.Fatal(err)
 			}
 			var err error
-			n := allocated(func() { _, err = readUserState(path, nil) })
+			n := memtest.Allocated(func() { _, err = readUserState(path, nil) })
 			if err == nil || !strings.HasPrefix(err.Error(), path+": ") || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("err = %v, want %s: ...%s", err, path, tc.want)
 			}
