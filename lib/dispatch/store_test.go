@@ -21,35 +21,12 @@ import (
 var potatoID = regexp.MustCompile(`^[0-9]{8}T[0-9]{6}-[0-9a-f]{6}$`)
 
 // potatoStore creates dir/project.sqlite as Potato's own migration leaves
-// it, from ../writeback/testdata/potato_store.sql (written from the
-// constraints FORMATS.md lists, not from the store code), before any run.
+// it, before any run (testproject.PotatoStore).
 func potatoStore(t *testing.T, dir string) string {
-	t.Helper()
-	ddl, err := os.ReadFile(filepath.Join("..", "writeback", "testdata", "potato_store.sql"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, "project.sqlite")
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.Exec(string(ddl)); err != nil {
-		t.Fatalf("potato_store.sql: %v", err)
-	}
-	return path
+	return testproject.PotatoStore(t, filepath.Join(dir, "project.sqlite"))
 }
 
-func openDB(t *testing.T, path string) *sql.DB {
-	t.Helper()
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
-}
+func openDB(t *testing.T, path string) *sql.DB { return testproject.OpenDB(t, path) }
 
 // notNullColumns are training_runs' NOT NULL columns, as the store has them.
 func notNullColumns(t *testing.T, db *sql.DB) []string {

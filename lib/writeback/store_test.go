@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"potato-training/internal/testproject"
 )
 
 // schemaOf describes a store's tables as sorted text: each column with its
@@ -85,32 +87,10 @@ func schemaOf(t *testing.T, db *sql.DB) []string {
 // store as Potato's own migration leaves it, written from FORMATS.md and
 // not from this package's code. It returns the file's path.
 func potatoStore(t *testing.T) string {
-	t.Helper()
-	ddl, err := os.ReadFile(filepath.Join("testdata", "potato_store.sql"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), StoreName)
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.Exec(string(ddl)); err != nil {
-		t.Fatalf("potato_store.sql: %v", err)
-	}
-	return path
+	return testproject.PotatoStore(t, filepath.Join(t.TempDir(), StoreName))
 }
 
-func openDB(t *testing.T, path string) *sql.DB {
-	t.Helper()
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
-}
+func openDB(t *testing.T, path string) *sql.DB { return testproject.OpenDB(t, path) }
 
 // The store this package creates has Potato's constraints exactly: the
 // same columns, types, NOT NULL, defaults, keys and indexes as the one
