@@ -1,11 +1,23 @@
-// Package backend is the interface every backend implements: local, ssh,
-// slurm and agent (SPEC section 1). A dispatch drives one run through it:
-// Prepare, Start, Wait while events are relayed, Cancel on request, and
-// Collect once the training process has ended.
+// Package backend is the life cycle of one run's training process, which
+// every backend implements: local, ssh, slurm and agent (SPEC sections 4
+// to 7; docs/DESIGN.md, "One run"). The dispatch drives it, one step
+// after the other, and each step says how it ended:
+//
+//	exec, err := b.Prepare(ctx, run)         // device, interpreter, code
+//	write exec.Spec() to spec.json
+//	started, err := exec.Start(ctx)          // the process, or its offer to an agent
+//	outcome, err := exec.Relay(ctx)          // events reach run.Sink until the end
+//	err = exec.Cancel(ctx, grace)            // at any time between Start and Relay's end
+//	collected, err := exec.Collect(ctx, res) // predictions and model files come home
+//	exec.Close()                             // always, once Prepare succeeded
+//
+// A backend holds nothing of a run before Prepare; everything the run
+// needs afterwards lives in the Execution that Prepare returns.
 package backend
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"potato-training/lib/config"
@@ -14,25 +26,76 @@ import (
 	"potato-training/lib/trainer"
 )
 
-// Job is what a backend is given for one run.
-type Job struct {
+// Backend prepares runs on one kind of machine.
+type Backend interface {
+	// Prepare checks what the run needs (device, interpreter, code, the
+	// bundle's archive) and returns the run's execution. When it fails it
+	// has released whatever it held: there is nothing to close.
+	Prepare(ctx context.Context, run Run) (Execution, error)
+}
+
+// Run is what a backend is given for one run. It is not changed: what a
+// backend decides (the device, the parameters it adds) is in the spec its
+// Execution returns.
+type Run struct {
 	Config  *config.Config
 	Backend *config.Backend
-	Run     *rundir.Run
-	Spec    trainer.Spec
-	// SpecPath is spec.json in the run directory.
+	Dir     *rundir.Run
+	// Spec is the spec as the dispatch made it from the config; SpecPath
+	// is where the dispatch writes the execution's spec before Start.
+	Spec     trainer.Spec
 	SpecPath string
+	// Sink receives what the backend sees while it works.
+	Sink Sink
+}
+
+// Sink is where a backend reports: the dispatch implements it, and every
+// method may be called from any goroutine.
+type Sink interface {
 	// Event is called for every event the training process sends, in order.
-	Event func(events.Event)
-	// Logf appends to the run log.
-	Logf func(format string, args ...any)
+	Event(e events.Event)
+	// Logf appends a line to the run log.
+	Logf(format string, args ...any)
 	// Step sets the step line shown by status and the page.
-	Step func(step string)
-	// Result is the process's result event, once it has sent one.
-	Result *events.Result
-	// ArtifactURI, when a backend sets it, says where the model files are
-	// when they are not (all) in the run's artifacts/.
-	ArtifactURI string
+	Step(step string)
+	// Progress sets the run's progress outside the trainer's own events
+	// (a copy of the model back: phase "fetch", bytes).
+	Progress(phase string, current, total float64)
+	// Running says that a run that was Queued at its start has been
+	// claimed and runs now (SPEC G6).
+	Running(step string)
+}
+
+// Execution is one run's training process on a backend, from its start
+// to its collection.
+type Execution interface {
+	// Spec is what the training process reads: the run's spec with the
+	// device chosen and what the backend adds.
+	Spec() trainer.Spec
+	// Start starts the training process. Its context lives as long as the
+	// process: cancelling it stops the process abruptly, where Cancel
+	// stops it gracefully.
+	Start(ctx context.Context) (Started, error)
+	// Relay passes the process's events to the sink until it has ended,
+	// and says how it ended. An error is a failure of the backend itself
+	// (a lost connection, a silent agent), not of the trainer.
+	Relay(ctx context.Context) (Outcome, error)
+	// Cancel asks the process to stop: SIGTERM, then SIGKILL after grace.
+	// Relay returns once it has stopped. A second call does nothing.
+	Cancel(ctx context.Context, grace time.Duration) error
+	// Collect brings the predictions and the model files that the result
+	// names into the run directory.
+	Collect(ctx context.Context, res events.Result) (Collected, error)
+	// Close releases the execution's connections, sockets and files and
+	// cleans up the far side, whatever the run's end.
+	Close() error
+}
+
+// Started is how a start went.
+type Started struct {
+	// Queued is set when the run waits for an agent to claim it: the run
+	// stays queued until the execution calls Sink.Running (SPEC G6).
+	Queued bool
 }
 
 // Outcome is how the training process ended, as the backend saw it.
@@ -45,29 +108,27 @@ type Outcome struct {
 	Signal string
 }
 
-// Backend runs training processes somewhere.
-type Backend interface {
-	// Prepare checks what the run needs (device, interpreter, code) and
-	// fills in the spec's limits; it may log warnings.
-	Prepare(ctx context.Context, job *Job) error
-	// Start starts the training process.
-	Start(ctx context.Context, job *Job) error
-	// Wait relays events until the process has ended.
-	Wait(ctx context.Context) (Outcome, error)
-	// Cancel asks the process to stop: SIGTERM, then SIGKILL after grace.
-	Cancel(grace time.Duration)
-	// Collect brings predictions and model files into the run directory.
-	Collect(ctx context.Context, job *Job) error
+// Collected is what Collect brought back.
+type Collected struct {
+	// ArtifactURI says where the model files are when they are not (all)
+	// in the run's artifacts/; empty when they are.
+	ArtifactURI string
 }
 
-// Closer is implemented by backends that hold a connection; the dispatch
-// closes it once the run is over, whatever happened.
-type Closer interface {
-	Close()
+// String says how the process ended, for the run log.
+func (o Outcome) String() string {
+	if o.Signal != "" {
+		return o.Signal
+	}
+	return fmt.Sprintf("exit status %d", o.ExitCode)
 }
 
-// Claimable is implemented by a backend whose run waits for an agent to
-// claim it (agent backends): the run stays queued until then (SPEC G6).
-type Claimable interface {
-	Claimed() bool
+// HintError is a failure with lines that say how to fix it: the run log
+// shows them after the error.
+type HintError struct {
+	Err   error
+	Hints []string
 }
+
+func (e *HintError) Error() string { return e.Err.Error() }
+func (e *HintError) Unwrap() error { return e.Err }

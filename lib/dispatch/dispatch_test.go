@@ -438,9 +438,9 @@ wait`)
 // that never answers): a fault hard to cause for real.
 type slowPrepare struct{ backend.Backend }
 
-func (slowPrepare) Prepare(ctx context.Context, job *backend.Job) error {
+func (slowPrepare) Prepare(ctx context.Context, _ backend.Run) (backend.Execution, error) {
 	<-ctx.Done()
-	return ctx.Err()
+	return nil, ctx.Err()
 }
 
 func TestLimitsApplyWhilePreparing(t *testing.T) {

@@ -15,7 +15,9 @@ import (
 	"potato-training/lib/backend/remote"
 	"potato-training/lib/bundle"
 	"potato-training/lib/config"
+	"potato-training/lib/events"
 	"potato-training/lib/rundir"
+	"potato-training/lib/trainer"
 )
 
 // Step lines and messages of an agent run (SPEC A4, G6, G9, F10).
@@ -28,11 +30,9 @@ const (
 	msgModelStay = "the model stays on the agent's machine: %s"
 )
 
-// Backend serves one run to the agent that claims it.
+// Backend serves runs to the agents of one agent backend.
 type Backend struct {
-	b      *config.Backend
-	run    remote.Run
-	queued time.Time
+	b *config.Backend
 }
 
 // New returns the backend of b.
@@ -40,71 +40,76 @@ func New(b *config.Backend) *Backend {
 	return &Backend{b: b}
 }
 
-// Claimed reports whether an agent has claimed the run: until then the
-// run stays queued (G6).
-func (a *Backend) Claimed() bool { return a.run.Job != nil && a.run.Claimed() }
+// execution is one run, served until an agent claims it and reports.
+type execution struct {
+	b      *config.Backend
+	run    remote.Run
+	queued time.Time
+}
 
 // Prepare packs the bundle. The agent's machine chooses its own device.
-func (a *Backend) Prepare(ctx context.Context, job *backend.Job) error {
-	root, err := rundir.Open(job.Config.TrainingDir())
+func (a *Backend) Prepare(ctx context.Context, run backend.Run) (backend.Execution, error) {
+	root, err := rundir.Open(run.Config.TrainingDir())
 	if err != nil {
-		return err
+		return nil, err
 	}
-	job.Spec.Limits.Device = "auto"
-	sum, n, err := bundle.PackFile(job.Run.Path(rundir.BundleDir), job.Run.Path(rundir.BundleArchive))
+	spec := run.Spec
+	spec.Limits.Device = "auto"
+	sum, n, err := bundle.PackFile(run.Dir.Path(rundir.BundleDir), run.Dir.Path(rundir.BundleArchive))
 	if err != nil {
-		return fmt.Errorf("packing the bundle: %w", err)
+		return nil, fmt.Errorf("packing the bundle: %w", err)
 	}
-	a.run = remote.Run{Job: job, Bundle: agentproto.BundleInfo{Bytes: n, SHA256: sum},
+	e := &execution{b: a.b}
+	e.run = remote.Run{Run: run, Spec: spec, Bundle: agentproto.BundleInfo{Bytes: n, SHA256: sum},
 		HeartbeatTimeoutS: a.b.HeartbeatTimeoutS, Where: a.b.Name,
 		// The backend's current token is good for the claim that hands
 		// the run out; the run's own token for everything after it.
 		Authorize: func(tok string) bool { return root.CheckToken(a.b.Name, tok) },
 		// A cancelled run is no longer handed out.
-		Accept: func(req agentproto.ClaimRequest) bool { return req.Backend == a.b.Name && a.run.CancelAt().IsZero() },
+		Accept: func(req agentproto.ClaimRequest) bool { return req.Backend == a.b.Name && e.run.CancelAt().IsZero() },
 		OnClaim: func(req agentproto.ClaimRequest) {
-			job.Logf("the agent on %s claimed the run (backend %s, workdir %s)", req.Host, a.b.Name, req.Workdir)
-			_ = job.Run.Update(func(r *rundir.Record) { r.State = rundir.StateRunning })
-			job.Step(fmt.Sprintf(stepClaimed, req.Host))
+			run.Sink.Logf("the agent on %s claimed the run (backend %s, workdir %s)", req.Host, a.b.Name, req.Workdir)
+			run.Sink.Running(fmt.Sprintf(stepClaimed, req.Host))
 		}}
-	return nil
+	return e, nil
 }
+
+func (e *execution) Spec() trainer.Spec { return e.run.Spec }
 
 // Start serves the run on its socket, where potato-server hands it to an
 // agent; the run is queued until one claims it.
-func (a *Backend) Start(ctx context.Context, job *backend.Job) error {
-	if err := a.run.Serve(""); err != nil {
-		return err
+func (e *execution) Start(ctx context.Context) (backend.Started, error) {
+	if err := e.run.Serve(""); err != nil {
+		return backend.Started{}, err
 	}
-	a.queued = time.Now()
-	_ = job.Run.Update(func(r *rundir.Record) { r.State = rundir.StateQueued })
-	job.Step(fmt.Sprintf(StepWaiting, a.b.Name))
-	job.Logf("waiting for an agent of backend %s to claim the run", a.b.Name)
-	return nil
+	e.queued = time.Now()
+	e.run.Run.Sink.Step(fmt.Sprintf(StepWaiting, e.b.Name))
+	e.run.Run.Sink.Logf("waiting for an agent of backend %s to claim the run", e.b.Name)
+	return backend.Started{Queued: true}, nil
 }
 
-// Wait follows the run: the queue timeout while no agent has claimed it
+// Relay follows the run: the queue timeout while no agent has claimed it
 // (G6), then the heartbeat (G9) until the agent's result, and a cancel's
-// grace (S10).
-func (a *Backend) Wait(ctx context.Context) (backend.Outcome, error) {
+// grace (S10). The events come through the socket as the agent posts them.
+func (e *execution) Relay(ctx context.Context) (backend.Outcome, error) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	hb := time.Duration(a.b.HeartbeatTimeoutS) * time.Second
-	qt := time.Duration(a.b.QueueTimeoutS) * time.Second
+	hb := time.Duration(e.b.HeartbeatTimeoutS) * time.Second
+	qt := time.Duration(e.b.QueueTimeoutS) * time.Second
 	for {
 		select {
-		case <-a.run.Done():
-			return a.outcome()
+		case <-e.run.Done():
+			return e.outcome()
 		case <-tick.C:
-			claimed, cancelAt := a.run.Claimed(), a.run.CancelAt()
+			claimed, cancelAt := e.run.Claimed(), e.run.CancelAt()
 			switch {
 			case !cancelAt.IsZero() && (!claimed || time.Now().After(cancelAt)):
 				// Unclaimed, no agent needs telling.
 				return backend.Outcome{ExitCode: -1, Signal: "cancelled"}, nil
-			case !claimed && qt > 0 && time.Since(a.queued) > qt:
-				return backend.Outcome{ExitCode: -1}, fmt.Errorf(msgNoAgent+"; "+hintNoAgent, a.b.Name, a.b.QueueTimeoutS, a.b.Name, a.b.Name)
-			case claimed && hb > 0 && a.run.Silence() > hb:
-				return backend.Outcome{ExitCode: -1}, fmt.Errorf(msgNoWord, a.b.Name, a.b.HeartbeatTimeoutS)
+			case !claimed && qt > 0 && time.Since(e.queued) > qt:
+				return backend.Outcome{ExitCode: -1}, fmt.Errorf(msgNoAgent+"; "+hintNoAgent, e.b.Name, e.b.QueueTimeoutS, e.b.Name, e.b.Name)
+			case claimed && hb > 0 && e.run.Silence() > hb:
+				return backend.Outcome{ExitCode: -1}, fmt.Errorf(msgNoWord, e.b.Name, e.b.HeartbeatTimeoutS)
 			}
 		case <-ctx.Done():
 			return backend.Outcome{ExitCode: -1}, ctx.Err()
@@ -112,37 +117,41 @@ func (a *Backend) Wait(ctx context.Context) (backend.Outcome, error) {
 	}
 }
 
-func (a *Backend) outcome() (backend.Outcome, error) {
-	res := a.run.Reported()
-	if res.ArtifactURI != "" {
-		a.run.Job.ArtifactURI = res.ArtifactURI
-	}
+func (e *execution) outcome() (backend.Outcome, error) {
+	res := e.run.Reported()
 	out := remote.Outcome(res)
 	switch {
-	case res.Error != "" && !a.run.CancelAt().IsZero():
+	case res.Error != "" && !e.run.CancelAt().IsZero():
 		out.Signal = "cancelled"
 	case res.Error != "" && out.Signal == "":
 		// The agent stopped the job itself (its link was gone, G9), could
 		// not run it, or could not hand over its predictions (413): the run
 		// fails with the agent's words, whatever the trainer reported.
-		return backend.Outcome{ExitCode: -1}, fmt.Errorf("the agent on %s: %s", a.b.Name, res.Error)
+		return backend.Outcome{ExitCode: -1}, fmt.Errorf("the agent on %s: %s", e.b.Name, res.Error)
 	}
 	return out, nil
 }
 
 // Cancel is answered in the reply to the agent's next post; an unclaimed
 // run ends at once.
-func (a *Backend) Cancel(grace time.Duration) { a.run.Cancel(grace) }
-
-// Collect has nothing to copy: the model stays on the agent's machine
-// (G1, G8) and the predictions came with the agent's upload.
-func (a *Backend) Collect(ctx context.Context, job *backend.Job) error {
-	if res := a.run.Reported(); res != nil && res.ArtifactURI != "" {
-		job.ArtifactURI = res.ArtifactURI
-		job.Logf(msgModelStay, res.ArtifactURI)
-	}
+func (e *execution) Cancel(ctx context.Context, grace time.Duration) error {
+	e.run.Cancel(grace)
 	return nil
 }
 
+// Collect has nothing to copy: the model stays on the agent's machine
+// (G1, G8) and the predictions came with the agent's upload.
+func (e *execution) Collect(ctx context.Context, _ events.Result) (backend.Collected, error) {
+	var c backend.Collected
+	if res := e.run.Reported(); res != nil && res.ArtifactURI != "" {
+		c.ArtifactURI = res.ArtifactURI
+		e.run.Run.Sink.Logf(msgModelStay, res.ArtifactURI)
+	}
+	return c, nil
+}
+
 // Close stops serving the run.
-func (a *Backend) Close() { a.run.Close() }
+func (e *execution) Close() error {
+	e.run.Close()
+	return nil
+}

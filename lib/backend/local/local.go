@@ -17,8 +17,9 @@ import (
 	"syscall"
 	"time"
 
-	"potato-training/internal/cli"
 	"potato-training/lib/backend"
+	"potato-training/lib/config"
+	"potato-training/lib/events"
 	"potato-training/lib/gpu"
 	"potato-training/lib/rundir"
 	"potato-training/lib/trainer"
@@ -26,41 +27,42 @@ import (
 	"potato-training/lib/writeback"
 )
 
-// ExecPrefix marks a trainer that is a program: "exec:/path/to/trainer"
-// runs that program with --spec spec.json.
-const ExecPrefix = trainer.ExecPrefix
-
 // Backend runs the training process here.
 type Backend struct {
 	// Probe is how the local device is found; tests set a fake nvidia-smi.
 	Probe gpu.Probe
-
-	device gpu.Device
-	proc   *trainer.Process
-	files  []*os.File
-	job    *backend.Job
 }
 
 // New returns a local backend.
 func New() *Backend { return &Backend{} }
 
+// execution is one local run.
+type execution struct {
+	run    backend.Run
+	spec   trainer.Spec
+	device gpu.Device
+	proc   *trainer.Process
+	files  []*os.File
+}
+
 // Prepare picks the device (SPEC L1): a requested device that is absent is
 // replaced, with a warning in the run log.
-func (b *Backend) Prepare(ctx context.Context, job *backend.Job) error {
-	b.job = job
-	dev, warnings, err := gpu.LocalDevice(ctx, job.Config.Training.Device, b.Probe)
+func (b *Backend) Prepare(ctx context.Context, run backend.Run) (backend.Execution, error) {
+	dev, warnings, err := gpu.LocalDevice(ctx, run.Config.Training.Device, b.Probe)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for _, w := range warnings {
-		job.Logf("warning: %s", w)
+		run.Sink.Logf("warning: %s", w)
 	}
-	b.device = dev
-	job.Spec.Limits.Device = dev.String()
-	calibrateParams(job)
-	job.Logf("device: %s", dev.Describe())
-	return nil
+	e := &execution{run: run, spec: run.Spec, device: dev}
+	e.spec.Limits.Device = dev.String()
+	e.spec.Params = calibrateParams(run.Config, e.spec)
+	run.Sink.Logf("device: %s", dev.Describe())
+	return e, nil
 }
+
+func (e *execution) Spec() trainer.Spec { return e.spec }
 
 // PythonEnv names the interpreter of local runs of Python trainers;
 // python3 on PATH when unset. potato-agent's --python reads it too.
@@ -69,19 +71,19 @@ const PythonEnv = "POTATO_TRAINING_PYTHON"
 // command is the training process's command line (trainer.Argv). A Python
 // trainer's script is written into the run directory, so the run keeps the
 // exact script that ran.
-func (b *Backend) command(job *backend.Job) (string, []string, error) {
-	name := job.Spec.Trainer
-	if path, ok := strings.CutPrefix(name, ExecPrefix); ok {
+func (e *execution) command() (string, []string, error) {
+	name := e.spec.Trainer
+	if path, ok := strings.CutPrefix(name, trainer.ExecPrefix); ok {
 		abs, err := filepath.Abs(path)
 		if err != nil {
 			return "", nil, err
 		}
-		name = ExecPrefix + abs
+		name = trainer.ExecName(abs)
 	}
-	progs := trainer.Programs{Python: os.Getenv(PythonEnv), ScriptDir: job.Run.Dir}
+	progs := trainer.Programs{Python: os.Getenv(PythonEnv), ScriptDir: e.run.Dir.Dir}
 	if info, ok := trainer.Lookup(name); !ok || info.Builtin {
-		agent, err := cli.FindSibling("potato-agent")
-		if err != nil && !strings.HasPrefix(name, ExecPrefix) {
+		agent, err := trainer.FindProgram("potato-agent")
+		if err != nil && !trainer.IsExec(name) {
 			return "", nil, err
 		}
 		progs.Worker = agent
@@ -89,14 +91,14 @@ func (b *Backend) command(job *backend.Job) (string, []string, error) {
 	if progs.Python == "" {
 		progs.Python = "python3"
 	}
-	argv, err := trainer.Argv(name, job.SpecPath, progs)
+	argv, err := trainer.Argv(name, e.run.SpecPath, progs)
 	if err != nil {
 		return "", nil, err
 	}
 	path := argv[0]
 	if !strings.Contains(path, "/") {
 		if path, err = exec.LookPath(path); err != nil {
-			return "", nil, fmt.Errorf("%s, the interpreter for trainer %s, was not found on PATH (set %s to choose one)", argv[0], job.Spec.Trainer, PythonEnv)
+			return "", nil, fmt.Errorf("%s, the interpreter for trainer %s, was not found on PATH (set %s to choose one)", argv[0], e.spec.Trainer, PythonEnv)
 		}
 	}
 	return path, argv[1:], nil
@@ -104,71 +106,71 @@ func (b *Backend) command(job *backend.Job) (string, []string, error) {
 
 // calibrateParams gives decision-calibrate what it reads on this machine:
 // Potato's store and the project its rows are keyed by (SPEC B4). Values
-// the run was given are kept.
-func calibrateParams(job *backend.Job) {
-	info, ok := trainer.Lookup(job.Spec.Trainer)
+// the run was given are kept; the run's map is not changed.
+func calibrateParams(cfg *config.Config, spec trainer.Spec) map[string]string {
+	info, ok := trainer.Lookup(spec.Trainer)
 	if !ok || !info.LocalOnly {
-		return
+		return spec.Params
 	}
-	p := make(map[string]string, len(job.Spec.Params)+2)
-	maps.Copy(p, job.Spec.Params)
+	p := make(map[string]string, len(spec.Params)+2)
+	maps.Copy(p, spec.Params)
 	if p[calibrate.ParamStore] == "" {
-		p[calibrate.ParamStore] = filepath.Join(job.Config.TaskDir, writeback.StoreName)
+		p[calibrate.ParamStore] = filepath.Join(cfg.TaskDir, writeback.StoreName)
 	}
 	if p[calibrate.ParamProject] == "" {
-		p[calibrate.ParamProject] = job.Config.TaskName
+		p[calibrate.ParamProject] = cfg.TaskName
 	}
-	job.Spec.Params = p
+	return p
 }
 
 // Start runs the process in a new process group under the run directory,
 // with max_ram_mb applied as RLIMIT_AS before exec (SPEC L3).
-func (b *Backend) Start(ctx context.Context, job *backend.Job) error {
-	path, args, err := b.command(job)
+func (e *execution) Start(ctx context.Context) (backend.Started, error) {
+	path, args, err := e.command()
 	if err != nil {
-		return err
+		return backend.Started{}, err
 	}
-	if mb := job.Config.Training.MaxRAMMB; mb > 0 {
-		agent, err := cli.FindSibling("potato-agent")
+	if mb := e.run.Config.Training.MaxRAMMB; mb > 0 {
+		agent, err := trainer.FindProgram("potato-agent")
 		if err != nil {
-			return err
+			return backend.Started{}, err
 		}
 		args = append([]string{"exec", "--max-ram-mb", strconv.Itoa(mb), "--", path}, args...)
 		path = agent
 	}
-	stdout, err := os.OpenFile(job.Run.Path(rundir.StdoutFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	stdout, err := os.OpenFile(e.run.Dir.Path(rundir.StdoutFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
-		return err
+		return backend.Started{}, err
 	}
-	stderr, err := os.OpenFile(job.Run.Path(rundir.StderrFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	stderr, err := os.OpenFile(e.run.Dir.Path(rundir.StderrFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		stdout.Close()
-		return err
+		return backend.Started{}, err
 	}
-	b.files = []*os.File{stdout, stderr}
-	env := trainer.Environ(job.Config.Training.NumThreads, b.device.Env()...)
-	env = append(env, "POTATO_TRAINING_DEVICE="+b.device.String())
-	p, err := trainer.Start(trainer.Command{Path: path, Args: args, Dir: job.Run.Dir, Env: env, Stderr: stderr, RawStdout: stdout})
+	e.files = []*os.File{stdout, stderr}
+	env := trainer.Environ(e.run.Config.Training.NumThreads, e.device.Env()...)
+	env = append(env, "POTATO_TRAINING_DEVICE="+e.device.String())
+	p, err := trainer.Start(trainer.Command{Path: path, Args: args, Dir: e.run.Dir.Dir, Env: env, Stderr: stderr, RawStdout: stdout})
 	if err != nil {
-		b.closeFiles()
-		return fmt.Errorf("cannot start the training process: %w", err)
+		e.closeFiles()
+		return backend.Started{}, fmt.Errorf("cannot start the training process: %w", err)
 	}
-	b.proc = p
-	job.Logf("started %s (pid %d)", strings.Join(append([]string{filepath.Base(path)}, args...), " "), p.PID())
-	return nil
+	e.proc = p
+	e.run.Sink.Logf("started %s (pid %d)", strings.Join(append([]string{filepath.Base(path)}, args...), " "), p.PID())
+	return backend.Started{}, nil
 }
 
-// Wait relays events until the process has ended.
-func (b *Backend) Wait(ctx context.Context) (backend.Outcome, error) {
-	go b.proc.Relay(b.job.Event, func(line string) {
+// Relay passes the events on until the process has ended.
+func (e *execution) Relay(ctx context.Context) (backend.Outcome, error) {
+	go e.proc.Relay(e.run.Sink.Event, func(line string) {
 		if len(line) > 4096 {
 			line = line[:4096] + "..."
 		}
-		b.job.Logf("trainer: %s", line)
+		e.run.Sink.Logf("trainer: %s", line)
 	})
-	<-b.proc.Done()
-	b.closeFiles()
-	ex := b.proc.Exit()
+	<-e.proc.Done()
+	e.closeFiles()
+	ex := e.proc.Exit()
 	out := backend.Outcome{ExitCode: ex.Code}
 	if ex.Signal != 0 {
 		out.Signal = ex.String()
@@ -177,34 +179,39 @@ func (b *Backend) Wait(ctx context.Context) (backend.Outcome, error) {
 	return out, nil
 }
 
-func (b *Backend) closeFiles() {
-	for _, f := range b.files {
+func (e *execution) closeFiles() {
+	for _, f := range e.files {
 		f.Close()
 	}
-	b.files = nil
+	e.files = nil
 }
 
 // Cancel sends SIGTERM to the process group, SIGKILL after grace.
-func (b *Backend) Cancel(grace time.Duration) {
-	if b.proc != nil {
-		b.proc.Terminate(grace)
+func (e *execution) Cancel(ctx context.Context, grace time.Duration) error {
+	if e.proc != nil {
+		e.proc.Terminate(grace)
 	}
+	return nil
 }
 
 // Collect moves the predictions the trainer wrote into the run directory;
 // the model is already in artifacts/, the trainer's workdir.
-func (b *Backend) Collect(ctx context.Context, job *backend.Job) error {
-	if job.Result == nil {
-		return nil
-	}
-	src := trainer.PredictionsPath(job.Spec.Workdir, job.Result.PredictionsFile)
-	dst := job.Run.Path(rundir.PredictionsFile)
+func (e *execution) Collect(ctx context.Context, res events.Result) (backend.Collected, error) {
+	src := trainer.PredictionsPath(e.spec.Workdir, res.PredictionsFile)
+	dst := e.run.Dir.Path(rundir.PredictionsFile)
 	if src == dst {
-		return nil
+		return backend.Collected{}, nil
 	}
 	err := os.Rename(src, dst)
-	if errors.Is(err, fs.ErrNotExist) && job.Result.PredictionsFile == "" && job.Result.NPredictions == 0 {
-		return nil // a trainer that predicts nothing (decision-calibrate)
+	if errors.Is(err, fs.ErrNotExist) && res.PredictionsFile == "" && res.NPredictions == 0 {
+		return backend.Collected{}, nil // a trainer that predicts nothing (decision-calibrate)
 	}
-	return err
+	return backend.Collected{}, err
+}
+
+// Close has nothing to release once the process has been reaped; it
+// closes the output files of a process that never started.
+func (e *execution) Close() error {
+	e.closeFiles()
+	return nil
 }

@@ -23,11 +23,14 @@ import (
 	"potato-training/lib/backend"
 	"potato-training/lib/events"
 	"potato-training/lib/rundir"
+	"potato-training/lib/trainer"
 )
 
 // Run serves one run to the agent that claims it.
 type Run struct {
-	Job    *backend.Job
+	Run backend.Run
+	// Spec is the spec handed out with the claim.
+	Spec   trainer.Spec
 	Bundle agentproto.BundleInfo
 	// HeartbeatTimeoutS goes to the agent with the claim.
 	HeartbeatTimeoutS int
@@ -73,15 +76,15 @@ func (r *Run) Serve(token string) error {
 	r.token = token
 	r.tokenSum = sha256.Sum256([]byte(token))
 	r.done = make(chan struct{})
-	l, path, err := agentproto.ListenUnix(r.Job.Run.Path(rundir.SocketFile))
+	l, path, err := agentproto.ListenUnix(r.Run.Dir.Path(rundir.SocketFile))
 	if err != nil {
 		return err
 	}
 	r.listener = l
-	if path != r.Job.Run.Path(rundir.SocketFile) {
-		_ = r.Job.Run.Update(func(rec *rundir.Record) { rec.AgentSocket = path })
+	if path != r.Run.Dir.Path(rundir.SocketFile) {
+		_ = r.Run.Dir.Update(func(rec *rundir.Record) { rec.AgentSocket = path })
 	}
-	h := agentproto.NewHandler(r, agentproto.HandlerOptions{Authorize: r.authorize, MaxPredictionsMB: r.Job.Config.Training.MaxPredictionsMB})
+	h := agentproto.NewHandler(r, agentproto.HandlerOptions{Authorize: r.authorize, MaxPredictionsMB: r.Run.Config.Training.MaxPredictionsMB})
 	r.server = agentproto.Serve(l, h)
 	r.Heard()
 	return nil
@@ -92,10 +95,10 @@ func (r *Run) Token() string { return r.token }
 
 // Path is the socket's path.
 func (r *Run) Path() string {
-	if p := r.Job.Run.Record().AgentSocket; p != "" {
+	if p := r.Run.Dir.Record().AgentSocket; p != "" {
 		return p
 	}
-	return r.Job.Run.Path(rundir.SocketFile)
+	return r.Run.Dir.Path(rundir.SocketFile)
 }
 
 func (r *Run) authorize(tok string) bool {
@@ -199,14 +202,14 @@ func (r *Run) Claim(ctx context.Context, req agentproto.ClaimRequest) (*agentpro
 	if r.OnClaim != nil {
 		r.OnClaim(req)
 	}
-	cfg := r.Job.Config.Training
-	return &agentproto.Claim{RunID: r.Job.Run.ID, RunToken: r.token, Spec: r.Job.Spec, GraceSeconds: cfg.GraceSeconds,
+	cfg := r.Run.Config.Training
+	return &agentproto.Claim{RunID: r.Run.Dir.ID, RunToken: r.token, Spec: r.Spec, GraceSeconds: cfg.GraceSeconds,
 		HeartbeatTimeoutS: r.HeartbeatTimeoutS, MaxPredictionsMB: cfg.MaxPredictionsMB, Bundle: r.Bundle}, nil
 }
 
 // checkID refuses a route for another run, or before the claim.
 func (r *Run) checkID(id string) error {
-	if id != r.Job.Run.ID {
+	if id != r.Run.Dir.ID {
 		return &agentproto.StatusError{Code: http.StatusNotFound, Msg: "no such run"}
 	}
 	if !r.Claimed() {
@@ -221,7 +224,7 @@ func (r *Run) BundlePath(id string) (string, error) {
 		return "", err
 	}
 	r.Heard()
-	return r.Job.Run.Path(rundir.BundleArchive), nil
+	return r.Run.Dir.Path(rundir.BundleArchive), nil
 }
 
 // Events relays the agent's events and answers with the cancel flag.
@@ -234,13 +237,13 @@ func (r *Run) Events(id string, evs []events.Event, bad []string) (agentproto.Re
 	cancel, grace := !r.cancelAt.IsZero(), r.grace
 	r.mu.Unlock()
 	for _, e := range evs {
-		r.Job.Event(e)
+		r.Run.Sink.Event(e)
 	}
 	for _, l := range bad {
 		if len(l) > 4096 {
 			l = l[:4096] + "..."
 		}
-		r.Job.Logf("trainer: %s", l)
+		r.Run.Sink.Logf("trainer: %s", l)
 	}
 	if cancel {
 		return agentproto.Reply{Cancel: true, GraceSeconds: int(grace / time.Second)}, nil
@@ -253,7 +256,7 @@ func (r *Run) Predictions(id string, body io.Reader) error {
 	if err := r.checkID(id); err != nil {
 		return err
 	}
-	if err := agentproto.StoreFile(r.Job.Run.Path(rundir.PredictionsFile), body); err != nil {
+	if err := agentproto.StoreFile(r.Run.Dir.Path(rundir.PredictionsFile), body); err != nil {
 		return err
 	}
 	r.Heard()
@@ -273,7 +276,7 @@ func (r *Run) Result(id string, res agentproto.Result) error {
 	r.result = &res
 	r.lastHeard = time.Now()
 	if res.Error != "" {
-		r.Job.Logf("the agent on %s reports: exit %d: %s", r.Where, res.ExitCode, res.Error)
+		r.Run.Sink.Logf("the agent on %s reports: exit %d: %s", r.Where, res.ExitCode, res.Error)
 	}
 	close(r.done)
 	return nil

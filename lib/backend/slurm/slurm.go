@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"strings"
 
-	"potato-training/internal/cli"
 	"potato-training/lib/agentproto"
 	"potato-training/lib/backend"
 	sshbackend "potato-training/lib/backend/ssh"
@@ -62,26 +61,24 @@ func MissingCommands(b *config.Backend, f probe.Facts) []string {
 // Host refuses a login node without sbatch, squeue or scancel (F8) and
 // sets the device: GPUs come from gres, which the scheduler turns into
 // CUDA_VISIBLE_DEVICES (M3).
-func (f *flavor) Host(job *backend.Job, facts probe.Facts) error {
+func (f *flavor) Host(logf func(format string, args ...any), facts probe.Facts) (string, error) {
 	if missing := MissingCommands(f.b, facts); len(missing) > 0 {
-		return &cli.ExitError{Code: 1, Err: errors.New(missing[0]), Hints: []string{fmt.Sprintf(HintPath, f.b.Name)}}
+		return "", &backend.HintError{Err: errors.New(missing[0]), Hints: []string{fmt.Sprintf(HintPath, f.b.Name)}}
 	}
 	if facts.Commands["scontrol"] == "" {
-		job.Logf("warning: %s has no scontrol on PATH: the reason a job ended is read from slurm.out only", f.b.Host)
+		logf("warning: %s has no scontrol on PATH: the reason a job ended is read from slurm.out only", f.b.Host)
 	}
 	py := f.opt.JobPython
 	if py == "" {
 		py = f.b.Python
 	}
-	job.Logf("the job runs %s on the compute node (job_python)", py)
+	logf("the job runs %s on the compute node (job_python)", py)
 	if f.opt.WithGPU() {
-		job.Spec.Limits.Device = "cuda"
-		job.Logf("GPUs: gres %s, CUDA_VISIBLE_DEVICES set by the scheduler", f.opt.Gres)
-	} else {
-		job.Spec.Limits.Device = "cpu"
-		job.Logf("no gres: the job trains on the CPUs SLURM gives it")
+		logf("GPUs: gres %s, CUDA_VISIBLE_DEVICES set by the scheduler", f.opt.Gres)
+		return "cuda", nil
 	}
-	return nil
+	logf("no gres: the job trains on the CPUs SLURM gives it")
+	return "cpu", nil
 }
 
 func (f *flavor) Python() string {

@@ -22,13 +22,13 @@ import (
 	"strings"
 	"time"
 
-	"potato-training/internal/cli"
 	"potato-training/lib/agent"
 	"potato-training/lib/agentproto"
 	"potato-training/lib/backend"
 	"potato-training/lib/backend/remote"
 	"potato-training/lib/bundle"
 	"potato-training/lib/config"
+	"potato-training/lib/events"
 	"potato-training/lib/gpu"
 	"potato-training/lib/probe"
 	"potato-training/lib/rundir"
@@ -57,7 +57,8 @@ var StallTimeout = 180 * time.Second
 type Flavor interface {
 	// Host replaces the GPU choice and the venv: it judges the host's
 	// facts and sets the run's device.
-	Host(job *backend.Job, f probe.Facts) error
+	// It returns the run's device, logging through logf.
+	Host(logf func(format string, args ...any), f probe.Facts) (device string, err error)
 	// Python is the interpreter the agent hands Python trainers.
 	Python() string
 	// AgentArgs are more arguments of the agent, shell words; it may put
@@ -68,12 +69,29 @@ type Flavor interface {
 	ResultError(res agentproto.Result) error
 }
 
-// Backend runs one run on an ssh host.
+// Backend runs runs on one ssh host.
 type Backend struct {
 	b      *config.Backend
 	flavor Flavor
+}
+
+// New returns the backend of b.
+func New(b *config.Backend) *Backend {
+	return &Backend{b: b}
+}
+
+// NewFlavored returns the backend of b adapted by f.
+func NewFlavored(b *config.Backend, f Flavor) *Backend {
+	return &Backend{b: b, flavor: f}
+}
+
+// execution is one run on the host.
+type execution struct {
+	b      *config.Backend
+	flavor Flavor
+	run    backend.Run
+	spec   trainer.Spec
 	conn   *sshx.Conn
-	job    *backend.Job
 
 	facts   probe.Facts
 	python  string // the interpreter the agent gets: the venv's, with packages
@@ -86,24 +104,12 @@ type Backend struct {
 	// Close removes it, whatever the run's end.
 	keepJob bool
 
-	// run is the protocol's server half for this run.
-	run      remote.Run
+	// agent is the protocol's server half for this run.
+	agent    remote.Run
 	session  *exec.Cmd
 	stdin    io.WriteCloser
 	sessDone chan error
 	agentLog *os.File
-}
-
-// New returns the backend of b.
-func New(b *config.Backend) *Backend {
-	return &Backend{b: b, sessDone: make(chan error, 1)}
-}
-
-// NewFlavored returns the backend of b adapted by f.
-func NewFlavored(b *config.Backend, f Flavor) *Backend {
-	s := New(b)
-	s.flavor = f
-	return s
 }
 
 // remoteWord turns a remote path into a shell word: a leading ~/ becomes
@@ -124,7 +130,7 @@ func remoteWord(p string) string {
 }
 
 // envPrefix exports the backend's env before a remote command.
-func (s *Backend) envPrefix() string { return envPrefix(s.b) }
+func (s *execution) envPrefix() string { return envPrefix(s.b) }
 
 func envPrefix(b *config.Backend) string {
 	var sb strings.Builder
@@ -136,56 +142,68 @@ func envPrefix(b *config.Backend) string {
 
 // Prepare connects, reads the host's facts, chooses the GPU (SPEC S4),
 // packs the bundle and copies the agent when the host lacks this version.
-func (s *Backend) Prepare(ctx context.Context, job *backend.Job) error {
-	s.job = job
+func (b *Backend) Prepare(ctx context.Context, run backend.Run) (_ backend.Execution, err error) {
+	s := &execution{b: b.b, flavor: b.flavor, run: run, spec: run.Spec, sessDone: make(chan error, 1)}
 	host := s.b.Host
-	job.Step(fmt.Sprintf(stepConnect, host))
+	run.Sink.Step(fmt.Sprintf(stepConnect, host))
 	// sshx makes the control socket's private directory and removes it.
 	conn, err := sshx.Dial(ctx, sshx.TargetOf(s.b), "")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	s.conn = conn
-	facts, err := s.probe(ctx, job)
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	facts, err := s.probe(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	s.facts = facts
 	if s.flavor != nil {
-		if err := s.flavor.Host(job, facts); err != nil {
-			return err
+		dev, err := s.flavor.Host(run.Sink.Logf, facts)
+		if err != nil {
+			return nil, err
 		}
-	} else if err := s.chooseDevice(job); err != nil {
-		return err
+		s.spec.Limits.Device = dev
+	} else if err := s.chooseDevice(); err != nil {
+		return nil, err
 	}
 	if s.b.NumThreads > 0 {
-		job.Spec.Limits.NumThreads = s.b.NumThreads
+		s.spec.Limits.NumThreads = s.b.NumThreads
 	}
-	sum, n, err := bundle.PackFile(job.Run.Path(rundir.BundleDir), job.Run.Path(rundir.BundleArchive))
+	sum, n, err := bundle.PackFile(run.Dir.Path(rundir.BundleDir), run.Dir.Path(rundir.BundleArchive))
 	if err != nil {
-		return fmt.Errorf("packing the bundle: %w", err)
+		return nil, fmt.Errorf("packing the bundle: %w", err)
 	}
-	s.run = remote.Run{Job: job, Bundle: agentproto.BundleInfo{Bytes: n, SHA256: sum},
+	s.agent = remote.Run{Run: run, Spec: s.spec, Bundle: agentproto.BundleInfo{Bytes: n, SHA256: sum},
 		HeartbeatTimeoutS: s.b.HeartbeatTimeoutS, Where: s.b.Host, Hold: true,
 		OnClaim: func(req agentproto.ClaimRequest) {
-			job.Logf("the agent on %s (%s) claimed the run", s.b.Host, req.Host)
+			run.Sink.Logf("the agent on %s (%s) claimed the run", s.b.Host, req.Host)
 		}}
-	if err := s.copyCode(ctx, job); err != nil {
-		return err
+	if err := s.copyCode(ctx); err != nil {
+		return nil, err
 	}
 	if s.flavor != nil {
 		s.python = s.flavor.Python()
-		return nil
+		return s, nil
 	}
-	return s.makeVenv(ctx, job)
+	if err := s.makeVenv(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
+
+func (s *execution) Spec() trainer.Spec { return s.spec }
 
 // makeVenv builds, once, the virtual environment of the backend's
 // packages under remote_dir (SPEC S3): made with --system-site-packages so
 // the host's own torch stays visible, the packages installed with its pip,
 // then renamed into place, so a half-made environment is never used. Its
 // name hashes the interpreter and the package list.
-func (s *Backend) makeVenv(ctx context.Context, job *backend.Job) error {
+func (s *execution) makeVenv(ctx context.Context) error {
 	s.python = s.b.Python
 	if len(s.b.Packages) == 0 {
 		return nil
@@ -198,11 +216,11 @@ func (s *Backend) makeVenv(ctx context.Context, job *backend.Job) error {
 	root := remoteWord(s.b.RemoteDir)
 	dir := root + "/" + name
 	if _, _, err := s.conn.Run(ctx, "test -x "+dir+"/bin/python", nil); err == nil {
-		job.Logf("packages: using %s on %s", name, s.b.Host)
+		s.run.Sink.Logf("packages: using %s on %s", name, s.b.Host)
 		s.python = s.b.RemoteDir + "/" + name + "/bin/python" // the agent expands a leading ~/
 		return nil
 	}
-	job.Step(fmt.Sprintf("installing the packages on %s", s.b.Host))
+	s.run.Sink.Step(fmt.Sprintf("installing the packages on %s", s.b.Host))
 	tmp := dir + ".tmp-" + randHex(4)
 	var pkgs []string
 	for _, p := range s.b.Packages {
@@ -215,7 +233,7 @@ func (s *Backend) makeVenv(ctx context.Context, job *backend.Job) error {
 		_, _, _ = s.conn.Run(ctx, "rm -rf "+tmp, nil)
 		return fmt.Errorf("installing %s on %s: %v: %s", strings.Join(s.b.Packages, " "), s.b.Host, err, lastLine(stderr))
 	}
-	job.Logf("packages: made %s on %s with %s", name, s.b.Host, strings.Join(s.b.Packages, " "))
+	s.run.Sink.Logf("packages: made %s on %s with %s", name, s.b.Host, strings.Join(s.b.Packages, " "))
 	s.python = s.b.RemoteDir + "/" + name + "/bin/python" // the agent expands a leading ~/
 	return nil
 }
@@ -239,15 +257,15 @@ func Probe(ctx context.Context, conn *sshx.Conn, b *config.Backend, packages []s
 	return f, nil
 }
 
-func (s *Backend) probe(ctx context.Context, job *backend.Job) (probe.Facts, error) {
-	info, _ := trainer.Lookup(job.Spec.Trainer)
+func (s *execution) probe(ctx context.Context) (probe.Facts, error) {
+	info, _ := trainer.Lookup(s.spec.Trainer)
 	// A program named by exec: brings its own interpreter, if any.
-	info.Builtin = info.Builtin || strings.HasPrefix(job.Spec.Trainer, agent.ExecPrefix)
+	info.Builtin = info.Builtin || trainer.IsExec(s.spec.Trainer)
 	// A flavored host (a login node) does not run Python trainers itself.
 	needPython := !info.Builtin && s.flavor == nil
 	var pkgs []string
 	if needPython {
-		pkgs = TrainerPackages(job.Spec.Trainer, job.Spec.Params)
+		pkgs = TrainerPackages(s.spec.Trainer, s.spec.Params)
 	}
 	f, err := Probe(ctx, s.conn, s.b, pkgs)
 	if err != nil {
@@ -257,19 +275,19 @@ func (s *Backend) probe(ctx context.Context, job *backend.Job) (probe.Facts, err
 	case f.PythonMissing && needPython:
 		return f, f.PythonError(s.b.Host)
 	case f.PythonMissing:
-		job.Logf("%s: %s, no %s (the agent there needs none)", s.b.Host, f.OS+" "+f.Arch, s.b.Python)
+		s.run.Sink.Logf("%s: %s, no %s (the agent there needs none)", s.b.Host, f.OS+" "+f.Arch, s.b.Python)
 	default:
-		job.Logf("%s: %s %s, Python %s (%s)", s.b.Host, f.OS, f.Arch, f.PythonVersion, f.Python)
+		s.run.Sink.Logf("%s: %s %s, Python %s (%s)", s.b.Host, f.OS, f.Arch, f.PythonVersion, f.Python)
 	}
 	if f.NvidiaSMIError != "" {
-		job.Logf("warning: nvidia-smi on %s: %s: training on its CPU unless a GPU is pinned", s.b.Host, f.NvidiaSMIError)
+		s.run.Sink.Logf("warning: nvidia-smi on %s: %s: training on its CPU unless a GPU is pinned", s.b.Host, f.NvidiaSMIError)
 	}
 	if f.TorchError != "" {
-		job.Logf("warning: torch on %s does not import: %s", s.b.Host, f.TorchError)
+		s.run.Sink.Logf("warning: torch on %s does not import: %s", s.b.Host, f.TorchError)
 	}
 	if len(f.Missing) > 0 && needPython {
-		msg, hint := probe.ImportError(job.Spec.Trainer, f.Missing)
-		return f, &cli.ExitError{Code: 1, Err: errors.New(msg), Hints: []string{hint}}
+		msg, hint := probe.ImportError(s.spec.Trainer, f.Missing)
+		return f, &backend.HintError{Err: errors.New(msg), Hints: []string{hint}}
 	}
 	return f, nil
 }
@@ -286,15 +304,15 @@ func TrainerPackages(name string, params map[string]string) []string {
 
 // chooseDevice applies gpus: auto, a pin, or none (SPEC S4) and logs the
 // GPU obtained (S7).
-func (s *Backend) chooseDevice(job *backend.Job) error {
-	dev, notes, err := ChooseDevice(s.b, s.facts, NeedsTorch(job.Spec.Trainer, job.Spec.Params))
+func (s *execution) chooseDevice() error {
+	dev, notes, err := ChooseDevice(s.b, s.facts, NeedsTorch(s.spec.Trainer, s.spec.Params))
 	for _, n := range notes {
-		job.Logf("%s", n)
+		s.run.Sink.Logf("%s", n)
 	}
 	if err != nil {
 		return err
 	}
-	job.Spec.Limits.Device = dev
+	s.spec.Limits.Device = dev
 	return nil
 }
 
@@ -372,7 +390,7 @@ func agentBinary(goarch string) (string, error) {
 		}
 	}
 	if runtime.GOOS == "linux" && runtime.GOARCH == goarch {
-		return cli.FindSibling("potato-agent")
+		return trainer.FindProgram("potato-agent")
 	}
 	return "", fmt.Errorf("no potato-agent built for linux/%s: run make build", goarch)
 }
@@ -403,7 +421,7 @@ func fileSHA256(path string) (string, error) {
 // copyCode puts the agent in remote_dir/code/<sha256>/ when the host does
 // not have that version yet (SPEC S1): uploaded under a temporary name,
 // then renamed into place.
-func (s *Backend) copyCode(ctx context.Context, job *backend.Job) error {
+func (s *execution) copyCode(ctx context.Context) error {
 	goarch, err := goarchOf(s.facts.Arch)
 	if err != nil {
 		return err
@@ -417,14 +435,14 @@ func (s *Backend) copyCode(ctx context.Context, job *backend.Job) error {
 		return err
 	}
 	rootPath := strings.TrimSuffix(s.b.RemoteDir, "/")
-	s.jobPath = rootPath + "/jobs/" + job.Run.ID
+	s.jobPath = rootPath + "/jobs/" + s.run.Dir.ID
 	s.codeDir = remoteWord(rootPath + "/code/" + sum)
 	s.jobDir = remoteWord(s.jobPath)
 	if _, _, err := s.conn.Run(ctx, "test -x "+s.codeDir+"/potato-agent", nil); err == nil {
-		job.Logf("code %s is on %s already", sum[:12], s.b.Host)
+		s.run.Sink.Logf("code %s is on %s already", sum[:12], s.b.Host)
 		return nil
 	}
-	job.Step(fmt.Sprintf(stepCopyCode, s.b.Host))
+	s.run.Sink.Step(fmt.Sprintf(stepCopyCode, s.b.Host))
 	// sshx quotes the paths it is given itself; the shell commands here
 	// get shell words, "$HOME"/... for a path under ~/.
 	tmpPath := rootPath + "/code/.tmp-" + sum[:12] + "-" + randHex(4)
@@ -441,7 +459,7 @@ func (s *Backend) copyCode(ctx context.Context, job *backend.Job) error {
 	if _, _, err := s.conn.Run(ctx, mv, nil); err != nil {
 		return err
 	}
-	job.Logf("copied Potato's code (%s) to %s", sum[:12], s.b.Host)
+	s.run.Sink.Logf("copied Potato's code (%s) to %s", sum[:12], s.b.Host)
 	return nil
 }
 
@@ -454,18 +472,18 @@ func randHex(n int) string {
 // Start serves the run on its socket, forwards a socket in the remote /tmp
 // to it, and starts the agent there with the token on standard input only
 // (SPEC S6, S9).
-func (s *Backend) Start(ctx context.Context, job *backend.Job) error {
-	if err := s.run.Serve(testToken()); err != nil {
-		return err
+func (s *execution) Start(ctx context.Context) (backend.Started, error) {
+	if err := s.agent.Serve(testToken()); err != nil {
+		return backend.Started{}, err
 	}
-	path := s.run.Path()
+	path := s.agent.Path()
 
-	log, err := os.OpenFile(job.Run.Path(rundir.AgentLogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	log, err := os.OpenFile(s.run.Dir.Path(rundir.AgentLogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
-		return err
+		return backend.Started{}, err
 	}
 	s.agentLog = log
-	remoteSock := fmt.Sprintf("/tmp/potato-%s-%s.sock", job.Run.ID, randHex(4))
+	remoteSock := fmt.Sprintf("/tmp/potato-%s-%s.sock", s.run.Dir.ID, randHex(4))
 	s.sock = remoteSock
 	cmd := s.envPrefix() + "mkdir -p " + s.jobDir + " && cd " + s.jobDir + " && exec " + s.codeDir + "/potato-agent" +
 		" --socket " + sshx.ShellQuote(remoteSock) + " --once --backend " + sshx.ShellQuote(s.b.Name) +
@@ -473,7 +491,7 @@ func (s *Backend) Start(ctx context.Context, job *backend.Job) error {
 	if s.flavor != nil {
 		more, err := s.flavor.AgentArgs(ctx, s.conn, s.jobDir)
 		if err != nil {
-			return err
+			return backend.Started{}, err
 		}
 		cmd += " " + strings.Join(more, " ")
 	}
@@ -481,42 +499,42 @@ func (s *Backend) Start(ctx context.Context, job *backend.Job) error {
 	sess.Stdout, sess.Stderr = log, log
 	stdin, err := sess.StdinPipe()
 	if err != nil {
-		return err
+		return backend.Started{}, err
 	}
 	if err := sess.Start(); err != nil {
-		return fmt.Errorf("starting the agent on %s: %w", s.b.Host, err)
+		return backend.Started{}, fmt.Errorf("starting the agent on %s: %w", s.b.Host, err)
 	}
 	s.session, s.stdin = sess, stdin
-	s.run.Heard()
+	s.agent.Heard()
 	go func() { s.sessDone <- sess.Wait() }()
-	if _, err := io.WriteString(stdin, s.run.Token()+"\n"); err != nil {
-		return fmt.Errorf("handing the token to the agent on %s: %w", s.b.Host, err)
+	if _, err := io.WriteString(stdin, s.agent.Token()+"\n"); err != nil {
+		return backend.Started{}, fmt.Errorf("handing the token to the agent on %s: %w", s.b.Host, err)
 	}
-	job.Step(fmt.Sprintf(stepWait, s.b.Host))
-	job.Logf("started the agent on %s", s.b.Host)
-	return nil
+	s.run.Sink.Step(fmt.Sprintf(stepWait, s.b.Host))
+	s.run.Sink.Logf("started the agent on %s", s.b.Host)
+	return backend.Started{}, nil
 }
 
-// Wait follows the run until the agent reports its result, the session
+// Relay follows the run until the agent reports its result, the session
 // ends, the agent falls silent (SPEC S11), or a cancel's grace has passed
-// (S10).
-func (s *Backend) Wait(ctx context.Context) (backend.Outcome, error) {
+// (S10). The events come through the socket as the agent posts them.
+func (s *execution) Relay(ctx context.Context) (backend.Outcome, error) {
 	timeout := time.Duration(s.b.HeartbeatTimeoutS) * time.Second
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
 		select {
-		case <-s.run.Done():
+		case <-s.agent.Done():
 			return s.outcome()
 		case err := <-s.sessDone:
 			s.sessDone <- err
 			// A result may be on its way through the socket still.
 			select {
-			case <-s.run.Done():
+			case <-s.agent.Done():
 				return s.outcome()
 			case <-time.After(2 * time.Second):
 			}
-			if !s.run.CancelAt().IsZero() {
+			if !s.agent.CancelAt().IsZero() {
 				return backend.Outcome{ExitCode: -1, Signal: "cancelled"}, nil
 			}
 			why := "exit status 0"
@@ -525,7 +543,7 @@ func (s *Backend) Wait(ctx context.Context) (backend.Outcome, error) {
 			}
 			return backend.Outcome{ExitCode: -1}, fmt.Errorf(msgSession, s.b.Host, why)
 		case <-tick.C:
-			silent, cancelAt := s.run.Silence(), s.run.CancelAt()
+			silent, cancelAt := s.agent.Silence(), s.agent.CancelAt()
 			if !cancelAt.IsZero() && time.Now().After(cancelAt) {
 				s.closeSession()
 				return backend.Outcome{ExitCode: -1, Signal: "cancelled"}, nil
@@ -543,8 +561,8 @@ func (s *Backend) Wait(ctx context.Context) (backend.Outcome, error) {
 
 // outcome is the run's end as the agent's result tells it; an agent that
 // stopped because its session ended makes the run fail with that reason.
-func (s *Backend) outcome() (backend.Outcome, error) {
-	res := s.run.Reported()
+func (s *execution) outcome() (backend.Outcome, error) {
+	res := s.agent.Reported()
 	if strings.HasPrefix(res.Error, agent.LostSession) {
 		return backend.Outcome{ExitCode: -1}, fmt.Errorf(msgSession, s.b.Host, res.Error)
 	}
@@ -558,14 +576,17 @@ func (s *Backend) outcome() (backend.Outcome, error) {
 
 // Cancel is answered in the reply to the agent's next post; the run ends
 // cancelled once grace has passed, whatever the agent does.
-func (s *Backend) Cancel(grace time.Duration) { s.run.Cancel(grace) }
+func (s *execution) Cancel(ctx context.Context, grace time.Duration) error {
+	s.agent.Cancel(grace)
+	return nil
+}
 
 // Collect copies the model back (SPEC S8) and removes the remote job
 // directory after a complete copy. A stalled copy keeps the predictions,
 // which the agent uploaded already, and leaves the model on the host (F7).
-func (s *Backend) Collect(ctx context.Context, job *backend.Job) error {
+func (s *execution) Collect(ctx context.Context, _ events.Result) (backend.Collected, error) {
 	defer s.closeSession()
-	res := s.run.Reported()
+	res := s.agent.Reported()
 	remoteArtifacts := s.jobPath + "/artifacts" // sshx quotes it
 	uri := ""
 	if res != nil && res.ArtifactURI != "" {
@@ -574,23 +595,23 @@ func (s *Backend) Collect(ctx context.Context, job *backend.Job) error {
 	keep := s.b.KeepRemote
 	if !s.b.FetchArtifacts {
 		s.keepJob = true
-		job.Logf("fetch_artifacts is false: the model stays on %s (%s)", s.b.Host, uri)
-		job.ArtifactURI = uri
-		return nil
+		s.run.Sink.Logf("fetch_artifacts is false: the model stays on %s (%s)", s.b.Host, uri)
+		return backend.Collected{ArtifactURI: uri}, nil
 	}
 	large, err := s.conn.ListLarge(ctx, remoteArtifacts, s.b.MaxArtifactMB)
 	if err != nil {
-		job.Logf("warning: listing the model files on %s: %v", s.b.Host, err)
+		s.run.Sink.Logf("warning: listing the model files on %s: %v", s.b.Host, err)
 	}
 	for _, f := range large {
-		job.Logf("%s is over max_artifact_mb (%d MB): it stays on %s in %s", f, s.b.MaxArtifactMB, s.b.Host, uri)
+		s.run.Sink.Logf("%s is over max_artifact_mb (%d MB): it stays on %s in %s", f, s.b.MaxArtifactMB, s.b.Host, uri)
 	}
+	var collected backend.Collected
 	if len(large) > 0 {
 		keep = true
-		job.ArtifactURI = uri
+		collected.ArtifactURI = uri
 	}
 	step := fmt.Sprintf(stepFetch, s.b.Host)
-	job.Step(step)
+	s.run.Sink.Step(step)
 	stall := StallTimeout
 	if v, err := strconv.Atoi(os.Getenv("POTATO_TRAINING_STALL_TIMEOUT_S")); err == nil && v > 0 {
 		stall = time.Duration(v) * time.Second
@@ -598,7 +619,7 @@ func (s *Backend) Collect(ctx context.Context, job *backend.Job) error {
 	last := time.Time{}
 	// The agent that ran the job writes the files as a tar stream on the
 	// connection; the backend's env applies to it as to the agent.
-	err = s.conn.Fetch(ctx, s.codeDir+"/potato-agent", remoteArtifacts, job.Run.Path(rundir.ArtifactsDir), sshx.FetchOptions{
+	err = s.conn.Fetch(ctx, s.codeDir+"/potato-agent", remoteArtifacts, s.run.Dir.Path(rundir.ArtifactsDir), sshx.FetchOptions{
 		Prefix:       s.envPrefix() + testFetchWrapper(),
 		MaxSizeMB:    s.b.MaxArtifactMB,
 		StallTimeout: stall,
@@ -607,33 +628,31 @@ func (s *Backend) Collect(ctx context.Context, job *backend.Job) error {
 				return
 			}
 			last = time.Now()
-			job.Step(fmt.Sprintf("%s: %s of %s", step, mb(done), mb(total)))
-			_ = job.Run.Update(func(r *rundir.Record) {
-				r.Progress = &rundir.Progress{Phase: "fetch", Current: float64(done), Total: float64(total)}
-			})
+			s.run.Sink.Step(fmt.Sprintf("%s: %s of %s", step, mb(done), mb(total)))
+			s.run.Sink.Progress("fetch", float64(done), float64(total))
 		},
 	})
 	var stallErr *sshx.StallError
 	switch {
 	case errors.As(err, &stallErr):
-		job.Logf("%v: the run's predictions are already kept; only the model files are missing from artifacts/ (they stay on %s)", err, s.b.Host)
-		job.ArtifactURI = uri
+		s.run.Sink.Logf("%v: the run's predictions are already kept; only the model files are missing from artifacts/ (they stay on %s)", err, s.b.Host)
+		collected.ArtifactURI = uri
 		keep = true
 	case err != nil:
-		return fmt.Errorf("copying the model from %s: %w", s.b.Host, err)
+		return collected, fmt.Errorf("copying the model from %s: %w", s.b.Host, err)
 	}
 	if keep {
 		s.keepJob = true
-		job.Logf("the job directory stays on %s: %s", s.b.Host, uri)
+		s.run.Sink.Logf("the job directory stays on %s: %s", s.b.Host, uri)
 	}
-	return nil
+	return collected, nil
 }
 
 func mb(n int64) string {
 	return fmt.Sprintf("%d MB", (n+(1<<19))>>20)
 }
 
-func (s *Backend) closeSession() {
+func (s *execution) closeSession() {
 	if s.stdin != nil {
 		s.stdin.Close()
 	}
@@ -648,7 +667,7 @@ func (s *Backend) closeSession() {
 }
 
 // Close releases the connection, the socket and the log.
-func (s *Backend) Close() {
+func (s *execution) Close() error {
 	s.closeSession()
 	if s.conn != nil {
 		// The job directory (unless Collect kept it) and the forwarded
@@ -662,17 +681,18 @@ func (s *Backend) Close() {
 			cmd += "rm -f " + sshx.ShellQuote(s.sock)
 		}
 		if cmd != "" {
-			if _, _, err := s.conn.Run(ctx, cmd, nil); err != nil && s.job != nil {
-				s.job.Logf("warning: cleaning up on %s: %v", s.b.Host, err)
+			if _, _, err := s.conn.Run(ctx, cmd, nil); err != nil {
+				s.run.Sink.Logf("warning: cleaning up on %s: %v", s.b.Host, err)
 			}
 		}
 		cancel()
 	}
-	s.run.Close()
+	s.agent.Close()
 	if s.conn != nil {
 		_ = s.conn.Close()
 	}
 	if s.agentLog != nil {
 		s.agentLog.Close()
 	}
+	return nil
 }
