@@ -4,67 +4,17 @@
 package main
 
 import (
-	"context"
-	"fmt"
-	"net/http"
 	"os"
-	"os/signal"
-	"syscall"
-	"time"
 
 	"github.com/alecthomas/kong"
 
 	"potato-training/internal/cli"
-	"potato-training/lib/rundir"
-	"potato-training/lib/server"
-	"potato-training/lib/validate"
 )
 
 type command struct {
 	Config  string           `arg:"" help:"The project's config file."`
 	Listen  string           `default:"127.0.0.1:8000" help:"Address to listen on, HOST:PORT." env:"POTATO_SERVER_LISTEN"`
 	Version kong.VersionFlag `help:"Print the version and exit."`
-}
-
-func (c *command) Run(ctx *cli.Context) error {
-	cfg, report, err := validate.File(c.Config)
-	if err != nil {
-		return cli.Failf(cli.ExitUsage, "%v", err)
-	}
-	// SPEC V2, V3: errors stop the server at start-up; warnings are printed.
-	for _, p := range report.Warnings {
-		fmt.Fprintf(ctx.Stderr, "potato-server: warning: %s:%d: %s\n", c.Config, p.Line, p.Message)
-	}
-	if len(report.Errors) > 0 {
-		for _, p := range report.Errors {
-			fmt.Fprintf(ctx.Stderr, "potato-server: %s:%d: error: %s\n", c.Config, p.Line, p.Message)
-		}
-		return cli.Failf(cli.ExitUsage, "%s has %d error(s): not starting", c.Config, len(report.Errors))
-	}
-	root, err := rundir.Open(cfg.TrainingDir())
-	if err != nil {
-		return cli.Failf(cli.ExitNo, "%v", err)
-	}
-	disp, err := cli.FindSibling("potato-dispatch")
-	if err != nil {
-		return cli.Failf(cli.ExitNo, "%v", err)
-	}
-	check, err := cli.FindSibling("potato-check")
-	if err != nil {
-		return cli.Failf(cli.ExitNo, "%v", err)
-	}
-	s := &server.Server{ConfigPath: c.Config, Config: cfg, Root: root, Dispatch: disp, Check: check,
-		Logf: func(format string, args ...any) {
-			fmt.Fprintf(ctx.Stderr, "%s potato-server: %s\n", time.Now().UTC().Format(time.RFC3339), fmt.Sprintf(format, args...))
-		}}
-	srv := &http.Server{Addr: c.Listen, Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	sctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	fmt.Fprintf(ctx.Stderr, "potato-server: serving %s on http://%s\n", c.Config, c.Listen)
-	if err := s.Run(sctx, srv); err != nil {
-		return cli.Failf(cli.ExitNo, "%v", err)
-	}
-	return nil
 }
 
 func main() {

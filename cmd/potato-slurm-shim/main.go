@@ -6,27 +6,22 @@ package main
 import (
 	"os"
 	"path/filepath"
+
+	"potato-training/internal/cli"
+	"potato-training/internal/slurmshim"
 )
 
-const shimName = "potato-slurm-shim"
-
-// imitated are the SLURM commands, by the name they are called under.
-var imitated = map[string]func(*proc, []string) int{
-	"sbatch": runSbatch, "squeue": runSqueue, "scancel": runScancel, "scontrol": runScontrol,
-}
-
+// run picks the command by the name the binary is called under (a link
+// named sbatch), then by the first argument (potato-slurm-shim sbatch).
 func run() int {
-	env := osEnv()
-	name := filepath.Base(os.Args[0])
-	if f, ok := imitated[name]; ok {
-		return f(&proc{name, env.Stdin, env.Stdout, env.Stderr}, env.Args)
+	env := cli.OSEnv()
+	if name := filepath.Base(os.Args[0]); slurmshim.Imitates(name) {
+		return slurmshim.Imitate(name, env, env.Args)
 	}
-	if len(env.Args) > 0 {
-		if f, ok := imitated[env.Args[0]]; ok {
-			return f(&proc{env.Args[0], env.Stdin, env.Stdout, env.Stderr}, env.Args[1:])
-		}
+	if len(env.Args) > 0 && slurmshim.Imitates(env.Args[0]) {
+		return slurmshim.Imitate(env.Args[0], env, env.Args[1:])
 	}
-	return shimMain(env)
+	return slurmshim.Main(env)
 }
 
 func main() { os.Exit(run()) }

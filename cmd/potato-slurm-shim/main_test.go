@@ -7,12 +7,13 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"potato-training/internal/slurmshim"
 	"potato-training/internal/testcli"
 )
 
 func TestMain(m *testing.M) {
-	cmds := map[string]func(){shimName: func() { main() }}
-	for name := range imitated {
+	cmds := map[string]func(){slurmshim.Name: func() { main() }}
+	for _, name := range slurmshim.Imitated() {
 		cmds[name] = func() { main() }
 	}
 	testscript.Main(m, cmds)
@@ -23,7 +24,7 @@ func TestScripts(t *testing.T) {
 	p.Cmds["poll"] = poll
 	setup := p.Setup
 	p.Setup = func(env *testscript.Env) error {
-		env.Setenv(envDir, env.WorkDir+"/shim")
+		env.Setenv(slurmshim.EnvDir, env.WorkDir+"/shim")
 		return setup(env)
 	}
 	testscript.Run(t, p)

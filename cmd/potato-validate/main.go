@@ -3,14 +3,11 @@
 package main
 
 import (
-	"errors"
 	"os"
 
 	"github.com/alecthomas/kong"
 
 	"potato-training/internal/cli"
-	"potato-training/lib/config"
-	"potato-training/lib/validate"
 )
 
 type command struct {
@@ -18,26 +15,6 @@ type command struct {
 	Strict  bool             `help:"Fail on warnings too." env:"POTATO_VALIDATE_STRICT"`
 	JSON    bool             `name:"json" help:"Print the report as JSON: {file, errors, warnings, acknowledged}."`
 	Version kong.VersionFlag `help:"Print the version and exit."`
-}
-
-func (c *command) Run(ctx *cli.Context) error {
-	_, report, err := validate.File(c.Config)
-	var re *config.ReadError
-	if errors.As(err, &re) {
-		return cli.Failf(cli.ExitUsage, "%v", err)
-	}
-	if c.JSON {
-		err = validate.WriteJSON(ctx.Stdout, report)
-	} else {
-		err = validate.WriteText(ctx.Stdout, report, c.Strict)
-	}
-	if err != nil {
-		return err
-	}
-	if !report.Valid(c.Strict) {
-		return cli.Exit(cli.ExitNo)
-	}
-	return nil
 }
 
 func run() int {

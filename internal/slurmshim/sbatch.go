@@ -1,4 +1,4 @@
-package main
+package slurmshim
 
 import (
 	"bufio"
@@ -159,7 +159,7 @@ func runSbatch(p *proc, args []string) int {
 		p.errorf("%v", err)
 		return 1
 	}
-	j := &Job{Name: defName, Requeue: true, Partition: st.cfg.Partitions[0], Command: scriptPath, Args: scriptArgs}
+	j := &job{Name: defName, Requeue: true, Partition: st.cfg.Partitions[0], Command: scriptPath, Args: scriptArgs}
 	if scriptPath == "" {
 		j.Command = "(null)"
 	}
@@ -329,7 +329,7 @@ func runSbatch(p *proc, args []string) int {
 }
 
 // submit gives the job an id and writes its directory. Call it under the lock.
-func submit(st *store, j *Job, script []byte, output, errput string, now time.Time) (int, error) {
+func submit(st *store, j *job, script []byte, output, errput string, now time.Time) (int, error) {
 	id, err := st.NextID()
 	if err != nil {
 		return 0, err
@@ -372,7 +372,7 @@ func submit(st *store, j *Job, script []byte, output, errput string, now time.Ti
 
 // expandPath fills in sbatch's filename patterns (%j, %x, %u, %N, %A, %%)
 // and makes the name absolute under the job's working directory.
-func (st *store) expandPath(j *Job, pat string) string {
+func (st *store) expandPath(j *job, pat string) string {
 	var b strings.Builder
 	for i := 0; i < len(pat); i++ {
 		if pat[i] != '%' || i+1 == len(pat) {
@@ -553,8 +553,8 @@ func startSupervisor(st *store, id int) error {
 	defer logf.Close()
 	cmd := &exec.Cmd{
 		Path:        self,
-		Args:        []string{shimName, "_supervise", strconv.Itoa(id)},
-		Env:         append(os.Environ(), envDir+"="+st.dir),
+		Args:        []string{Name, "_supervise", strconv.Itoa(id)},
+		Env:         append(os.Environ(), EnvDir+"="+st.dir),
 		Dir:         "/",
 		Stderr:      logf,
 		SysProcAttr: &syscall.SysProcAttr{Setsid: true},

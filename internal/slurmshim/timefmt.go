@@ -1,4 +1,4 @@
-package main
+package slurmshim
 
 import (
 	"fmt"
@@ -43,7 +43,7 @@ func scontrolDuration(secs int64) string {
 }
 
 // runSecs is how long a job has run (so far, or in all).
-func (j *Job) runSecs(now time.Time) int64 {
+func (j *job) runSecs(now time.Time) int64 {
 	if j.StartTime.IsZero() {
 		return 0
 	}
@@ -54,7 +54,7 @@ func (j *Job) runSecs(now time.Time) int64 {
 	return int64(end.Sub(j.StartTime) / time.Second)
 }
 
-func (j *Job) limitString(squeue bool) string {
+func (j *job) limitString(squeue bool) string {
 	if j.TimeLimitS == 0 {
 		return "UNLIMITED"
 	}
@@ -65,7 +65,7 @@ func (j *Job) limitString(squeue bool) string {
 }
 
 // endEstimate is the job's end, or its expected end while it runs under a limit.
-func (j *Job) endEstimate() time.Time {
+func (j *job) endEstimate() time.Time {
 	if !j.EndTime.IsZero() || j.StartTime.IsZero() || j.TimeLimitS == 0 {
 		return j.EndTime
 	}

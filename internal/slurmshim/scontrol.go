@@ -1,4 +1,4 @@
-package main
+package slurmshim
 
 import (
 	"fmt"
@@ -129,7 +129,7 @@ func isScontrolKeyword(s string) bool {
 }
 
 // showJob lays a job out as scontrol show job does, one slice per line.
-func showJob(j *Job, now time.Time) [][]string {
+func showJob(j *job, now time.Time) [][]string {
 	nodeList, batchHost := "(null)", ""
 	if j.Node != "" {
 		nodeList, batchHost = j.Node, j.Node

@@ -1,4 +1,4 @@
-package main
+package slurmshim
 
 import (
 	"encoding/json"
@@ -15,10 +15,8 @@ import (
 	"potato-training/lib/rundir"
 )
 
-func osEnv() cli.Env { return cli.OSEnv() }
-
-// passCmd lists an imitated command in --help; run() dispatches to it
-// before kong sees the arguments.
+// passCmd lists an imitated command in --help; the binary's main
+// dispatches to it (Imitate) before kong sees the arguments.
 type passCmd struct {
 	Args []string `arg:"" optional:"" passthrough:"" help:"The command's own options and operands."`
 }
@@ -36,16 +34,18 @@ type shimCmd struct {
 	Version   kong.VersionFlag `help:"Print the version and exit."`
 }
 
-func shimMain(env cli.Env) int {
-	return cli.Main(shimName,
-		"Stand in for SLURM's sbatch, squeue, scancel and scontrol, running jobs as local processes; the state directory is $"+envDir+".",
+// Main runs the shim's own commands (init, fail, list, wait-idle and the
+// hidden _supervise) and returns the exit status.
+func Main(env cli.Env) int {
+	return cli.Main(Name,
+		"Stand in for SLURM's sbatch, squeue, scancel and scontrol, running jobs as local processes; the state directory is $"+EnvDir+".",
 		"potato-slurm-shim(1)", &shimCmd{}, env)
 }
 
 func storeOrFail() (*store, error) {
 	st, err := openStore()
 	if err != nil {
-		return nil, cli.Failf(cli.ExitNo, "%v", err).WithHint("set %s to a directory the jobs' users can write", envDir)
+		return nil, cli.Failf(cli.ExitNo, "%v", err).WithHint("set %s to a directory the jobs' users can write", EnvDir)
 	}
 	return st, nil
 }
@@ -73,11 +73,11 @@ func splitList(s string) []string {
 }
 
 func (c *initCmd) Run(ctx *cli.Context) error {
-	dir := os.Getenv(envDir)
+	dir := os.Getenv(EnvDir)
 	if dir == "" {
 		return cli.Failf(cli.ExitUsage, "%v", errNoDir)
 	}
-	cfg := Config{Slots: c.Slots, GPUs: splitList(c.GPUs), Partitions: splitList(c.Partitions),
+	cfg := shimConfig{Slots: c.Slots, GPUs: splitList(c.GPUs), Partitions: splitList(c.Partitions),
 		Node: c.Node, Cluster: c.Cluster, MinJobAgeS: c.MinJobAge, KillWaitS: c.KillWait,
 		FirstID: c.FirstID, RequeueDelayS: c.RequeueDelay}
 	switch {
@@ -130,7 +130,7 @@ func (c *failCmd) Run(ctx *cli.Context) error {
 	if j.State != stateRunning || j.Kill != nil {
 		return cli.Failf(cli.ExitNo, "job %d is %s, not RUNNING", c.ID, j.State)
 	}
-	j.Kill = &KillReq{Kind: c.Kind, At: time.Now(), Requeue: c.Requeue}
+	j.Kill = &killReq{Kind: c.Kind, At: time.Now(), Requeue: c.Requeue}
 	return st.Save(j)
 }
 
@@ -190,5 +190,5 @@ type superviseCmd struct {
 func (c *superviseCmd) Run(ctx *cli.Context) error { return supervise(c.ID) }
 
 func (c *passCmd) Run(ctx *cli.Context) error {
-	return cli.Exit(2) // run() handles these names before kong parses
+	return cli.Exit(2) // main hands these names to Imitate before kong parses
 }

@@ -1,4 +1,4 @@
-package main
+package slurmshim
 
 import (
 	"fmt"
@@ -106,7 +106,7 @@ func runScancel(p *proc, args []string) int {
 		p.errorf("%v", err)
 		return 1
 	}
-	match := func(j *Job) bool {
+	match := func(j *job) bool {
 		return (len(users) == 0 || slices.Contains(users, j.User) || slices.Contains(users, strconv.Itoa(j.UID))) &&
 			(len(names) == 0 || slices.Contains(names, j.Name)) &&
 			(len(parts) == 0 || slices.Contains(parts, j.Partition)) &&
@@ -119,7 +119,7 @@ func runScancel(p *proc, args []string) int {
 		}
 		code = 1
 	}
-	var targets []*Job
+	var targets []*job
 	if len(ids) == 0 {
 		for _, j := range jobs {
 			if active(j.State) && match(j) {
@@ -128,7 +128,7 @@ func runScancel(p *proc, args []string) int {
 		}
 	}
 	for _, id := range ids {
-		k := slices.IndexFunc(jobs, func(j *Job) bool { return j.ID == id })
+		k := slices.IndexFunc(jobs, func(j *job) bool { return j.ID == id })
 		if k < 0 {
 			killErr(id, "Invalid job id specified")
 			continue
@@ -158,7 +158,7 @@ func runScancel(p *proc, args []string) int {
 			}
 		default:
 			// The supervisor ends the job and writes slurmstepd's line.
-			j.Kill = &KillReq{Kind: "cancel", At: time.Now()}
+			j.Kill = &killReq{Kind: "cancel", At: time.Now()}
 			if err := st.Save(j); err != nil {
 				p.errorf("%v", err)
 				code = 1

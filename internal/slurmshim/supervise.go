@@ -1,4 +1,4 @@
-package main
+package slurmshim
 
 import (
 	"encoding/json"
@@ -41,7 +41,7 @@ func supervise(id int) error {
 
 // waitTurn polls, under the lock, until the job may start, then starts
 // it. It returns a nil job when the job was cancelled or removed.
-func waitTurn(st *store, id int) (*Job, *exec.Cmd, error) {
+func waitTurn(st *store, id int) (*job, *exec.Cmd, error) {
 	for {
 		if err := st.Lock(); err != nil {
 			return nil, nil, err
@@ -85,7 +85,7 @@ func waitTurn(st *store, id int) (*Job, *exec.Cmd, error) {
 // schedule decides, first come first served, whether pending job id may
 // start now: it returns the GPUs it gets, or the reason it waits.
 // Each job takes one slot.
-func schedule(jobs []*Job, cfg Config, id int, now time.Time) ([]string, string) {
+func schedule(jobs []*job, cfg shimConfig, id int, now time.Time) ([]string, string) {
 	slots := cfg.Slots
 	used := map[string]bool{}
 	for _, j := range jobs {
@@ -135,7 +135,7 @@ func schedule(jobs []*Job, cfg Config, id int, now time.Time) ([]string, string)
 // launch starts the batch script and marks the job RUNNING. Call it
 // under the lock. A script that cannot be started ends the job FAILED
 // and launch returns a nil command.
-func launch(st *store, j *Job, gpus []string, now time.Time) (*exec.Cmd, error) {
+func launch(st *store, j *job, gpus []string, now time.Time) (*exec.Cmd, error) {
 	j.State, j.Reason = stateRunning, "None"
 	j.StartTime, j.EndTime = now, time.Time{}
 	j.Node, j.AllocGPUs, j.Kill = st.cfg.Node, gpus, nil
@@ -161,7 +161,7 @@ func launch(st *store, j *Job, gpus []string, now time.Time) (*exec.Cmd, error) 
 // prepare builds the batch step: the script copy run directly (the
 // kernel reads its #! line), in its own process group, in the job's
 // working directory, with SLURM's variables added to sbatch's environment.
-func prepare(st *store, j *Job) (*exec.Cmd, []*os.File, error) {
+func prepare(st *store, j *job) (*exec.Cmd, []*os.File, error) {
 	dir := st.jobDir(j.ID)
 	var env []string
 	if b, err := os.ReadFile(filepath.Join(dir, "environment")); err == nil {
@@ -251,7 +251,7 @@ func appendLine(path, line string) {
 }
 
 // endLines are the lines slurmstepd writes when the scheduler ends a job.
-func endLine(kind string, j *Job, at time.Time) string {
+func endLine(kind string, j *job, at time.Time) string {
 	head := fmt.Sprintf("slurmstepd: error: *** JOB %d ON %s CANCELLED AT %s", j.ID, j.Node, at.Format(timeStamp))
 	switch kind {
 	case "timeout":
@@ -269,7 +269,7 @@ func endLine(kind string, j *Job, at time.Time) string {
 // watch waits for the batch script to end, enforcing the time limit and
 // carrying out kill requests, then records the end. It reports whether
 // the job was requeued.
-func watch(st *store, j *Job, cmd *exec.Cmd) (bool, error) {
+func watch(st *store, j *job, cmd *exec.Cmd) (bool, error) {
 	done := make(chan struct{})
 	go func() { cmd.Wait(); close(done) }()
 	pid := j.PID
@@ -280,7 +280,7 @@ func watch(st *store, j *Job, cmd *exec.Cmd) (bool, error) {
 			warn = limit.Add(-time.Duration(j.SignalSecs) * time.Second)
 		}
 	}
-	var kill *KillReq
+	var kill *killReq
 	var killAt time.Time // when the group gets SIGKILL
 	tick := time.NewTicker(pollEvery)
 	defer tick.Stop()
@@ -304,7 +304,7 @@ loop:
 			case err == nil && cur.Kill != nil:
 				kill = cur.Kill
 			case !limit.IsZero() && !now.Before(limit):
-				kill = &KillReq{Kind: "timeout", At: now}
+				kill = &killReq{Kind: "timeout", At: now}
 			case !warn.IsZero() && !now.Before(warn):
 				if j.SignalB {
 					syscall.Kill(pid, syscall.Signal(j.Signal))
@@ -329,7 +329,7 @@ loop:
 // begin carries out a kill request: it records it, marks the job
 // COMPLETING, writes slurmstepd's line and sends the first signal. It
 // returns when the group is to get SIGKILL (zero: already sent).
-func begin(st *store, j *Job, kill *KillReq, now time.Time) time.Time {
+func begin(st *store, j *job, kill *killReq, now time.Time) time.Time {
 	if err := st.Lock(); err == nil {
 		if cur, err := st.Load(j.ID); err == nil {
 			cur.Kill = kill
@@ -357,7 +357,7 @@ func begin(st *store, j *Job, kill *KillReq, now time.Time) time.Time {
 
 // finish writes the job's end state under the lock; a requeued job goes
 // back to PENDING.
-func finish(st *store, id int, ps *os.ProcessState, kill *KillReq) (bool, error) {
+func finish(st *store, id int, ps *os.ProcessState, kill *killReq) (bool, error) {
 	if err := st.Lock(); err != nil {
 		return false, err
 	}

@@ -1,4 +1,4 @@
-package main
+package slurmshim
 
 import (
 	"encoding/json"
@@ -15,8 +15,8 @@ import (
 	"potato-training/lib/rundir"
 )
 
-// envDir names the state directory; every verb needs it.
-const envDir = "POTATO_SLURM_SHIM_DIR"
+// EnvDir names the state directory; every verb needs it.
+const EnvDir = "POTATO_SLURM_SHIM_DIR"
 
 // Job states, as SLURM names them.
 const (
@@ -45,8 +45,8 @@ func active(state string) bool {
 	return state == statePending || state == stateRunning || state == stateCompleting
 }
 
-// Config is DIR/config.json; potato-slurm-shim init writes it.
-type Config struct {
+// shimConfig is DIR/config.json; potato-slurm-shim init writes it.
+type shimConfig struct {
 	Slots         int      `json:"slots"`
 	GPUs          []string `json:"gpus"`
 	Partitions    []string `json:"partitions"`
@@ -58,23 +58,23 @@ type Config struct {
 	RequeueDelayS float64  `json:"requeue_delay_s"`
 }
 
-func defaultConfig() Config {
-	return Config{Slots: 2, GPUs: []string{"0", "1"}, Partitions: []string{"debug"},
+func defaultConfig() shimConfig {
+	return shimConfig{Slots: 2, GPUs: []string{"0", "1"}, Partitions: []string{"debug"},
 		Node: "shimnode01", MinJobAgeS: 300, KillWaitS: 5, FirstID: 4242, RequeueDelayS: 2}
 }
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
-// KillReq is a request, recorded in job.json, that the job's supervisor
+// killReq is a request, recorded in job.json, that the job's supervisor
 // end the job: scancel, a time limit or an injected fault.
-type KillReq struct {
+type killReq struct {
 	Kind    string    `json:"kind"` // cancel, timeout, node_fail, preempted, out_of_memory
 	At      time.Time `json:"at"`
 	Requeue bool      `json:"requeue,omitempty"`
 }
 
-// Job is DIR/jobs/ID/job.json.
-type Job struct {
+// job is DIR/jobs/ID/job.json.
+type job struct {
 	ID         int    `json:"id"`
 	Name       string `json:"name"`
 	User       string `json:"user"`
@@ -119,10 +119,10 @@ type Job struct {
 
 	SupervisorPID int      `json:"supervisor_pid,omitempty"`
 	PID           int      `json:"pid,omitempty"` // the batch shell, leader of the job's process group
-	Kill          *KillReq `json:"kill,omitempty"`
+	Kill          *killReq `json:"kill,omitempty"`
 }
 
-func (j *Job) cpus() int {
+func (j *job) cpus() int {
 	if j.CPUs > 0 {
 		return j.CPUs
 	}
@@ -132,16 +132,16 @@ func (j *Job) cpus() int {
 // store is the state directory.
 type store struct {
 	dir  string
-	cfg  Config
+	cfg  shimConfig
 	lock *os.File
 }
 
-var errNoDir = errors.New(envDir + " is not set: potato-slurm-shim keeps its jobs in that directory")
+var errNoDir = errors.New(EnvDir + " is not set: potato-slurm-shim keeps its jobs in that directory")
 
 // openStore reads $POTATO_SLURM_SHIM_DIR and its config.json (defaults
 // when absent), creating the directory when it does not exist.
 func openStore() (*store, error) {
-	dir := os.Getenv(envDir)
+	dir := os.Getenv(EnvDir)
 	if dir == "" {
 		return nil, errNoDir
 	}
@@ -159,7 +159,7 @@ func openStore() (*store, error) {
 	return &store{dir: dir, cfg: cfg}, nil
 }
 
-func readConfig(dir string) (Config, error) {
+func readConfig(dir string) (shimConfig, error) {
 	cfg := defaultConfig()
 	b, err := os.ReadFile(filepath.Join(dir, "config.json"))
 	if errors.Is(err, os.ErrNotExist) {
@@ -206,12 +206,12 @@ func (s *store) Unlock() {
 
 func (s *store) jobDir(id int) string { return filepath.Join(s.dir, "jobs", strconv.Itoa(id)) }
 
-func (s *store) Load(id int) (*Job, error) {
+func (s *store) Load(id int) (*job, error) {
 	b, err := os.ReadFile(filepath.Join(s.jobDir(id), "job.json"))
 	if err != nil {
 		return nil, err
 	}
-	var j Job
+	var j job
 	if err := json.Unmarshal(b, &j); err != nil {
 		return nil, fmt.Errorf("job %d: %w", id, err)
 	}
@@ -219,7 +219,7 @@ func (s *store) Load(id int) (*Job, error) {
 }
 
 // Save publishes job.json by write, fsync and rename.
-func (s *store) Save(j *Job) error {
+func (s *store) Save(j *job) error {
 	b, err := json.MarshalIndent(j, "", "  ")
 	if err != nil {
 		return err
@@ -228,7 +228,7 @@ func (s *store) Save(j *Job) error {
 }
 
 // All returns every job in the directory, in job id order.
-func (s *store) All() ([]*Job, error) {
+func (s *store) All() ([]*job, error) {
 	ents, err := os.ReadDir(filepath.Join(s.dir, "jobs"))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -236,7 +236,7 @@ func (s *store) All() ([]*Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	var jobs []*Job
+	var jobs []*job
 	for _, e := range ents {
 		id, err := strconv.Atoi(e.Name())
 		if err != nil {

@@ -1,4 +1,4 @@
-package main
+package slurmshim
 
 import (
 	"fmt"
@@ -34,7 +34,7 @@ var defaultStates = []string{statePending, stateRunning, "SUSPENDED", stateCompl
 // jobField is one column squeue can print.
 type jobField struct {
 	header string
-	value  func(j *Job, now time.Time) string
+	value  func(j *job, now time.Time) string
 }
 
 func na(t time.Time) string {
@@ -51,7 +51,7 @@ func orNull(s string) string {
 	return s
 }
 
-func reasonList(j *Job) string {
+func reasonList(j *job) string {
 	switch j.State {
 	case statePending, stateFailed, stateTimeout, stateNodeFail, stateOOM, statePreempted:
 		return "(" + j.Reason + ")"
@@ -59,7 +59,7 @@ func reasonList(j *Job) string {
 	return j.Node
 }
 
-func tresPerNode(j *Job) string {
+func tresPerNode(j *job) string {
 	if j.GPUs == 0 {
 		return "N/A"
 	}
@@ -70,47 +70,47 @@ func tresPerNode(j *Job) string {
 }
 
 var (
-	fJobID     = jobField{"JOBID", func(j *Job, _ time.Time) string { return strconv.Itoa(j.ID) }}
-	fState     = jobField{"STATE", func(j *Job, _ time.Time) string { return j.State }}
-	fCompact   = jobField{"ST", func(j *Job, _ time.Time) string { return compactStates[j.State] }}
-	fReason    = jobField{"REASON", func(j *Job, _ time.Time) string { return j.Reason }}
-	fNodeList  = jobField{"NODELIST", func(j *Job, _ time.Time) string { return j.Node }}
-	fReasons   = jobField{"NODELIST(REASON)", func(j *Job, _ time.Time) string { return reasonList(j) }}
-	fTimeUsed  = jobField{"TIME", func(j *Job, now time.Time) string { return squeueDuration(j.runSecs(now)) }}
-	fTimeLimit = jobField{"TIME_LIMIT", func(j *Job, _ time.Time) string { return j.limitString(true) }}
-	fTimeLeft  = jobField{"TIME_LEFT", func(j *Job, now time.Time) string {
+	fJobID     = jobField{"JOBID", func(j *job, _ time.Time) string { return strconv.Itoa(j.ID) }}
+	fState     = jobField{"STATE", func(j *job, _ time.Time) string { return j.State }}
+	fCompact   = jobField{"ST", func(j *job, _ time.Time) string { return compactStates[j.State] }}
+	fReason    = jobField{"REASON", func(j *job, _ time.Time) string { return j.Reason }}
+	fNodeList  = jobField{"NODELIST", func(j *job, _ time.Time) string { return j.Node }}
+	fReasons   = jobField{"NODELIST(REASON)", func(j *job, _ time.Time) string { return reasonList(j) }}
+	fTimeUsed  = jobField{"TIME", func(j *job, now time.Time) string { return squeueDuration(j.runSecs(now)) }}
+	fTimeLimit = jobField{"TIME_LIMIT", func(j *job, _ time.Time) string { return j.limitString(true) }}
+	fTimeLeft  = jobField{"TIME_LEFT", func(j *job, now time.Time) string {
 		if j.TimeLimitS == 0 {
 			return "UNLIMITED"
 		}
 		return squeueDuration(max(0, j.TimeLimitS-j.runSecs(now)))
 	}}
-	fName      = jobField{"NAME", func(j *Job, _ time.Time) string { return j.Name }}
-	fPartition = jobField{"PARTITION", func(j *Job, _ time.Time) string { return j.Partition }}
-	fUser      = jobField{"USER", func(j *Job, _ time.Time) string { return j.User }}
-	fUID       = jobField{"UID", func(j *Job, _ time.Time) string { return strconv.Itoa(j.UID) }}
-	fNodes     = jobField{"NODES", func(j *Job, _ time.Time) string { return "1" }}
-	fCPUs      = jobField{"CPUS", func(j *Job, _ time.Time) string { return strconv.Itoa(j.cpus()) }}
-	fAccount   = jobField{"ACCOUNT", func(j *Job, _ time.Time) string { return orNull(j.Account) }}
-	fQOS       = jobField{"QOS", func(j *Job, _ time.Time) string { return orNull(j.QOS) }}
-	fFeatures  = jobField{"FEATURES", func(j *Job, _ time.Time) string { return orNull(j.Constraint) }}
-	fMinMemory = jobField{"MIN_MEMORY", func(j *Job, _ time.Time) string {
+	fName      = jobField{"NAME", func(j *job, _ time.Time) string { return j.Name }}
+	fPartition = jobField{"PARTITION", func(j *job, _ time.Time) string { return j.Partition }}
+	fUser      = jobField{"USER", func(j *job, _ time.Time) string { return j.User }}
+	fUID       = jobField{"UID", func(j *job, _ time.Time) string { return strconv.Itoa(j.UID) }}
+	fNodes     = jobField{"NODES", func(j *job, _ time.Time) string { return "1" }}
+	fCPUs      = jobField{"CPUS", func(j *job, _ time.Time) string { return strconv.Itoa(j.cpus()) }}
+	fAccount   = jobField{"ACCOUNT", func(j *job, _ time.Time) string { return orNull(j.Account) }}
+	fQOS       = jobField{"QOS", func(j *job, _ time.Time) string { return orNull(j.QOS) }}
+	fFeatures  = jobField{"FEATURES", func(j *job, _ time.Time) string { return orNull(j.Constraint) }}
+	fMinMemory = jobField{"MIN_MEMORY", func(j *job, _ time.Time) string {
 		if j.MemMB == 0 {
 			return "0"
 		}
 		return strconv.FormatInt(j.MemMB, 10) + "M"
 	}}
-	fTres     = jobField{"TRES_PER_NODE", func(j *Job, _ time.Time) string { return tresPerNode(j) }}
-	fWorkDir  = jobField{"WORK_DIR", func(j *Job, _ time.Time) string { return j.WorkDir }}
-	fCommand  = jobField{"COMMAND", func(j *Job, _ time.Time) string { return j.Command }}
-	fStdOut   = jobField{"STDOUT", func(j *Job, _ time.Time) string { return j.StdOut }}
-	fStdErr   = jobField{"STDERR", func(j *Job, _ time.Time) string { return j.StdErr }}
-	fSubmit   = jobField{"SUBMIT_TIME", func(j *Job, _ time.Time) string { return na(j.SubmitTime) }}
-	fStart    = jobField{"START_TIME", func(j *Job, _ time.Time) string { return na(j.StartTime) }}
-	fEnd      = jobField{"END_TIME", func(j *Job, _ time.Time) string { return na(j.endEstimate()) }}
-	fExitCode = jobField{"EXIT_CODE", func(j *Job, _ time.Time) string { return fmt.Sprintf("%d:%d", j.ExitStatus, j.ExitSignal) }}
-	fRestarts = jobField{"RESTARTCNT", func(j *Job, _ time.Time) string { return strconv.Itoa(j.Restarts) }}
-	fRequeue  = jobField{"REQUEUE", func(j *Job, _ time.Time) string { return boolDigit(j.Requeue) }}
-	fComment  = jobField{"COMMENT", func(j *Job, _ time.Time) string { return "(null)" }}
+	fTres     = jobField{"TRES_PER_NODE", func(j *job, _ time.Time) string { return tresPerNode(j) }}
+	fWorkDir  = jobField{"WORK_DIR", func(j *job, _ time.Time) string { return j.WorkDir }}
+	fCommand  = jobField{"COMMAND", func(j *job, _ time.Time) string { return j.Command }}
+	fStdOut   = jobField{"STDOUT", func(j *job, _ time.Time) string { return j.StdOut }}
+	fStdErr   = jobField{"STDERR", func(j *job, _ time.Time) string { return j.StdErr }}
+	fSubmit   = jobField{"SUBMIT_TIME", func(j *job, _ time.Time) string { return na(j.SubmitTime) }}
+	fStart    = jobField{"START_TIME", func(j *job, _ time.Time) string { return na(j.StartTime) }}
+	fEnd      = jobField{"END_TIME", func(j *job, _ time.Time) string { return na(j.endEstimate()) }}
+	fExitCode = jobField{"EXIT_CODE", func(j *job, _ time.Time) string { return fmt.Sprintf("%d:%d", j.ExitStatus, j.ExitSignal) }}
+	fRestarts = jobField{"RESTARTCNT", func(j *job, _ time.Time) string { return strconv.Itoa(j.Restarts) }}
+	fRequeue  = jobField{"REQUEUE", func(j *job, _ time.Time) string { return boolDigit(j.Requeue) }}
+	fComment  = jobField{"COMMENT", func(j *job, _ time.Time) string { return "(null)" }}
 )
 
 func boolDigit(b bool) string {
@@ -311,7 +311,7 @@ func runSqueue(p *proc, args []string) int {
 		p.errorf("%v", err)
 		return 1
 	}
-	if len(ids) == 1 && !slices.ContainsFunc(jobs, func(j *Job) bool { return j.ID == ids[0] }) {
+	if len(ids) == 1 && !slices.ContainsFunc(jobs, func(j *job) bool { return j.ID == ids[0] }) {
 		fmt.Fprintln(p.stderr, "slurm_load_jobs error: Invalid job id specified")
 		return 1
 	}
@@ -364,7 +364,7 @@ func parseState(s string) ([]string, bool) {
 }
 
 // loadForReading purges expired jobs and reads every job, under the lock.
-func loadForReading(st *store) ([]*Job, error) {
+func loadForReading(st *store) ([]*job, error) {
 	if err := st.Lock(); err != nil {
 		return nil, err
 	}

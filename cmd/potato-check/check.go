@@ -1,0 +1,37 @@
+package main
+
+import (
+	"context"
+
+	"potato-training/internal/cli"
+	"potato-training/lib/check"
+	"potato-training/lib/dispatch"
+	"potato-training/lib/gpu"
+)
+
+func (c *command) Run(ctx *cli.Context) error {
+	cfg, err := dispatch.LoadConfig(c.Config)
+	if err != nil {
+		return cli.Failf(cli.ExitUsage, "%v", err)
+	}
+	if err := cfg.BackendError(c.Backend); err != nil {
+		return cli.Failf(cli.ExitUsage, "%v", err)
+	}
+	b, ok := cfg.Backend(c.Backend)
+	if !ok {
+		return cli.Failf(cli.ExitUsage, "no backend %q in %s", c.Backend, c.Config)
+	}
+	r := check.Backend(context.Background(), cfg, b, gpu.Probe{})
+	if c.JSON {
+		err = check.WriteJSON(ctx.Stdout, r)
+	} else {
+		err = check.WriteText(ctx.Stdout, r)
+	}
+	if err != nil {
+		return err
+	}
+	if !r.OK {
+		return cli.Exit(cli.ExitNo)
+	}
+	return nil
+}

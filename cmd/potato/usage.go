@@ -1,0 +1,64 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+)
+
+// usage lists the verbs whose words start with group ("" for all of
+// them, "training" for potato training's).
+func usage(w io.Writer, group string) {
+	prog := strings.TrimSpace(name + " " + group)
+	fmt.Fprintf(w, "Usage: %s <verb> [args...]\n\nVerbs:\n", prog)
+	for _, r := range routes {
+		words := r.words
+		if group != "" {
+			if words[0] != group || len(words) < 2 {
+				continue
+			}
+			words = words[1:]
+		}
+		fmt.Fprintf(w, "  %-20s %s (%s)\n", strings.Join(words, " "), r.help, r.binary)
+	}
+	fmt.Fprintf(w, "\nEach verb takes the arguments of its binary; \"%s VERB --help\" shows them.\n\nSee potato(1).\n", prog)
+}
+
+// shortUsage is the synopsis of potato(1), for group's verbs ("" for all
+// of them): what a command given no verb prints on standard error.
+func shortUsage(w io.Writer, group string) {
+	var lines []string
+	seen := map[string]int{}
+	for _, r := range routes {
+		if group != "" && r.words[0] != group {
+			continue
+		}
+		if i, ok := seen[r.words[0]]; ok && len(r.words) > 1 {
+			lines[i] += "|" + r.words[1]
+			continue
+		}
+		seen[r.words[0]] = len(lines)
+		lines = append(lines, name+" "+strings.Join(r.words, " "))
+	}
+	for i, l := range lines {
+		lead := "       "
+		if i == 0 {
+			lead = "Usage: "
+		}
+		fmt.Fprintf(w, "%s%s [args...]\n", lead, l)
+	}
+	fmt.Fprintf(w, "See %s --help, or potato(1).\n", strings.TrimSpace(name+" "+group))
+}
+
+// isGroup tells whether word is the first word of verbs of two words
+// ("training").
+func isGroup(word string) bool {
+	for _, r := range routes {
+		if len(r.words) > 1 && r.words[0] == word {
+			return true
+		}
+	}
+	return false
+}
+
+func isHelp(arg string) bool { return arg == "--help" || arg == "-h" || arg == "help" }
