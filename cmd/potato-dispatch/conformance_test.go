@@ -1,0 +1,455 @@
+package main
+
+// The backend conformance suite: one table of behaviours that every
+// backend must show, run against each backend with its real parts: the
+// local process group; the system's ssh against the test sshd on
+// loopback; the single-node SLURM of scripts/test-slurm through that
+// sshd; potato-server and a polling potato-agent for the agent backend. A
+// new backend adds a rig here and starts from these tests.
+//
+// A behaviour a backend cannot have is left out of its row, with the
+// reason in the rig: the local process has no heartbeat (it is the
+// dispatch's child), and the agent backend's model never moves (SPEC
+// G8), so it has no artifact limit.
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"potato-training/internal/testcli"
+	"potato-training/internal/testproject"
+	"potato-training/lib/rundir"
+)
+
+// bench is one project whose default backend is the rig's.
+type bench struct {
+	*testproject.Runs
+	t       *testing.T
+	backend string // the backend's name, as the run log says it
+	// programs is where a trainer program goes so that the far side can
+	// run it.
+	programs string
+	// serve starts what takes a run off the backend's own queue (the
+	// agent backend's polling agent); nil when the dispatch does it all.
+	serve func()
+	// farSide is the processes that speak for the run on the far side
+	// (the remote agent), for the heartbeat; nil when there are none.
+	farSide func(id string) []int
+	// remoteArtifacts is where a run's model stays on the far side, for
+	// the artifact limit; nil when the model never comes back.
+	remoteArtifacts func(id string) string
+}
+
+// A rig makes benches for one backend: a project of n items, labelled
+// of them labelled, with more keys of the backend's entry.
+type rig struct {
+	name  string
+	bench func(t *testing.T, n, labelled int, keys string) *bench
+}
+
+// heartbeatS is every remote backend's heartbeat_timeout_s here, so that
+// a silent agent is noticed in seconds.
+const heartbeatS = 4
+
+var rigs = []rig{
+	{"local", localBench},
+	{"ssh", sshBench},
+	{"slurm", slurmBench},
+	{"agent", agentBench},
+}
+
+func TestBackendConformance(t *testing.T) {
+	behaviours := []struct {
+		name string
+		run  func(t *testing.T, r rig)
+	}{
+		{"success", conformSuccess},
+		{"trainer failure", conformTrainerFailure},
+		{"cancel while queued", conformCancelQueued},
+		{"cancel while running", conformCancelRunning},
+		{"heartbeat loss", conformHeartbeatLoss},
+		{"artifacts too large", conformArtifactsTooLarge},
+	}
+	for _, r := range rigs {
+		t.Run(r.name, func(t *testing.T) {
+			for _, b := range behaviours {
+				t.Run(strings.ReplaceAll(b.name, " ", "_"), func(t *testing.T) { b.run(t, r) })
+			}
+		})
+	}
+}
+
+// success: the built-in trainer's run ends in success with a held-out
+// score and prelabels, exit 0 and exit_code 0.
+func conformSuccess(t *testing.T, r rig) {
+	b := r.bench(t, 120, 100, "")
+	id := b.Detach("--trainer", "tfidf-logreg", "--schemas", "sentiment")
+	b.start()
+	info := b.Wait(id, 3*time.Minute)
+	if info.State != rundir.StateSuccess || info.Heldout == nil || info.Writeback["n_written"] == 0 || info.ArtifactURI == "" {
+		t.Fatalf("state %s error %q heldout %v writeback %v artifact_uri %q\n%s", info.State, info.Error, info.Heldout, info.Writeback, info.ArtifactURI, b.dump(id))
+	}
+	b.exitCode(id, 0)
+}
+
+// trainer failure: a trainer's error event is the run's error and
+// error_code, whatever the backend: the built-in trainer refuses a
+// schema with too few labelled items (validation_failed).
+func conformTrainerFailure(t *testing.T, r rig) {
+	b := r.bench(t, 40, 6, "")
+	id := b.Detach("--trainer", "tfidf-logreg", "--schemas", "sentiment")
+	b.start()
+	info := b.Wait(id, 3*time.Minute)
+	if info.State != rundir.StateError || info.ErrorCode != "validation_failed" || !strings.Contains(info.Error, "needs at least 10 items") {
+		t.Fatalf("state %s error_code %q error %q\n%s", info.State, info.ErrorCode, info.Error, b.dump(id))
+	}
+	b.exitCode(id, 1)
+}
+
+// cancel while queued: a queued run that is cancelled ends cancelled
+// without a training process. The run is queued behind a dispatch queue
+// that the test holds, or, on the agent backend, for want of an agent.
+func conformCancelQueued(t *testing.T, r rig) {
+	b := r.bench(t, 120, 100, "")
+	if b.serve != nil {
+		// The agent backend's own queue: no agent is polling.
+	} else {
+		release := b.holdQueue()
+		defer release()
+	}
+	id := b.Detach("--trainer", "tfidf-logreg", "--schemas", "sentiment")
+	testproject.WaitFor(t, "the run to be queued", func() bool {
+		info := b.Info(id)
+		return info.State == rundir.StateQueued && strings.HasPrefix(info.Step, "waiting")
+	})
+	b.cancel(id)
+	info := b.Wait(id, time.Minute)
+	if info.State != rundir.StateCancelled || !strings.HasPrefix(info.Error, "cancelled") {
+		t.Fatalf("state %s error %q\n%s", info.State, info.Error, b.dump(id))
+	}
+	if ev := b.File(id, rundir.EventsFile); strings.Contains(ev, `"event":"progress"`) {
+		t.Errorf("a training process ran:\n%.1000s", ev)
+	}
+	b.exitCode(id, 3)
+}
+
+// cancel while running: the training process is stopped and the run ends
+// cancelled, exit 3, with no process left on the far side.
+func conformCancelRunning(t *testing.T, r rig) {
+	b := r.bench(t, 120, 100, "")
+	id := b.Detach("--trainer", "tfidf-logreg", "--schemas", "sentiment", "--param", "epochs=1000000", "--param", "patience=-1")
+	b.start()
+	b.waitTraining(id)
+	b.cancel(id)
+	info := b.Wait(id, 2*time.Minute)
+	if info.State != rundir.StateCancelled || info.ErrorCode != "cancelled" {
+		t.Fatalf("state %s error_code %q error %q\n%s", info.State, info.ErrorCode, info.Error, b.dump(id))
+	}
+	b.exitCode(id, 3)
+	if b.farSide != nil {
+		testproject.WaitFor(t, "the far side to stop", func() bool { return len(b.farSide(id)) == 0 })
+	}
+}
+
+// heartbeat loss: an agent that falls silent (SIGSTOP: hung, or cut off)
+// fails the run after heartbeat_timeout_s with the exact text of F6/G9.
+func conformHeartbeatLoss(t *testing.T, r rig) {
+	b := r.bench(t, 120, 100, "")
+	if b.farSide == nil {
+		t.Logf("%s: no heartbeat: the training process is the dispatch's own child", r.name)
+		return
+	}
+	id := b.Detach("--trainer", "tfidf-logreg", "--schemas", "sentiment", "--param", "epochs=1000000", "--param", "patience=-1")
+	b.start()
+	b.waitTraining(id)
+	pids := b.farSide(id)
+	if len(pids) == 0 {
+		t.Fatalf("no far-side process\n%s", b.dump(id))
+	}
+	for _, p := range pids {
+		syscall.Kill(p, syscall.SIGSTOP)
+	}
+	// The stopped agent's trainer goes with it once the run has ended.
+	defer killTree(pids)
+	info := b.Wait(id, 2*time.Minute)
+	want := fmt.Sprintf("No word from the agent on %s for %d seconds", b.backend, heartbeatS)
+	if info.State != rundir.StateError || !strings.Contains(info.Error, want) {
+		t.Fatalf("state %s error %q, want %q\n%s", info.State, info.Error, want, b.dump(id))
+	}
+	b.exitCode(id, 1)
+}
+
+// artifacts too large: a model file over max_artifact_mb stays on the far
+// side and is named in the run log; the run succeeds with the rest, and
+// artifact_uri says where the model is.
+func conformArtifactsTooLarge(t *testing.T, r rig) {
+	b := r.bench(t, 120, 100, "      max_artifact_mb: 1\n")
+	if b.remoteArtifacts == nil {
+		t.Logf("%s: the model does not come back, so it has no size limit", r.name)
+		return
+	}
+	tr := testproject.Trainer(t, b.programs, `mkdir -p artifacts
+head -c 2000000 /dev/zero > artifacts/big.bin
+echo small > artifacts/small.txt
+`+testproject.ResultLines)
+	id := b.Detach("--trainer", tr, "--schemas", "sentiment")
+	info := b.Wait(id, 3*time.Minute)
+	log := b.File(id, rundir.LogFile)
+	if info.State != rundir.StateSuccess || !strings.Contains(log, "big.bin is over max_artifact_mb (1 MB)") || info.ArtifactURI == "" {
+		t.Fatalf("state %s error %q artifact_uri %q\n%s", info.State, info.Error, info.ArtifactURI, b.dump(id))
+	}
+	art := filepath.Join(b.Root().RunDir(id), rundir.ArtifactsDir)
+	if got, err := os.ReadFile(filepath.Join(art, "small.txt")); err != nil || string(got) != "small\n" {
+		t.Errorf("small.txt did not come back: %q %v", got, err)
+	}
+	if _, err := os.Stat(filepath.Join(art, "big.bin")); err == nil {
+		t.Errorf("big.bin came back")
+	}
+	if st, err := os.Stat(filepath.Join(b.remoteArtifacts(id), "big.bin")); err != nil || st.Size() != 2000000 {
+		t.Errorf("big.bin is not whole on the far side: %v", err)
+	}
+	b.exitCode(id, 0)
+}
+
+func (b *bench) start() {
+	if b.serve != nil {
+		b.serve()
+	}
+}
+
+func (b *bench) cancel(id string) {
+	b.t.Helper()
+	if out, err := b.Command("potato-dispatch", "cancel", b.Config, id).CombinedOutput(); err != nil {
+		b.t.Fatalf("cancel: %v: %s", err, out)
+	}
+}
+
+// waitTraining waits until the trainer reports progress, so that a
+// process is running on the far side.
+func (b *bench) waitTraining(id string) {
+	b.t.Helper()
+	testproject.WaitFor(b.t, "the training process", func() bool {
+		info := b.Info(id)
+		return info.Finished || (info.State == rundir.StateRunning && info.Progress != nil && info.Progress.Phase != "fetch")
+	})
+	if info := b.Info(id); info.Finished {
+		b.t.Fatalf("the run ended: %s %q\n%s", info.State, info.Error, b.dump(id))
+	}
+}
+
+// holdQueue takes the project's queue.lock, as a running dispatch does,
+// so that a new run waits in the queue until release.
+func (b *bench) holdQueue() (release func()) {
+	b.t.Helper()
+	if err := os.MkdirAll(b.Root().Dir, 0o755); err != nil {
+		b.t.Fatal(err)
+	}
+	f, err := os.OpenFile(filepath.Join(b.Root().Dir, "queue.lock"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		b.t.Fatal(err)
+	}
+	return func() { f.Close() }
+}
+
+// exitCode checks the run's exit_code file, which is written last.
+func (b *bench) exitCode(id string, want int) {
+	b.t.Helper()
+	got := strings.TrimSpace(b.File(id, rundir.ExitCodeFile))
+	if got != strconv.Itoa(want) {
+		b.t.Errorf("exit_code %q, want %d", got, want)
+	}
+}
+
+func (b *bench) dump(id string) string {
+	return "run.log:\n" + b.File(id, rundir.LogFile) + "\nagent.log:\n" + b.File(id, rundir.AgentLogFile)
+}
+
+func newBench(t *testing.T, name string, n, labelled int, block string) *bench {
+	dir := t.TempDir()
+	b := &bench{t: t, backend: name, Runs: &testproject.Runs{T: t, Bin: testcli.Binaries(t), Dir: dir}}
+	// The project's grace_seconds is 1, so that a cancel ends in seconds,
+	// and the agents post at least every grace/2, well within the heartbeat.
+	b.Config = testproject.Write(t, dir, n, labelled, block)
+	return b
+}
+
+func localBench(t *testing.T, n, labelled int, keys string) *bench {
+	b := newBench(t, "local", n, labelled, "")
+	b.programs = t.TempDir()
+	return b
+}
+
+// killTree kills pids and their descendants.
+func killTree(pids []int) {
+	for _, p := range pids {
+		out, _ := exec.Command("pgrep", "-P", strconv.Itoa(p)).Output()
+		var children []int
+		for _, f := range strings.Fields(string(out)) {
+			if c, err := strconv.Atoi(f); err == nil {
+				children = append(children, c)
+			}
+		}
+		syscall.Kill(p, syscall.SIGKILL)
+		killTree(children)
+	}
+}
+
+// agentsOf is the potato-agent processes of the test sshd's user whose
+// socket is the run's.
+func agentsOf(id string) []int {
+	out, _ := exec.Command("pgrep", "-u", "potatotest", "-f", "potato-agent --socket /tmp/potato-"+id).Output()
+	var pids []int
+	for _, f := range strings.Fields(string(out)) {
+		if p, err := strconv.Atoi(f); err == nil {
+			pids = append(pids, p)
+		}
+	}
+	return pids
+}
+
+func sshBench(t *testing.T, n, labelled int, keys string) *bench {
+	sd := testcli.SSHD(t)
+	remoteDir := testcli.SharedDir(t, 0o777)
+	b := newBench(t, "gpu", n, labelled, fmt.Sprintf(`  backend: gpu
+  backends:
+    gpu:
+      type: ssh
+      host: potato-test
+      ssh_config: %s/ssh_config
+      remote_dir: %s
+      heartbeat_timeout_s: %d
+      gpus: none
+`, sd, remoteDir, heartbeatS)+keys)
+	b.programs = testcli.SharedDir(t, 0o755)
+	b.farSide = agentsOf
+	b.remoteArtifacts = func(id string) string { return filepath.Join(remoteDir, "jobs", id, "artifacts") }
+	return b
+}
+
+// slurmBench is a project on the real single-node SLURM, its login node
+// the test sshd. remote_dir is in the remote user's home, which the
+// compute node shares (SPEC V1 refuses /tmp).
+func slurmBench(t *testing.T, n, labelled int, keys string) *bench {
+	sd := testcli.SSHD(t)
+	conf := filepath.Join(testcli.SLURM(t), "slurm.conf")
+	remoteDir := homeDir(t)
+	b := newBench(t, "cluster", n, labelled, fmt.Sprintf(`  backend: cluster
+  backends:
+    cluster:
+      type: slurm
+      host: potato-test
+      ssh_config: %s/ssh_config
+      remote_dir: %s
+      heartbeat_timeout_s: %d
+      poll_interval_s: 1
+      time: "10:00"
+      env: {PATH: "/usr/local/bin:/usr/bin:/bin", SLURM_CONF: "%s", POTATO_TRAINING_EXIT_CODE_WAIT_S: "3"}
+`, sd, remoteDir, heartbeatS, conf)+keys)
+	b.programs = testcli.SharedDir(t, 0o755)
+	b.farSide = agentsOf
+	b.remoteArtifacts = func(id string) string { return filepath.Join(remoteDir, "jobs", id, "artifacts") }
+	// A job whose agent was stopped outlives its run: the test cancels
+	// the jobs its runs submitted, and no other (the cluster is shared).
+	t.Cleanup(func() {
+		logs, _ := filepath.Glob(filepath.Join(b.Root().Dir, "runs", "*", rundir.LogFile))
+		for _, l := range logs {
+			text, _ := os.ReadFile(l)
+			for _, m := range regexp.MustCompile(`Submitted SLURM job (\d+)`).FindAllStringSubmatch(string(text), -1) {
+				cmd := exec.Command("scancel", m[1])
+				cmd.Env = append(os.Environ(), "SLURM_CONF="+conf)
+				cmd.Run()
+			}
+		}
+	})
+	return b
+}
+
+// homeDir is a directory of the test sshd's user in its home.
+func homeDir(t *testing.T) string {
+	t.Helper()
+	var ids [2]int
+	for i, flag := range []string{"-u", "-g"} {
+		out, err := exec.Command("id", flag, "potatotest").Output()
+		if err != nil {
+			t.Fatalf("id %s potatotest: %v", flag, err)
+		}
+		ids[i], _ = strconv.Atoi(strings.TrimSpace(string(out)))
+	}
+	d, err := os.MkdirTemp("/home/potatotest", "potato-conformance-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(d, 0o755)
+	os.Chown(d, ids[0], ids[1])
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
+
+// agentBench is a project whose backend "lab" is of type agent, served by
+// potato-server on a free loopback port; serve starts a polling
+// potato-agent with the backend's token in its environment.
+func agentBench(t *testing.T, n, labelled int, keys string) *bench {
+	b := newBench(t, "lab", n, labelled, fmt.Sprintf(`  backend: lab
+  backends:
+    lab:
+      type: agent
+      heartbeat_timeout_s: %d
+`, heartbeatS)+keys)
+	tok, err := b.Root().IssueToken("lab", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	srv := exec.Command(filepath.Join(b.Bin, "potato-server"), b.Config, "--listen", addr)
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Process.Kill(); srv.Wait() })
+	testproject.WaitFor(t, "the server", func() bool {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	var agent *exec.Cmd
+	b.serve = func() {
+		agent = exec.Command(filepath.Join(b.Bin, "potato-agent"), "--server", "http://"+addr, "--backend", "lab", "--workdir", t.TempDir())
+		agent.Env = append(os.Environ(), "POTATO_TRAINING_TOKEN="+tok)
+		if err := agent.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { killTree([]int{agent.Process.Pid}); agent.Wait() })
+	}
+	// The far side of a run is the agent's worker, a child of the agent;
+	// the agent itself is what speaks for it.
+	b.farSide = func(id string) []int {
+		if agent == nil || agent.Process == nil {
+			return nil
+		}
+		out, _ := exec.Command("pgrep", "-P", strconv.Itoa(agent.Process.Pid)).Output()
+		if strings.TrimSpace(string(out)) == "" {
+			return nil
+		}
+		return []int{agent.Process.Pid}
+	}
+
+	return b
+}
