@@ -8,9 +8,9 @@ package main
 // new backend adds a rig here and starts from these tests.
 //
 // A behaviour a backend cannot have is left out of its row, with the
-// reason in the rig: the local process has no heartbeat (it is the
-// dispatch's child), and the agent backend's model never moves (SPEC
-// G8), so it has no artifact limit.
+// reason in its rig: the local training process has no heartbeat (it is
+// the dispatch's child) and no copy of the model, and the agent backend's
+// model never moves (SPEC G8), so it has no artifact limit.
 
 import (
 	"fmt"
@@ -42,10 +42,10 @@ type bench struct {
 	// agent backend's polling agent); nil when the dispatch does it all.
 	serve func()
 	// farSide is the processes that speak for the run on the far side
-	// (the remote agent), for the heartbeat; nil when there are none.
+	// (the agent), for the heartbeat and the cancel; nil for local.
 	farSide func(id string) []int
 	// remoteArtifacts is where a run's model stays on the far side, for
-	// the artifact limit; nil when the model never comes back.
+	// the artifact limit.
 	remoteArtifacts func(id string) string
 }
 
@@ -54,6 +54,9 @@ type bench struct {
 type rig struct {
 	name  string
 	bench func(t *testing.T, n, labelled int, keys string) *bench
+	// noHeartbeat and noArtifactLimit say why the behaviour does not
+	// apply to the backend; empty when it does.
+	noHeartbeat, noArtifactLimit string
 }
 
 // heartbeatS is every remote backend's heartbeat_timeout_s here, so that
@@ -61,10 +64,13 @@ type rig struct {
 const heartbeatS = 4
 
 var rigs = []rig{
-	{"local", localBench},
-	{"ssh", sshBench},
-	{"slurm", slurmBench},
-	{"agent", agentBench},
+	{name: "local", bench: localBench,
+		noHeartbeat:     "the training process is the dispatch's own child",
+		noArtifactLimit: "the model is written in place, in the run's artifacts/"},
+	{name: "ssh", bench: sshBench},
+	{name: "slurm", bench: slurmBench},
+	{name: "agent", bench: agentBench,
+		noArtifactLimit: "the model stays on the agent's machine (SPEC G8)"},
 }
 
 func TestBackendConformance(t *testing.T) {
@@ -163,11 +169,11 @@ func conformCancelRunning(t *testing.T, r rig) {
 // heartbeat loss: an agent that falls silent (SIGSTOP: hung, or cut off)
 // fails the run after heartbeat_timeout_s with the exact text of F6/G9.
 func conformHeartbeatLoss(t *testing.T, r rig) {
-	b := r.bench(t, 120, 100, "")
-	if b.farSide == nil {
-		t.Logf("%s: no heartbeat: the training process is the dispatch's own child", r.name)
+	if r.noHeartbeat != "" {
+		t.Logf("%s has no heartbeat: %s", r.name, r.noHeartbeat)
 		return
 	}
+	b := r.bench(t, 120, 100, "")
 	id := b.Detach("--trainer", "tfidf-logreg", "--schemas", "sentiment", "--param", "epochs=1000000", "--param", "patience=-1")
 	b.start()
 	b.waitTraining(id)
@@ -192,11 +198,11 @@ func conformHeartbeatLoss(t *testing.T, r rig) {
 // side and is named in the run log; the run succeeds with the rest, and
 // artifact_uri says where the model is.
 func conformArtifactsTooLarge(t *testing.T, r rig) {
-	b := r.bench(t, 120, 100, "      max_artifact_mb: 1\n")
-	if b.remoteArtifacts == nil {
-		t.Logf("%s: the model does not come back, so it has no size limit", r.name)
+	if r.noArtifactLimit != "" {
+		t.Logf("%s has no artifact limit: %s", r.name, r.noArtifactLimit)
 		return
 	}
+	b := r.bench(t, 120, 100, "      max_artifact_mb: 1\n")
 	tr := testproject.Trainer(t, b.programs, `mkdir -p artifacts
 head -c 2000000 /dev/zero > artifacts/big.bin
 echo small > artifacts/small.txt
