@@ -1,0 +1,55 @@
+//go:build faults
+
+package faults
+
+import (
+	"fmt"
+	"os/exec"
+	"syscall"
+	"testing"
+	"time"
+
+	"potato-training/internal/testproject"
+	"potato-training/lib/rundir"
+)
+
+// killDispatch kills a detached run's dispatch with SIGKILL and waits
+// until it is gone.
+func (p *project) killDispatch(id string) {
+	p.t.Helper()
+	pid := p.Info(id).PID
+	if pid == 0 {
+		p.t.Fatalf("run %s has no dispatch pid", id)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		p.t.Fatal(err)
+	}
+	testproject.WaitFor(p.t, "the dispatch to die", func() bool { return syscall.Kill(pid, 0) != nil })
+}
+
+// The fault: kill -9 of a detached dispatch while the trainer fits.
+// Expected: within 5 s of the kill, status --json and run.json say error
+// (dispatch_lost), the trainer is gone with its dispatch, and the next
+// run succeeds.
+func TestKillDispatchMidFit(t *testing.T) {
+	p := newProject(t, "", 120, 100, "")
+	id := p.Detach("--trainer", "tfidf-logreg", "--schemas", "sentiment", "--param", "epochs=1000000", "--param", "patience=-1")
+	testproject.WaitFor(t, "the fit", func() bool {
+		i := p.Info(id)
+		return i.State == rundir.StateRunning && i.Progress != nil
+	})
+	p.killDispatch(id)
+	killed := time.Now()
+	f := p.settled(id, rundir.StateError, "dispatch_lost", 5*time.Second)
+	took := time.Since(killed)
+	if took > 5*time.Second {
+		t.Errorf("settled %s after the kill, want within 5 s", took)
+	}
+	spec := p.Root().RunDir(id) + "/" + rundir.SpecFile
+	testproject.WaitFor(t, "the trainer to go with its dispatch", func() bool {
+		return exec.Command("pgrep", "-f", "worker --spec "+spec).Run() != nil
+	})
+	stored, kept := p.predictions(id)
+	record(t, "kill -9 of the dispatch mid-fit", "error/dispatch_lost within 5 s; next run succeeds",
+		fmt.Sprintf("%s after %.1f s; %d predictions produced; %s", f, took.Seconds(), stored+kept, p.nextRunSucceeds()))
+}
