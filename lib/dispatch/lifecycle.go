@@ -150,7 +150,7 @@ func (l *limits) failed(err error, code string) *ending {
 
 func (l *limits) overWall() *ending { return failed(fmt.Sprintf(msgWall, l.wallS), "timeout") }
 
-// build writes the bundle (SPEC B1).
+// build writes the bundle (what it holds: SPEC S6, step 5).
 func (d *dispatcher) build(lim *limits) (bundle.Manifest, *ending) {
 	rec := d.run.Record()
 	d.set(func(r *rundir.Record) {
@@ -335,7 +335,7 @@ func (d *dispatcher) collect(lim *limits, exec backend.Execution, res events.Res
 }
 
 // writeBackPhase scores the predictions and writes them into Potato's
-// store as prelabels (SPEC B3).
+// store as prelabels (SPEC B3, B7).
 func (d *dispatcher) writeBackPhase(m bundle.Manifest, trainerName string) *ending {
 	if info, _ := trainer.Lookup(trainerName); info.NoPredictions {
 		d.logf("%s writes no predictions: nothing to score or write back", trainerName)
