@@ -189,10 +189,7 @@ func scanObject(b []byte, keys []string, vals [][]byte) error {
 	}
 	var se *jsonscan.SyntaxError
 	if errors.As(err, &se) {
-		msg := syntaxText[se.Want]
-		if se.Want == jsonscan.WantEscape && se.Offset == len(b) {
-			msg = "unfinished escape"
-		}
+		msg := syntaxText(se.Want, se.Offset == len(b))
 		if se.Offset < len(b) {
 			msg = fmt.Sprintf("%s, found %q", msg, b[se.Offset])
 		} else {
@@ -206,21 +203,39 @@ func scanObject(b []byte, keys []string, vals [][]byte) error {
 	return err
 }
 
-// syntaxText words what the grammar wanted.
-var syntaxText = map[jsonscan.Want]string{
-	jsonscan.WantObject:         "expected '{'",
-	jsonscan.WantKey:            "expected a string",
-	jsonscan.WantColon:          "expected ':' after an object key",
-	jsonscan.WantCommaOrBrace:   "expected ',' or '}' after an object value",
-	jsonscan.WantCommaOrBracket: "expected ',' or ']' after an array element",
-	jsonscan.WantEnd:            "unexpected data after the object",
-	jsonscan.WantValue:          "expected a value",
-	jsonscan.WantLiteral:        "invalid literal",
-	jsonscan.WantStringByte:     "control character in a string",
-	jsonscan.WantEscape:         "invalid escape",
-	jsonscan.WantHexDigit:       "invalid \\u escape",
-	jsonscan.WantQuote:          "unterminated string",
-	jsonscan.WantDigit:          "invalid number",
+// syntaxText words what the grammar wanted; atEnd is whether the value
+// ended there.
+func syntaxText(want jsonscan.Want, atEnd bool) string {
+	switch want {
+	case jsonscan.WantObject:
+		return "expected '{'"
+	case jsonscan.WantKey:
+		return "expected a string"
+	case jsonscan.WantColon:
+		return "expected ':' after an object key"
+	case jsonscan.WantCommaOrBrace:
+		return "expected ',' or '}' after an object value"
+	case jsonscan.WantCommaOrBracket:
+		return "expected ',' or ']' after an array element"
+	case jsonscan.WantEnd:
+		return "unexpected data after the object"
+	case jsonscan.WantLiteral:
+		return "invalid literal"
+	case jsonscan.WantStringByte:
+		return "control character in a string"
+	case jsonscan.WantEscape:
+		if atEnd {
+			return "unfinished escape"
+		}
+		return "invalid escape"
+	case jsonscan.WantHexDigit:
+		return "invalid \\u escape"
+	case jsonscan.WantQuote:
+		return "unterminated string"
+	case jsonscan.WantDigit:
+		return "invalid number"
+	}
+	return "expected a value"
 }
 
 // jsonSyntaxError is a grammar error at byte offset Offset of a value.
