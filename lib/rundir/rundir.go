@@ -20,7 +20,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -509,11 +508,8 @@ func (r *Root) Edit(id string, fn func(rec *Record, finished bool) error) error 
 		}
 		return err
 	}
-	lock, err := lockFile(filepath.Join(dir, DispatchLockFile), false)
+	lock, err := lockIdle(dir, id)
 	if err != nil {
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return fmt.Errorf("run %s: %w", id, ErrBusy)
-		}
 		return err
 	}
 	defer lock.Close()
