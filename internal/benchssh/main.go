@@ -27,6 +27,7 @@ import (
 	"potato-training/internal/benchkit"
 	"potato-training/internal/testproject"
 	"potato-training/lib/config"
+	"potato-training/lib/shell"
 	"potato-training/lib/sshx"
 )
 
@@ -150,7 +151,7 @@ func main() {
 		// stall watchdog.
 		last, steps := time.Time{}, 0
 		t0 := time.Now()
-		err := conn.Fetch(ctx, sshx.ShellQuote(agents[0]), src, dst, sshx.FetchOptions{
+		err := conn.Fetch(ctx, shell.Quote(agents[0]), src, dst, sshx.FetchOptions{
 			MaxSizeMB:    2048,
 			StallTimeout: 180 * time.Second,
 			Progress: func(done, total int64) {

@@ -22,6 +22,7 @@ import (
 	"sort"
 
 	"potato-training/lib/config"
+	"potato-training/lib/rundir"
 )
 
 // ManifestName is the manifest's file name inside a bundle.
@@ -172,23 +173,7 @@ func (c *lineCounter) Write(p []byte) (int, error) {
 // writeFileAtomic writes name in dir as .name.tmp, syncs it and renames it
 // into place, so a reader sees the old file or the new one, never a part.
 func writeFileAtomic(dir, name string, data []byte) error {
-	tmp := filepath.Join(dir, "."+name+".tmp")
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, filepath.Join(dir, name))
-	}
-	if err != nil {
-		os.Remove(tmp)
+	if err := rundir.WriteFileAtomic(filepath.Join(dir, name), data, 0o644); err != nil {
 		return err
 	}
 	return syncDir(dir)

@@ -4,7 +4,6 @@ package check
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -15,6 +14,7 @@ import (
 	"potato-training/lib/config"
 	"potato-training/lib/gpu"
 	"potato-training/lib/probe"
+	"potato-training/lib/rundir"
 	"potato-training/lib/validate"
 )
 
@@ -186,7 +186,5 @@ func WriteText(w io.Writer, r Report) error {
 
 // WriteJSON prints the report as JSON.
 func WriteJSON(w io.Writer, r Report) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r)
+	return rundir.WriteJSON(w, r)
 }

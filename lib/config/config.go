@@ -210,6 +210,16 @@ func (c *Config) Backend(name string) (*Backend, bool) {
 	return nil, false
 }
 
+// BackendNames names the backends a run may use, "local" first and then
+// the configured ones in their order.
+func (c *Config) BackendNames() []string {
+	names := []string{LocalBackend.Name}
+	for _, b := range c.Training.Backends {
+		names = append(names, b.Name)
+	}
+	return names
+}
+
 // Scheme returns the named annotation scheme.
 func (c *Config) Scheme(name string) (Scheme, bool) {
 	for _, s := range c.Schemes {

@@ -78,6 +78,9 @@ model_training:
 	if l, ok := c.Backend(""); !ok || l != LocalBackend {
 		t.Errorf("empty name should be local")
 	}
+	if got, want := c.BackendNames(), []string{"local", "gpu", "cluster", "lab"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("BackendNames = %q, want %q", got, want)
+	}
 	if got := gpu.Label(); got != "gpu (ssh to g)" {
 		t.Errorf("label %q", got)
 	}

@@ -261,11 +261,8 @@ func (p *AutoPlan) Started(runID string, at time.Time) error {
 	}
 	p.log(AutoLogStart, runID, fmt.Sprintf("%d new annotation(s), update_frequency %d; trainer %s, schemas %s, backend %s",
 		p.New, p.frequency, p.Trainer, strings.Join(p.Schemas, ","), p.Backend))
-	b, err := json.MarshalIndent(AutoState{RunID: runID, StartedAt: at.UTC(), Annotations: p.Annotations}, "", "  ")
-	if err != nil {
-		return err
-	}
-	return rundir.WriteFileAtomic(filepath.Join(p.root.Dir, AutoStateFile), append(b, '\n'), 0o644)
+	return rundir.WriteJSONFile(filepath.Join(p.root.Dir, AutoStateFile),
+		AutoState{RunID: runID, StartedAt: at.UTC(), Annotations: p.Annotations}, 0o644)
 }
 
 // Close releases the lock.

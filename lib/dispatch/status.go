@@ -1,7 +1,6 @@
 package dispatch
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -80,7 +79,7 @@ func Status(w io.Writer, opt StatusOptions) error {
 			lines = []string{}
 		}
 		if opt.JSON {
-			return writeJSON(w, Detail{Record: info.Record, Log: lines})
+			return rundir.WriteJSON(w, Detail{Record: info.Record, Log: lines})
 		}
 		return writeDetail(w, info, lines)
 	}
@@ -93,7 +92,7 @@ func Status(w io.Writer, opt StatusOptions) error {
 		for _, i := range infos {
 			recs = append(recs, i.Record)
 		}
-		return writeJSON(w, recs)
+		return rundir.WriteJSON(w, recs)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "RUN\tSTATE\tTRAINER\tSCHEMAS\tRAN ON\tCREATED\tHELD-OUT\tSTEP")
@@ -122,12 +121,6 @@ func oneLine(s string, n int) string {
 		return string([]rune(s)[:n-3]) + "..."
 	}
 	return s
-}
-
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }
 
 func writeDetail(w io.Writer, info rundir.Info, log []string) error {

@@ -416,7 +416,4 @@ func TestScriptPreamble(t *testing.T) {
 	if !strings.HasSuffix(s, script) {
 		t.Error("Script does not end with the probe")
 	}
-	if got := shellQuote(`it's`); got != `'it'\''s'` {
-		t.Errorf("shellQuote(it's) = %s", got)
-	}
 }

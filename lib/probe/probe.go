@@ -41,6 +41,7 @@ import (
 	"strings"
 
 	"potato-training/lib/gpu"
+	"potato-training/lib/shell"
 )
 
 //go:embed probe.sh
@@ -145,13 +146,9 @@ type Facts struct {
 // (a leading "~/" is the host's home); packages are import names, which
 // cannot hold white space.
 func Script(python string, packages []string) string {
-	return "PYTHON=" + shellQuote(python) + "\n" +
-		"PACKAGES=" + shellQuote(strings.Join(packages, " ")) + "\n" +
+	return "PYTHON=" + shell.SingleQuote(python) + "\n" +
+		"PACKAGES=" + shell.SingleQuote(strings.Join(packages, " ")) + "\n" +
 		script
-}
-
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // Parse reads the probe's report. Lines before the begin marker and

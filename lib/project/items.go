@@ -158,7 +158,7 @@ func (r *itemReader) readJSON(path string, f io.Reader, mayBeArray bool) error {
 		s.pos++
 	}
 	keys := append([]string{r.idKey, r.textKey}, r.fields...)
-	vals := make([]json.RawMessage, len(keys))
+	vals := make([][]byte, len(keys))
 	for n := 0; ; n++ {
 		c, ok = s.peek()
 		if array {

@@ -2,19 +2,20 @@ package project
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"unicode/utf8"
+
+	"potato-training/lib/jsonscan"
 )
 
 // Data files can hold millions of items, and encoding/json decodes every
 // field of every item (twice scanned, once allocated) when a trainer needs
 // two or three of them. This file reads them in one pass that allocates only
 // for the fields asked for: jsonStream cuts the input into top-level values
-// and counts lines on the way, and scanObject validates one value and picks
-// out the wanted fields' raw JSON.
+// and counts lines on the way, and scanObject (lib/jsonscan) validates one
+// value and picks out the wanted fields' raw JSON.
 
 // jsonStream reads the top-level values of a JSON text from r.
 type jsonStream struct {
@@ -181,67 +182,60 @@ func (s *jsonStream) cut() ([]byte, error) {
 // scanObject checks that b is exactly one JSON object and sets vals[k] to
 // the raw JSON of its member named keys[k] (the last one, if repeated), or
 // nil. An error's offset is a byte index into b.
-func scanObject(b []byte, keys []string, vals []json.RawMessage) error {
-	for k := range vals {
-		vals[k] = nil
-	}
-	p := jsonParser{b: b}
-	p.space()
-	if !p.eat('{') {
-		return p.syntax("expected '{'")
-	}
-	p.space()
-	if !p.eat('}') {
-		for {
-			p.space()
-			ks := p.i
-			if err := p.str(); err != nil {
-				return err
-			}
-			key := keyText(b, ks, p.i)
-			p.space()
-			if !p.eat(':') {
-				return p.syntax("expected ':' after an object key")
-			}
-			p.space()
-			vs := p.i
-			if err := p.value(1); err != nil {
-				return err
-			}
-			for k, want := range keys {
-				if string(key) == want {
-					vals[k] = b[vs:p.i]
-				}
-			}
-			p.space()
-			if p.eat(',') {
-				continue
-			}
-			if p.eat('}') {
-				break
-			}
-			return p.syntax("expected ',' or '}' after an object value")
-		}
-	}
-	p.space()
-	if p.i != len(b) {
-		return p.syntax("unexpected data after the object")
-	}
-	return nil
-}
-
-// keyText returns the text of the key b[start:end] (quotes included), with
-// escapes resolved; only a key with an escape is copied.
-func keyText(b []byte, start, end int) []byte {
-	key := b[start+1 : end-1]
-	if bytes.IndexByte(key, '\\') < 0 {
-		return key
-	}
-	var k string
-	if json.Unmarshal(b[start:end], &k) != nil {
+func scanObject(b []byte, keys []string, vals [][]byte) error {
+	err := jsonscan.Object(b, keys, vals, maxDepth)
+	if err == nil {
 		return nil
 	}
-	return []byte(k)
+	var se *jsonscan.SyntaxError
+	if errors.As(err, &se) {
+		msg := syntaxText(se.Want, se.Offset == len(b))
+		if se.Offset < len(b) {
+			msg = fmt.Sprintf("%s, found %q", msg, b[se.Offset])
+		} else {
+			msg += ", found the end of the value"
+		}
+		return &jsonSyntaxError{msg: msg, Offset: se.Offset}
+	}
+	if err == jsonscan.ErrTooDeep {
+		return errTooDeep
+	}
+	return err
+}
+
+// syntaxText words what the grammar wanted; atEnd is whether the value
+// ended there.
+func syntaxText(want jsonscan.Want, atEnd bool) string {
+	switch want {
+	case jsonscan.WantObject:
+		return "expected '{'"
+	case jsonscan.WantKey:
+		return "expected a string"
+	case jsonscan.WantColon:
+		return "expected ':' after an object key"
+	case jsonscan.WantCommaOrBrace:
+		return "expected ',' or '}' after an object value"
+	case jsonscan.WantCommaOrBracket:
+		return "expected ',' or ']' after an array element"
+	case jsonscan.WantEnd:
+		return "unexpected data after the object"
+	case jsonscan.WantLiteral:
+		return "invalid literal"
+	case jsonscan.WantStringByte:
+		return "control character in a string"
+	case jsonscan.WantEscape:
+		if atEnd {
+			return "unfinished escape"
+		}
+		return "invalid escape"
+	case jsonscan.WantHexDigit:
+		return "invalid \\u escape"
+	case jsonscan.WantQuote:
+		return "unterminated string"
+	case jsonscan.WantDigit:
+		return "invalid number"
+	}
+	return "expected a value"
 }
 
 // jsonSyntaxError is a grammar error at byte offset Offset of a value.
@@ -254,204 +248,7 @@ func (e *jsonSyntaxError) Error() string { return e.msg }
 
 var errTooDeep = errors.New("value nested too deeply")
 
-// jsonParser checks JSON grammar over a complete value in b.
-type jsonParser struct {
-	b []byte
-	i int
-}
-
-func (p *jsonParser) syntax(msg string) error {
-	if p.i < len(p.b) {
-		msg = fmt.Sprintf("%s, found %q", msg, p.b[p.i])
-	} else {
-		msg += ", found the end of the value"
-	}
-	return &jsonSyntaxError{msg: msg, Offset: p.i}
-}
-
-func (p *jsonParser) space() {
-	for p.i < len(p.b) {
-		switch p.b[p.i] {
-		case ' ', '\t', '\r', '\n':
-			p.i++
-		default:
-			return
-		}
-	}
-}
-
-func (p *jsonParser) eat(c byte) bool {
-	if p.i < len(p.b) && p.b[p.i] == c {
-		p.i++
-		return true
-	}
-	return false
-}
-
-func (p *jsonParser) value(depth int) error {
-	if depth > maxDepth {
-		return errTooDeep
-	}
-	if p.i >= len(p.b) {
-		return p.syntax("expected a value")
-	}
-	switch c := p.b[p.i]; {
-	case c == '"':
-		return p.str()
-	case c == '{':
-		p.i++
-		p.space()
-		if p.eat('}') {
-			return nil
-		}
-		for {
-			p.space()
-			if err := p.str(); err != nil {
-				return err
-			}
-			p.space()
-			if !p.eat(':') {
-				return p.syntax("expected ':' after an object key")
-			}
-			p.space()
-			if err := p.value(depth + 1); err != nil {
-				return err
-			}
-			p.space()
-			if p.eat(',') {
-				continue
-			}
-			if p.eat('}') {
-				return nil
-			}
-			return p.syntax("expected ',' or '}' after an object value")
-		}
-	case c == '[':
-		p.i++
-		p.space()
-		if p.eat(']') {
-			return nil
-		}
-		for {
-			p.space()
-			if err := p.value(depth + 1); err != nil {
-				return err
-			}
-			p.space()
-			if p.eat(',') {
-				continue
-			}
-			if p.eat(']') {
-				return nil
-			}
-			return p.syntax("expected ',' or ']' after an array element")
-		}
-	case c == '-' || c >= '0' && c <= '9':
-		return p.number()
-	case c == 't':
-		return p.literal("true")
-	case c == 'f':
-		return p.literal("false")
-	case c == 'n':
-		return p.literal("null")
-	}
-	return p.syntax("expected a value")
-}
-
-func (p *jsonParser) literal(word string) error {
-	if len(p.b)-p.i >= len(word) && string(p.b[p.i:p.i+len(word)]) == word {
-		p.i += len(word)
-		return nil
-	}
-	return p.syntax("invalid literal")
-}
-
-func (p *jsonParser) str() error {
-	if !p.eat('"') {
-		return p.syntax("expected a string")
-	}
-	for p.i < len(p.b) {
-		for p.i < len(p.b) && plainStringByte[p.b[p.i]] {
-			p.i++
-		}
-		if p.i == len(p.b) {
-			break
-		}
-		c := p.b[p.i]
-		switch {
-		case c == '"':
-			p.i++
-			return nil
-		case c < 0x20:
-			return p.syntax("control character in a string")
-		case c == '\\':
-			p.i++
-			if p.i >= len(p.b) {
-				return p.syntax("unfinished escape")
-			}
-			switch p.b[p.i] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				p.i++
-			case 'u':
-				p.i++
-				for range 4 {
-					if p.i >= len(p.b) || !isHex(p.b[p.i]) {
-						return p.syntax("invalid \\u escape")
-					}
-					p.i++
-				}
-			default:
-				return p.syntax("invalid escape")
-			}
-		default:
-			p.i++
-		}
-	}
-	return p.syntax("unterminated string")
-}
-
-// plainStringByte marks the bytes a string holds as they are: not a quote,
-// not a backslash, not a control character.
-var plainStringByte = func() (t [256]bool) {
-	for c := 0x20; c < 256; c++ {
-		t[c] = c != '"' && c != '\\'
-	}
-	return t
-}()
-
-func isHex(c byte) bool {
-	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
-}
-
-func (p *jsonParser) number() error {
-	digits := func() bool {
-		start := p.i
-		for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
-			p.i++
-		}
-		return p.i > start
-	}
-	p.eat('-')
-	if p.eat('0') {
-		// no more integer digits after a leading zero
-	} else if !digits() {
-		return p.syntax("invalid number")
-	}
-	if p.eat('.') && !digits() {
-		return p.syntax("invalid number")
-	}
-	if p.eat('e') || p.eat('E') {
-		if !p.eat('+') {
-			p.eat('-')
-		}
-		if !digits() {
-			return p.syntax("invalid number")
-		}
-	}
-	return nil
-}
-
-// maxDepth is how deeply a value may nest, as encoding/json allows.
+// maxDepth is how deeply values may nest, as encoding/json allows.
 const maxDepth = 10000
 
 // utf8Reader passes on the bytes of r and fails at the first that are not

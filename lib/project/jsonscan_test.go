@@ -1,8 +1,6 @@
 package project
 
 import (
-	"bytes"
-	"encoding/json"
 	"io"
 	"reflect"
 	"strings"
@@ -103,47 +101,6 @@ func TestReadJSONErrors(t *testing.T) {
 			}
 		})
 	}
-}
-
-// FuzzScanObject checks scanObject against encoding/json: the same inputs
-// are valid objects, and the fields picked out hold the same values.
-func FuzzScanObject(f *testing.F) {
-	for _, s := range []string{
-		`{}`, `{"id": 1}`, `{"id": "a", "text": "b", "x": [1, {"y": null}]}`,
-		`{"i\u0064": "\ud800"}`, `{"id": 01}`, `{"id": 1,}`, `{"a": tru}`, `{"a": 1.}`,
-		`{"a": -0.0e-0}`, `{"a": "\u00"}`, `{"id": "a"} `, `{"id": 1} x`, `{"a": [}`,
-		"{\"a\": \"\x01\"}", `{"id": "\"\\\/\b\f\n\r\t"}`, `{"text": 1e999}`,
-	} {
-		f.Add([]byte(s))
-	}
-	keys := []string{"id", "text"}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		vals := make([]json.RawMessage, len(keys))
-		err := scanObject(b, keys, vals)
-		var m map[string]json.RawMessage
-		stdErr := json.Unmarshal(b, &m)
-		isObject := stdErr == nil && m != nil
-		if (err == nil) != isObject {
-			t.Fatalf("%q: scanObject err %v, encoding/json err %v", b, err, stdErr)
-		}
-		if err != nil {
-			return
-		}
-		for k, key := range keys {
-			got, want := vals[k], m[key]
-			if (got == nil) != (want == nil) {
-				t.Fatalf("%q: field %q: got %q, want %q", b, key, got, want)
-			}
-			if got != nil {
-				var g, w bytes.Buffer
-				json.Compact(&g, got)
-				json.Compact(&w, want)
-				if g.String() != w.String() {
-					t.Fatalf("%q: field %q: got %q, want %q", b, key, got, want)
-				}
-			}
-		}
-	})
 }
 
 // TestCutStopsEarly checks that a bad value is cut short at its first line

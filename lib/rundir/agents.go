@@ -73,11 +73,7 @@ func (r *Root) writeAgent(rec AgentRecord) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	data, err := json.MarshalIndent(rec, "", "  ")
-	if err != nil {
-		return err
-	}
-	return WriteFileAtomic(r.agentPath(rec.Backend), append(data, '\n'), 0o600)
+	return WriteJSONFile(r.agentPath(rec.Backend), rec, 0o600)
 }
 
 // Agent reads a backend's record; ErrNoToken when none was issued.

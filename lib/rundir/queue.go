@@ -3,6 +3,7 @@ package rundir
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -25,6 +26,16 @@ func lockFile(path string, wait bool) (*os.File, error) {
 		return nil, err
 	}
 	return f, nil
+}
+
+// lockIdle takes the dispatch lock of run id in dir without waiting:
+// ErrBusy while its dispatch lives.
+func lockIdle(dir, id string) (*os.File, error) {
+	lock, err := lockFile(filepath.Join(dir, DispatchLockFile), false)
+	if errors.Is(err, syscall.EWOULDBLOCK) {
+		return nil, fmt.Errorf("run %s: %w", id, ErrBusy)
+	}
+	return lock, err
 }
 
 func flock(f *os.File, how int) error {

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 )
 
 // LatestDir is the directory of the latest/<schema> links under the
@@ -30,11 +29,8 @@ func (r *Root) Remove(id string) error {
 	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
-	lock, err := lockFile(filepath.Join(dir, DispatchLockFile), false)
+	lock, err := lockIdle(dir, id)
 	if err != nil {
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return fmt.Errorf("run %s: %w", id, ErrBusy)
-		}
 		return err
 	}
 	defer lock.Close()

@@ -6,11 +6,13 @@ package rundir
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -18,7 +20,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -245,11 +246,7 @@ func (run *Run) Update(fn func(*Record)) error {
 }
 
 func (run *Run) write() error {
-	b, err := json.MarshalIndent(run.rec, "", "  ")
-	if err != nil {
-		return err
-	}
-	return WriteFileAtomic(run.Path(RecordFile), append(b, '\n'), 0o644)
+	return WriteJSONFile(run.Path(RecordFile), run.rec, 0o644)
 }
 
 // Logf appends a line "2026-12-02T13:55:01Z message" to run.log.
@@ -310,7 +307,28 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 		os.Remove(tmp)
 		return err
 	}
-	return os.Rename(tmp, path)
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
+}
+
+// WriteJSON writes v as the toolkit writes every JSON record and --json
+// report: indented two spaces, with a final newline.
+func WriteJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// WriteJSONFile writes v to path as WriteJSON words it, by WriteFileAtomic.
+func WriteJSONFile(path string, v any, perm os.FileMode) error {
+	var b bytes.Buffer
+	if err := WriteJSON(&b, v); err != nil {
+		return err
+	}
+	return WriteFileAtomic(path, b.Bytes(), perm)
 }
 
 // Info is what a reader knows of a run: its record, as run.json has it,
@@ -490,11 +508,8 @@ func (r *Root) Edit(id string, fn func(rec *Record, finished bool) error) error 
 		}
 		return err
 	}
-	lock, err := lockFile(filepath.Join(dir, DispatchLockFile), false)
+	lock, err := lockIdle(dir, id)
 	if err != nil {
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return fmt.Errorf("run %s: %w", id, ErrBusy)
-		}
 		return err
 	}
 	defer lock.Close()
@@ -510,11 +525,7 @@ func (r *Root) Edit(id string, fn func(rec *Record, finished bool) error) error 
 	if err := fn(&rec, err == nil); err != nil {
 		return err
 	}
-	out, err := json.MarshalIndent(rec, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := WriteFileAtomic(filepath.Join(dir, RecordFile), append(out, '\n'), 0o644); err != nil {
+	if err := WriteJSONFile(filepath.Join(dir, RecordFile), rec, 0o644); err != nil {
 		return err
 	}
 	// exit_code, last, says what run.json says.

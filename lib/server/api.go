@@ -22,7 +22,6 @@ import (
 	"syscall"
 	"time"
 
-	"potato-training/lib/config"
 	"potato-training/lib/rundir"
 )
 
@@ -307,7 +306,7 @@ func (a *api) runArgs(req *startRequest) ([]string, error) {
 	cfg := a.s.Config
 	if req.Backend != "" {
 		if _, ok := cfg.Backend(req.Backend); !ok {
-			return nil, errorf(http.StatusConflict, msgNoBackend, req.Backend, strings.Join(backendNames(cfg), ", "))
+			return nil, errorf(http.StatusConflict, msgNoBackend, req.Backend, strings.Join(cfg.BackendNames(), ", "))
 		}
 	}
 	switch {
@@ -356,14 +355,6 @@ func printable(s string) bool {
 		}
 	}
 	return true
-}
-
-func backendNames(cfg *config.Config) []string {
-	names := []string{config.LocalBackend.Name}
-	for _, b := range cfg.Training.Backends {
-		names = append(names, b.Name)
-	}
-	return names
 }
 
 // dispatch runs potato-dispatch with args and returns the run id it
@@ -659,7 +650,7 @@ func (a *api) listBackends(w http.ResponseWriter, r *http.Request, _ []string) {
 func (a *api) checkBackend(w http.ResponseWriter, r *http.Request, parts []string) {
 	name := parts[1]
 	if _, ok := a.s.Config.Backend(name); !ok || name == "" {
-		a.fail(w, errorf(http.StatusNotFound, msgNoBackend, name, strings.Join(backendNames(a.s.Config), ", ")))
+		a.fail(w, errorf(http.StatusNotFound, msgNoBackend, name, strings.Join(a.s.Config.BackendNames(), ", ")))
 		return
 	}
 	select {

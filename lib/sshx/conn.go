@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"potato-training/lib/shell"
 )
 
 const sshProgram = "ssh"
@@ -298,7 +300,7 @@ func (c *Conn) sessionArgs(extra []string) []string {
 // Command returns, unstarted, `ssh -S ctl ... [extra] -- host remote`: the
 // remote command through the master, in its own process group, killed as a
 // group when ctx is done. remote is one string for the remote login shell;
-// quote its words with ShellQuote.
+// quote its words with shell.Quote.
 //
 // extra adds ssh options, such as -R /tmp/x.sock:/local/y.sock for a
 // reverse forward of a unix socket. The master sets the forward up before
@@ -459,11 +461,11 @@ func (c *Conn) Upload(ctx context.Context, localPath, remotePath string, mode os
 	}
 	defer f.Close()
 	dst := homeRelative(remotePath)
-	tmp := ShellQuote(dst + ".tmp." + randomHex(6))
+	tmp := shell.Quote(dst + ".tmp." + randomHex(6))
 	script := fmt.Sprintf("umask 077 && cat > %[1]s && chmod %[2]o %[1]s && mv -f %[1]s %[3]s || { rc=$?; rm -f %[1]s; exit $rc; }",
-		tmp, mode.Perm(), ShellQuote(dst))
+		tmp, mode.Perm(), shell.Quote(dst))
 	// sh -c, so the script means the same under any login shell.
-	if _, _, err := c.Run(ctx, "sh -c "+ShellQuote(script), f); err != nil {
+	if _, _, err := c.Run(ctx, "sh -c "+shell.Quote(script), f); err != nil {
 		return fmt.Errorf("upload of %s to %s:%s: %w", localPath, c.t.Host, remotePath, err)
 	}
 	return nil

@@ -20,6 +20,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"potato-training/lib/shell"
 )
 
 // sshdDir is the state directory of the test sshd. The tests skip only when
@@ -74,8 +76,8 @@ func remoteDir(t *testing.T, c *Conn) string {
 	t.Helper()
 	top := "potato-sshx-" + randomHex(4)
 	dir := top + "/it's here"
-	run(t, c, "mkdir -p "+ShellQuote(dir))
-	t.Cleanup(func() { c.Run(context.Background(), "rm -rf "+ShellQuote(top), nil) })
+	run(t, c, "mkdir -p "+shell.Quote(dir))
+	t.Cleanup(func() { c.Run(context.Background(), "rm -rf "+shell.Quote(top), nil) })
 	return dir
 }
 
@@ -328,7 +330,7 @@ func TestReverseForward(t *testing.T) {
 	defer c.Run(context.Background(), "rm -f "+sock, nil)
 
 	remote := fmt.Sprintf("stat -c %%a %s && env SSHX_HELPER=unix-client SSHX_SOCK=%s %s -test.run=%s",
-		sock, sock, ShellQuote("./"+helper), ShellQuote("^TestHelperProcess$"))
+		sock, sock, shell.Quote("./"+helper), shell.Quote("^TestHelperProcess$"))
 	cmd := c.Command(guard(t), remote, "-R", sock+":"+local)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -383,20 +385,20 @@ func TestUpload(t *testing.T) {
 	if err := c.Upload(guard(t), local, dst, 0o640); err != nil {
 		t.Fatal(err)
 	}
-	if got := run(t, c, "cat "+ShellQuote(dst)); got != string(content) {
+	if got := run(t, c, "cat "+shell.Quote(dst)); got != string(content) {
 		t.Errorf("remote content %q, want %q", got, content)
 	}
-	if got := run(t, c, "stat -c %a "+ShellQuote(dst)); got != "640\n" {
+	if got := run(t, c, "stat -c %a "+shell.Quote(dst)); got != "640\n" {
 		t.Errorf("remote mode %q, want 640", got)
 	}
 	// Again over the same name, through ~/.
 	if err := c.Upload(guard(t), local, "~/"+dst, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if got := run(t, c, "stat -c %a "+ShellQuote(dst)); got != "600\n" {
+	if got := run(t, c, "stat -c %a "+shell.Quote(dst)); got != "600\n" {
 		t.Errorf("remote mode after the second upload %q, want 600", got)
 	}
-	if got := run(t, c, "ls -A "+ShellQuote(rd)); got != "it's up.bin\n" {
+	if got := run(t, c, "ls -A "+shell.Quote(rd)); got != "it's up.bin\n" {
 		t.Errorf("remote directory holds %q; want only the file, no temporary", got)
 	}
 
@@ -459,15 +461,15 @@ func sshProcsWith(t *testing.T, s string) int {
 func TestFetch(t *testing.T) {
 	defer func(d int64) { directMin = d }(directMin)
 	directMin = 1 << 20
-	agent := ShellQuote(remoteAgent(t))
+	agent := shell.Quote(remoteAgent(t))
 	c := dial(t, testTarget(t), "")
 	rd := remoteDir(t, c)
-	q := ShellQuote(rd)
+	q := shell.Quote(rd)
 	run(t, c, "cd "+q+" && mkdir -p 'sub dir/deep' && head -c 1500000 /dev/urandom > a.bin && printf hi > \"sub dir/it's.txt\""+
 		" && head -c 500000 /dev/urandom > 'sub dir/deep/c.bin' && head -c 2200000 /dev/urandom > 'big file.bin'"+
 		" && ln -s /etc/passwd link && mkfifo fifo")
-	a := run(t, c, "cat "+ShellQuote(rd+"/a.bin"))
-	cb := run(t, c, "cat "+ShellQuote(rd+"/sub dir/deep/c.bin"))
+	a := run(t, c, "cat "+shell.Quote(rd+"/a.bin"))
+	cb := run(t, c, "cat "+shell.Quote(rd+"/sub dir/deep/c.bin"))
 
 	local := filepath.Join(t.TempDir(), "art ifacts")
 	var calls [][2]int64
@@ -540,15 +542,15 @@ func TestFetchStall(t *testing.T) {
 	agent := remoteAgent(t)
 	c := dial(t, testTarget(t), "")
 	rd := remoteDir(t, c)
-	run(t, c, "cd "+ShellQuote(rd)+" && printf data > a.txt && head -c 1500000 /dev/zero > model.bin")
+	run(t, c, "cd "+shell.Quote(rd)+" && printf data > a.txt && head -c 1500000 /dev/zero > model.bin")
 	wrapper := filepath.Join(filepath.Dir(agent), "slow-"+randomHex(4))
 	os.WriteFile(wrapper, []byte("#!/bin/sh\ncase \" $* \" in *\" --file \"*) sleep 6 ;; esac\nexec "+agent+" \"$@\"\n"), 0o755)
 	for _, tc := range []struct {
 		name, prefix, agent string
 		whole               []string // the files that arrive before the stall
 	}{
-		{"before the stream", "sleep 6; ", ShellQuote(agent), nil},
-		{"before a file sent apart", "", ShellQuote(wrapper), []string{"a.txt"}},
+		{"before the stream", "sleep 6; ", shell.Quote(agent), nil},
+		{"before a file sent apart", "", shell.Quote(wrapper), []string{"a.txt"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			local := filepath.Join(t.TempDir(), "stalled")

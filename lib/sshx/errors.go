@@ -46,7 +46,7 @@ type RemoteError struct {
 
 func (e *RemoteError) Error() string {
 	s := fmt.Sprintf("remote command %q on %s exited with status %d", shortCommand(e.Command), e.Host, e.ExitCode)
-	if l := lastLine(e.Stderr); l != "" {
+	if l := LastLine(e.Stderr); l != "" {
 		s += ": " + l
 	}
 	return s
@@ -152,8 +152,9 @@ func translate(host string, stderr []byte) *ConnError {
 	return &ConnError{Host: host, Reason: "ssh exited with status 255"}
 }
 
-// lastLine is the last non-empty line of s, trimmed.
-func lastLine(s string) string {
+// LastLine is the last non-empty line of s, trimmed: the line of a
+// command's stderr that says why it failed.
+func LastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return strings.TrimSpace(lines[len(lines)-1])
 }

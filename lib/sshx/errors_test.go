@@ -124,3 +124,13 @@ func TestRemoteErrorText(t *testing.T) {
 		t.Errorf("got %q, want %q", got, want)
 	}
 }
+
+func TestLastLine(t *testing.T) {
+	for in, want := range map[string]string{
+		"": "", "one": "one", "a\nb\n": "b", "a\n  why it failed  \n\n": "why it failed",
+	} {
+		if got := LastLine(in); got != want {
+			t.Errorf("LastLine(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

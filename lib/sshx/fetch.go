@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"potato-training/lib/bundle"
+	"potato-training/lib/shell"
 )
 
 // SendTreeCommand is the word that follows a potato-agent on the remote
@@ -81,7 +82,7 @@ func (c *Conn) Fetch(ctx context.Context, agent, remoteDir, localDir string, opt
 	if opt.MaxSizeMB > 0 {
 		maxBytes = int64(opt.MaxSizeMB) << 20
 	}
-	dir := ShellQuote(homeRelative(remoteDir))
+	dir := shell.Quote(homeRelative(remoteDir))
 	remote := opt.Prefix + agent + " " + SendTreeCommand + " --max-bytes " + strconv.FormatInt(maxBytes, 10) +
 		" --direct-min " + strconv.FormatInt(directMin, 10) + " -- " + dir
 
@@ -126,7 +127,7 @@ func (c *Conn) Fetch(ctx context.Context, agent, remoteDir, localDir string, opt
 			},
 			Direct: func(name string, size int64, f *os.File) error {
 				base := done.Load()
-				return c.fetchFile(ctx, opt.Prefix+agent+" "+SendTreeCommand+" --file "+ShellQuote(name)+
+				return c.fetchFile(ctx, opt.Prefix+agent+" "+SendTreeCommand+" --file "+shell.Quote(name)+
 					" --size "+strconv.FormatInt(size, 10)+" -- "+dir, f, quit, in.moved, func(n int64) {
 					done.Store(base + n)
 					if opt.Progress != nil {
@@ -345,7 +346,7 @@ func (c *Conn) ListLarge(ctx context.Context, remoteDir string, maxMB int) ([]st
 		return nil, nil
 	}
 	script := fmt.Sprintf(`cd %s && find . -type f -size +%dc -exec printf '%%s\000' {} +`,
-		ShellQuote(homeRelative(remoteDir)), int64(maxMB)<<20)
+		shell.Quote(homeRelative(remoteDir)), int64(maxMB)<<20)
 	out, _, err := c.Run(ctx, script, nil)
 	if err != nil {
 		return nil, err

@@ -8,18 +8,18 @@
 // waiting for a password nobody will type.
 //
 // Remote commands run through the remote user's login shell. Paths and
-// arguments put into them are quoted with ShellQuote, which is right for
+// arguments put into them are quoted with shell.Quote, which is right for
 // POSIX shells and the csh family.
 package sshx
 
 import (
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 
 	"potato-training/lib/config"
+	"potato-training/lib/shell"
 )
 
 // Target says where and as whom ssh logs in. Host is anything ssh accepts
@@ -39,23 +39,9 @@ func TargetOf(b *config.Backend) Target {
 		Host:         b.Host,
 		User:         b.User,
 		Port:         b.Port,
-		IdentityFile: expandHome(b.IdentityFile),
-		SSHConfig:    expandHome(b.SSHConfig),
+		IdentityFile: shell.ExpandHome(b.IdentityFile),
+		SSHConfig:    shell.ExpandHome(b.SSHConfig),
 	}
-}
-
-func expandHome(p string) string {
-	home := os.Getenv("HOME")
-	if home == "" {
-		return p
-	}
-	if p == "~" {
-		return home
-	}
-	if rest, ok := strings.CutPrefix(p, "~/"); ok {
-		return strings.TrimSuffix(home, "/") + "/" + rest
-	}
-	return p
 }
 
 // Args returns the options every ssh command line of the target starts
@@ -108,38 +94,10 @@ func (t Target) check() error {
 
 func isSpaceOrControl(r rune) bool { return r <= ' ' || r == 0x7f }
 
-// ShellQuote quotes s as one word for a POSIX shell (and csh): a word of
-// only safe characters is returned as it is, anything else in single
-// quotes, where each single quote closes the quotes, is escaped and opens
-// them again:
+// ShellQuote is shell.Quote.
 //
-//	it's here  ->  'it'\''s here'
-//
-// A leading ~ is quoted, so it is not expanded.
-func ShellQuote(s string) string {
-	if s == "" {
-		return "''"
-	}
-	safe := true
-	for _, r := range s {
-		if !isShellSafe(r) {
-			safe = false
-			break
-		}
-	}
-	if safe {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
-func isShellSafe(r rune) bool {
-	switch {
-	case 'a' <= r && r <= 'z', 'A' <= r && r <= 'Z', '0' <= r && r <= '9':
-		return true
-	}
-	return strings.ContainsRune("_@%+:,./-", r)
-}
+// Deprecated: call shell.Quote; this name stays while lib/backend/ssh uses it.
+func ShellQuote(s string) string { return shell.Quote(s) }
 
 // homeRelative makes a remote path usable in quotes: a remote command starts
 // in the login's home directory, so "~/x" is written "x" and "~" is ".".

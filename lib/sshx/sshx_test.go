@@ -97,41 +97,6 @@ func TestTargetCheck(t *testing.T) {
 	}
 }
 
-func TestShellQuote(t *testing.T) {
-	for _, tc := range []struct{ in, want string }{
-		{"", "''"},
-		{"plain", "plain"},
-		{"/opt/conda/bin/python3", "/opt/conda/bin/python3"},
-		{"a b", "'a b'"},
-		{"it's", `'it'\''s'`},
-		{"'", `''\'''`},
-		{"~/x", "'~/x'"},
-		{"$HOME", "'$HOME'"},
-		{"a;rm -rf /", "'a;rm -rf /'"},
-		{"`id`", "'`id`'"},
-		{"x=1", "'x=1'"},
-		{"tab\there", "'tab\there'"},
-		{"line\nbreak", "'line\nbreak'"},
-	} {
-		if got := ShellQuote(tc.in); got != tc.want {
-			t.Errorf("ShellQuote(%q) = %s, want %s", tc.in, got, tc.want)
-		}
-	}
-}
-
-// TestShellQuoteRoundTrip has a real shell read each quoted word back.
-func TestShellQuoteRoundTrip(t *testing.T) {
-	for _, s := range []string{"", "a b", "it's", "''", `"\'`, "$(id) `id` $HOME ~ *", "new\nline", "é ü 中"} {
-		out, err := exec.Command("sh", "-c", "printf '%s' "+ShellQuote(s)).Output()
-		if err != nil {
-			t.Fatalf("sh: %v", err)
-		}
-		if string(out) != s {
-			t.Errorf("sh read %q back as %q", s, out)
-		}
-	}
-}
-
 func TestHomeRelative(t *testing.T) {
 	for in, want := range map[string]string{
 		"~": ".", "~/": ".", "~/.cache/potato-training": ".cache/potato-training",

@@ -64,11 +64,7 @@ func ReadSpec(path string) (Spec, error) {
 
 // Write writes the spec atomically.
 func (s Spec) Write(path string) error {
-	b, err := json.MarshalIndent(s, "", "  ")
-	if err != nil {
-		return err
-	}
-	return rundir.WriteFileAtomic(path, append(b, '\n'), 0o644)
+	return rundir.WriteJSONFile(path, s, 0o644)
 }
 
 // PredictionsPath is where a result's predictions_file is: relative to

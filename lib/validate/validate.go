@@ -4,7 +4,6 @@
 package validate
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -17,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"potato-training/lib/config"
+	"potato-training/lib/rundir"
 	"potato-training/lib/trainer"
 )
 
@@ -475,9 +475,7 @@ func WriteText(w io.Writer, r Report, strict bool) error {
 // WriteJSON prints the report as one JSON object:
 // {file, errors, warnings, acknowledged}.
 func WriteJSON(w io.Writer, r Report) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r)
+	return rundir.WriteJSON(w, r)
 }
 
 func plural(n int, word string) string {

@@ -2,6 +2,7 @@ package calibrate
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -19,6 +20,7 @@ import (
 	"potato-training/lib/bundle"
 	"potato-training/lib/config"
 	"potato-training/lib/events"
+	"potato-training/lib/rundir"
 )
 
 // Name is the trainer's name in the registry.
@@ -392,23 +394,17 @@ func points(ctx context.Context, db *sql.DB, project, schema string, runs []stri
 	return pts, sr, nil
 }
 
-// writeJSON writes v to path by rename; NaN (a curve point with no
-// prediction) is written as null.
+// writeJSON writes v to path by rundir.WriteFileAtomic and returns its
+// size; NaN (a curve point with no prediction) is written as null.
 func writeJSON(path string, v Report) (int64, error) {
-	b, err := json.MarshalIndent(nanToNull(v), "", "  ")
-	if err != nil {
+	var b bytes.Buffer
+	if err := rundir.WriteJSON(&b, nanToNull(v)); err != nil {
 		return 0, err
 	}
-	b = append(b, '\n')
-	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+	if err := rundir.WriteFileAtomic(path, b.Bytes(), 0o644); err != nil {
 		return 0, err
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return 0, err
-	}
-	return int64(len(b)), nil
+	return int64(b.Len()), nil
 }
 
 // nanToNull turns the report into plain JSON values with NaN as nil.
