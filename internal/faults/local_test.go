@@ -1,0 +1,118 @@
+//go:build faults
+
+package faults
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"potato-training/internal/testproject"
+	"potato-training/lib/bundle"
+	"potato-training/lib/rundir"
+)
+
+// The faults of a run on the local backend: the dispatch or the training
+// process killed, the disk under annotation_output full, Potato's store
+// locked by another writer.
+
+// integrity is PRAGMA integrity_check of Potato's store: "ok" when SQLite
+// finds nothing wrong.
+func (p *project) integrity() string {
+	p.t.Helper()
+	var res string
+	if err := testproject.OpenDB(p.t, p.store).QueryRow(`PRAGMA integrity_check`).Scan(&res); err != nil {
+		p.t.Fatalf("integrity_check: %v", err)
+	}
+	if res != "ok" {
+		p.t.Errorf("Potato's store is damaged: integrity_check says %q", res)
+	}
+	return res
+}
+
+// logHas reports whether the run's run.log has a line containing s.
+func (p *project) logHas(id, s string) bool {
+	return strings.Contains(p.File(id, rundir.LogFile), s)
+}
+
+// localWriteback is potato-dispatch writeback CONFIG ID; it fails the
+// test unless it succeeds.
+func (p *project) localWriteback(id string) string {
+	p.t.Helper()
+	code, out, errb := testproject.Exec(p.t, p.Command("potato-dispatch", "writeback", p.Config, id))
+	if code != 0 {
+		p.t.Fatalf("potato-dispatch writeback: exit %d: %s%s", code, out, errb)
+	}
+	return strings.TrimSpace(out + errb)
+}
+
+// The fault: kill -9 of the dispatch while it builds the bundle. The
+// window is made with a named pipe: the project's data file is a FIFO the
+// test feeds, as a data file on a stalled network mount reads, and the
+// kill comes once the dispatch has read half of it (a write to a pipe
+// returns when all but the pipe's buffer is read) and waits for the rest.
+// Expected: error (dispatch_lost) in run.json, the store and the page; no
+// prediction was produced; the half-built bundle blocks nothing, and the
+// next run succeeds.
+func TestLocalKillDispatchMidBuild(t *testing.T) {
+	p := newProject(t, "", 4000, 200, "")
+	data := filepath.Join(p.Dir, "data", "items.jsonl")
+	items, err := os.ReadFile(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Read-write, so that the open does not wait for a reader.
+	fifo, err := os.OpenFile(data, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fifo.Close()
+	half := items[:bytes.IndexByte(items[len(items)/2:], '\n')+len(items)/2+1]
+	id := p.Detach("--trainer", "tfidf-logreg", "--schemas", "sentiment")
+	fed := make(chan error, 1)
+	go func() { _, err := fifo.Write(half); fed <- err }()
+	testproject.WaitFor(t, "the dispatch to read half the data file", func() bool {
+		select {
+		case err := <-fed:
+			if err != nil {
+				t.Fatal(err)
+			}
+			return true
+		default:
+			return false
+		}
+	})
+	if st := p.Info(id).State; st != rundir.StateBuilding {
+		t.Fatalf("the run is %s, want %s while the data file is half read", st, rundir.StateBuilding)
+	}
+	p.killDispatch(id)
+	fifo.Close()
+	// The data file becomes a plain file again, for the page and the next run.
+	tmp := data + ".tmp"
+	if err := os.WriteFile(tmp, items, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, data); err != nil {
+		t.Fatal(err)
+	}
+
+	f := p.settled(id, rundir.StateError, rundir.CodeLost, 30*time.Second)
+	_, merr := bundle.ReadManifest(filepath.Join(p.Root().RunDir(id), rundir.BundleDir))
+	if merr == nil {
+		t.Errorf("the bundle has a manifest: the kill came after the build")
+	}
+	stored, kept := p.predictions(id)
+	record(t, "kill -9 of the dispatch mid-build", "error/dispatch_lost; next run succeeds",
+		fmt.Sprintf("%s; bundle without manifest: %t; %d predictions produced; %s", f, merr != nil, stored+kept, p.nextRunSucceeds()))
+}
