@@ -113,7 +113,7 @@ func (c *agentCmd) Run(ctx *cli.Context) error {
 	sctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer stop()
 	err = agent.Run(sctx, agent.Options{Client: client, Backend: c.Backend, Workdir: c.Workdir, Python: c.Python,
-		Once: c.Once, Keep: c.Keep, Worker: self, Lost: lost, Log: ctx.Stderr, AllowExec: c.Socket != "", SLURM: so, Unreachable: unreachable(),
+		Once: c.Once, Keep: c.Keep, Worker: self, Lost: lost, Log: ctx.Stderr, Name: ctx.Name, AllowExec: c.Socket != "", SLURM: so, Unreachable: unreachable(),
 		Polling: c.Socket == ""})
 	// A job that failed is exit status 1, even when a signal stopped it; a
 	// signal that stops an agent between jobs is 0.

@@ -119,9 +119,9 @@ func (a *Backend) outcome() (backend.Outcome, error) {
 	}
 	out := remote.Outcome(res)
 	switch {
-	case res.Error != "" && !a.run.CancelAt().IsZero():
+	case res.Failed() && !a.run.CancelAt().IsZero():
 		out.Signal = "cancelled"
-	case res.Error != "" && out.Signal == "":
+	case res.Failed() && out.Signal == "":
 		// The agent stopped the job itself (its link was gone, G9), could
 		// not run it, or could not hand over its predictions (413): the run
 		// fails with the agent's words, whatever the trainer reported.

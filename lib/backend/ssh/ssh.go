@@ -545,7 +545,7 @@ func (s *Backend) Wait(ctx context.Context) (backend.Outcome, error) {
 // stopped because its session ended makes the run fail with that reason.
 func (s *Backend) outcome() (backend.Outcome, error) {
 	res := s.run.Reported()
-	if strings.HasPrefix(res.Error, agent.LostSession) {
+	if res.Code == agentproto.CodeLostSession {
 		return backend.Outcome{ExitCode: -1}, fmt.Errorf(msgSession, s.b.Host, res.Error)
 	}
 	if s.flavor != nil {
