@@ -2,7 +2,9 @@ package agentproto
 
 import (
 	"encoding/json"
+	"os"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -59,5 +61,22 @@ func TestResultJSON(t *testing.T) {
 	}
 	if !slices.Contains(Codes, CodeCancelled) {
 		t.Error("no cancelled")
+	}
+}
+
+// potato-agent(1) lists every code (the scheduler's as slurm_REASON).
+func TestCodesInTheManPage(t *testing.T) {
+	b, err := os.ReadFile("../../man/potato-agent.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := string(b)
+	for _, c := range Codes {
+		if reason, ok := strings.CutPrefix(c, "slurm_"); ok {
+			c = reason
+		}
+		if !strings.Contains(page, "Ql "+c+"\n") && !strings.Contains(page, "Ql "+c+" ,\n") {
+			t.Errorf("potato-agent(1) does not list %q", c)
+		}
 	}
 }
