@@ -72,11 +72,19 @@ type Reply struct {
 	GraceSeconds int  `json:"grace_seconds,omitempty"`
 }
 
-// Result is how a run ended on the agent's side.
+// Result is how a run ended on the agent's side. Code says why a job did
+// not end as its training process's exit status says, and Error says it
+// in words for the run log: both are set, or neither. Consumers decide
+// on Code (and Signal), never on Error's text.
 type Result struct {
 	ExitCode    int    `json:"exit_code"`
 	ArtifactURI string `json:"artifact_uri"`
 	Error       string `json:"error"`
+	Code        string `json:"code,omitempty"`
+	// Signal is the number of the signal that killed the training
+	// process, whether or not the agent had asked it to stop; 0 when none
+	// did.
+	Signal int `json:"signal,omitempty"`
 }
 
 // StatusError is an error a Run returns to answer with a given HTTP

@@ -136,7 +136,7 @@ func check(cfg *config.Config, opt *Options) (*config.Backend, error) {
 	}
 	b, ok := cfg.Backend(name)
 	if !ok {
-		return nil, usagef("no backend %q in %s: the backends are %s", name, cfg.Path, backendNames(cfg))
+		return nil, usagef("no backend %q in %s: the backends are %s", name, cfg.Path, strings.Join(cfg.BackendNames(), ", "))
 	}
 	if !cfg.Training.Enabled {
 		return nil, usagef("model_training.enabled is not true in %s: set it to train this project", cfg.Path)
@@ -182,14 +182,6 @@ func check(cfg *config.Config, opt *Options) (*config.Backend, error) {
 		return nil, usagef("backend %s is of type %s, which this version of potato-dispatch cannot run yet", b.Name, b.Type)
 	}
 	return b, nil
-}
-
-func backendNames(cfg *config.Config) string {
-	names := []string{"local"}
-	for _, b := range cfg.Training.Backends {
-		names = append(names, b.Name)
-	}
-	return strings.Join(names, ", ")
 }
 
 // Run records a run, waits for its turn in the queue and takes it to its

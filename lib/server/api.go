@@ -379,7 +379,7 @@ func (a *api) dispatch(ctx context.Context, args []string) (string, error) {
 	case err != nil && msg != "":
 		return "", &apiError{code: http.StatusInternalServerError, msg: msg, hints: hints}
 	case err != nil:
-		return "", errorf(http.StatusInternalServerError, "potato-dispatch: %v", err)
+		return "", errorf(http.StatusInternalServerError, "running potato-dispatch: %v", err)
 	}
 	return "", errorf(http.StatusInternalServerError, "potato-dispatch printed no run id")
 }

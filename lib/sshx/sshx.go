@@ -94,11 +94,6 @@ func (t Target) check() error {
 
 func isSpaceOrControl(r rune) bool { return r <= ' ' || r == 0x7f }
 
-// ShellQuote is shell.Quote.
-//
-// Deprecated: call shell.Quote; this name stays while lib/backend/ssh uses it.
-func ShellQuote(s string) string { return shell.Quote(s) }
-
 // homeRelative makes a remote path usable in quotes: a remote command starts
 // in the login's home directory, so "~/x" is written "x" and "~" is ".".
 // Other paths are left as they are.

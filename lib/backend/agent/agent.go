@@ -121,9 +121,9 @@ func (e *execution) outcome() (backend.Outcome, error) {
 	res := e.run.Reported()
 	out := remote.Outcome(res)
 	switch {
-	case res.Error != "" && !e.run.CancelAt().IsZero():
+	case res.Failed() && !e.run.CancelAt().IsZero():
 		out.Signal = "cancelled"
-	case res.Error != "" && out.Signal == "":
+	case res.Failed() && out.Signal == "":
 		// The agent stopped the job itself (its link was gone, G9), could
 		// not run it, or could not hand over its predictions (413): the run
 		// fails with the agent's words, whatever the trainer reported.

@@ -15,7 +15,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -171,13 +170,7 @@ func (r *Run) CancelAt() time.Time {
 // Outcome is how the agent's result says the training process ended:
 // SIGKILL is the killed outcome (out of memory) of every backend.
 func Outcome(res *agentproto.Result) backend.Outcome {
-	out := backend.Outcome{ExitCode: res.ExitCode}
-	if strings.Contains(res.Error, "SIGKILL") {
-		out.Killed, out.Signal = true, "killed by SIGKILL"
-	} else if strings.HasPrefix(res.Error, "killed by") {
-		out.Signal = res.Error
-	}
-	return out
+	return backend.Outcome{ExitCode: res.ExitCode, Killed: res.Killed(), Signal: res.KilledBy()}
 }
 
 // The agentproto.Run half.

@@ -5,7 +5,7 @@ package ssh
 import (
 	"os"
 
-	"potato-training/lib/sshx"
+	"potato-training/lib/shell"
 )
 
 // testFetchWrapper names a remote program that the copy back's command
@@ -13,7 +13,7 @@ import (
 // Only the test suite's builds (go build -tags potatotest) have it.
 func testFetchWrapper() string {
 	if w := os.Getenv("POTATO_TRAINING_TEST_FETCH_WRAPPER"); w != "" {
-		return sshx.ShellQuote(w) + " "
+		return shell.Quote(w) + " "
 	}
 	return ""
 }

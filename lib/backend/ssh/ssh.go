@@ -22,7 +22,6 @@ import (
 	"strings"
 	"time"
 
-	"potato-training/lib/agent"
 	"potato-training/lib/agentproto"
 	"potato-training/lib/backend"
 	"potato-training/lib/backend/remote"
@@ -32,6 +31,7 @@ import (
 	"potato-training/lib/gpu"
 	"potato-training/lib/probe"
 	"potato-training/lib/rundir"
+	"potato-training/lib/shell"
 	"potato-training/lib/sshx"
 	"potato-training/lib/trainer"
 	"potato-training/lib/trainer/hf"
@@ -118,15 +118,15 @@ type execution struct {
 // the remote command has changed to.
 func remoteWord(p string) string {
 	if rest, ok := strings.CutPrefix(p, "~/"); ok {
-		return `"$HOME"/` + sshx.ShellQuote(rest)
+		return `"$HOME"/` + shell.Quote(rest)
 	}
 	if p == "~" {
 		return `"$HOME"`
 	}
 	if !strings.HasPrefix(p, "/") {
-		return `"$HOME"/` + sshx.ShellQuote(p)
+		return `"$HOME"/` + shell.Quote(p)
 	}
-	return sshx.ShellQuote(p)
+	return shell.Quote(p)
 }
 
 // envPrefix exports the backend's env before a remote command.
@@ -135,7 +135,7 @@ func (s *execution) envPrefix() string { return envPrefix(s.b) }
 func envPrefix(b *config.Backend) string {
 	var sb strings.Builder
 	for _, k := range slices.Sorted(maps.Keys(b.Env)) {
-		fmt.Fprintf(&sb, "export %s=%s; ", k, sshx.ShellQuote(b.Env[k]))
+		fmt.Fprintf(&sb, "export %s=%s; ", k, shell.Quote(b.Env[k]))
 	}
 	return sb.String()
 }
@@ -224,23 +224,18 @@ func (s *execution) makeVenv(ctx context.Context) error {
 	tmp := dir + ".tmp-" + randHex(4)
 	var pkgs []string
 	for _, p := range s.b.Packages {
-		pkgs = append(pkgs, sshx.ShellQuote(p))
+		pkgs = append(pkgs, shell.Quote(p))
 	}
-	cmd := s.envPrefix() + "mkdir -p " + root + " && " + sshx.ShellQuote(s.b.Python) + " -m venv --system-site-packages " + tmp +
+	cmd := s.envPrefix() + "mkdir -p " + root + " && " + shell.Quote(s.b.Python) + " -m venv --system-site-packages " + tmp +
 		" && " + tmp + "/bin/python -m pip install --quiet --disable-pip-version-check " + strings.Join(pkgs, " ") +
 		" && { mv " + tmp + " " + dir + " 2>/dev/null || rm -rf " + tmp + "; }"
 	if _, stderr, err := s.conn.Run(ctx, cmd, nil); err != nil {
 		_, _, _ = s.conn.Run(ctx, "rm -rf "+tmp, nil)
-		return fmt.Errorf("installing %s on %s: %v: %s", strings.Join(s.b.Packages, " "), s.b.Host, err, lastLine(stderr))
+		return fmt.Errorf("installing %s on %s: %v: %s", strings.Join(s.b.Packages, " "), s.b.Host, err, sshx.LastLine(string(stderr)))
 	}
 	s.run.Sink.Logf("packages: made %s on %s with %s", name, s.b.Host, strings.Join(s.b.Packages, " "))
 	s.python = s.b.RemoteDir + "/" + name + "/bin/python" // the agent expands a leading ~/
 	return nil
-}
-
-func lastLine(b []byte) string {
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	return lines[len(lines)-1]
 }
 
 // Probe runs the probe script on the host with the backend's env.
@@ -486,8 +481,8 @@ func (s *execution) Start(ctx context.Context) (backend.Started, error) {
 	remoteSock := fmt.Sprintf("/tmp/potato-%s-%s.sock", s.run.Dir.ID, randHex(4))
 	s.sock = remoteSock
 	cmd := s.envPrefix() + "mkdir -p " + s.jobDir + " && cd " + s.jobDir + " && exec " + s.codeDir + "/potato-agent" +
-		" --socket " + sshx.ShellQuote(remoteSock) + " --once --backend " + sshx.ShellQuote(s.b.Name) +
-		" --workdir " + remoteWord(s.b.RemoteDir) + " --python " + sshx.ShellQuote(s.python)
+		" --socket " + shell.Quote(remoteSock) + " --once --backend " + shell.Quote(s.b.Name) +
+		" --workdir " + remoteWord(s.b.RemoteDir) + " --python " + shell.Quote(s.python)
 	if s.flavor != nil {
 		more, err := s.flavor.AgentArgs(ctx, s.conn, s.jobDir)
 		if err != nil {
@@ -563,7 +558,7 @@ func (s *execution) Relay(ctx context.Context) (backend.Outcome, error) {
 // stopped because its session ended makes the run fail with that reason.
 func (s *execution) outcome() (backend.Outcome, error) {
 	res := s.agent.Reported()
-	if strings.HasPrefix(res.Error, agent.LostSession) {
+	if res.Code == agentproto.CodeLostSession {
 		return backend.Outcome{ExitCode: -1}, fmt.Errorf(msgSession, s.b.Host, res.Error)
 	}
 	if s.flavor != nil {
@@ -678,7 +673,7 @@ func (s *execution) Close() error {
 			cmd = "rm -rf " + s.jobDir + "; "
 		}
 		if s.sock != "" {
-			cmd += "rm -f " + sshx.ShellQuote(s.sock)
+			cmd += "rm -f " + shell.Quote(s.sock)
 		}
 		if cmd != "" {
 			if _, _, err := s.conn.Run(ctx, cmd, nil); err != nil {
