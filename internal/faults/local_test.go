@@ -116,3 +116,43 @@ func TestLocalKillDispatchMidBuild(t *testing.T) {
 	record(t, "kill -9 of the dispatch mid-build", "error/dispatch_lost; next run succeeds",
 		fmt.Sprintf("%s; bundle without manifest: %t; %d predictions produced; %s", f, merr != nil, stored+kept, p.nextRunSucceeds()))
 }
+
+// The fault: kill -9 of the dispatch while it writes the predictions into
+// Potato's store. The window is the write-back of 200,000 predictions
+// (include_unlabeled predicts every unlabelled item), a few seconds long;
+// the kill comes when the log says the held-out score, the step just
+// before. Expected: the store intact (integrity_check ok) with none of the
+// run's predictions half-written; error (dispatch_lost) in run.json, the
+// store and the page, writeback_pending in run.json; predictions.jsonl
+// still in the run directory, and potato-dispatch writeback then writes
+// every one of its predictions and makes the run a success; the next run
+// succeeds.
+func TestLocalKillDispatchMidWriteback(t *testing.T) {
+	p := newProject(t, "", 200000, 200, "")
+	id := p.Detach("--trainer", "tfidf-logreg", "--schemas", "sentiment")
+	testproject.WaitFor(t, "the write-back", func() bool { return p.logHas(id, "held-out score of sentiment") })
+	p.killDispatch(id)
+	if p.logHas(id, "write-back to ") {
+		t.Fatalf("the write-back was over before the kill: make the project larger\n%s", p.File(id, rundir.LogFile))
+	}
+	ok := p.integrity()
+	f := p.settled(id, rundir.StateError, rundir.CodeLost, 30*time.Second)
+	storedAtKill, kept := p.predictions(id)
+	if kept == 0 {
+		t.Fatalf("no %s in the run directory after the kill", rundir.PredictionsFile)
+	}
+	pending := p.Info(id).WritebackPending
+	if !pending {
+		t.Errorf("run.json of the lost run lacks writeback_pending")
+	}
+	wb := p.localWriteback(id)
+	stored, _ := p.predictions(id)
+	if stored != kept {
+		t.Errorf("potato-dispatch writeback: %d predictions in the store, want the %d of %s: %s", stored, kept, rundir.PredictionsFile, wb)
+	}
+	after := p.settled(id, rundir.StateSuccess, "", 30*time.Second)
+	record(t, "kill -9 of the dispatch mid-write-back",
+		"store ok; error/dispatch_lost; predictions.jsonl kept; writeback writes them all; next run succeeds",
+		fmt.Sprintf("integrity %s; %s, writeback_pending %t; %d of %d in the store at the kill; after writeback %d of %d, %s; %s",
+			ok, f, pending, storedAtKill, kept, stored, kept, after.file, p.nextRunSucceeds()))
+}

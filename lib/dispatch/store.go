@@ -256,9 +256,16 @@ func settleLost(cfg *config.Config, root *rundir.Root) {
 			continue
 		}
 		id := info.RunID
-		ok, err := root.SettleLost(id, func(rec rundir.Record) error { return recordRun(cfg, root, rec) })
+		pending := false
+		ok, err := root.SettleLost(id, func(rec rundir.Record) error {
+			pending = rec.WritebackPending
+			return recordRun(cfg, root, rec)
+		})
 		if ok || err != nil {
 			msg := "the dispatch of this run is gone: recorded as error (" + rundir.CodeLost + ")"
+			if pending {
+				msg += fmt.Sprintf("; its predictions stay in %s: potato-dispatch writeback CONFIG %s applies them to Potato's store", rundir.PredictionsFile, id)
+			}
 			if err != nil {
 				msg = "the dispatch of this run is gone, and its end could not be recorded: " + err.Error()
 			}

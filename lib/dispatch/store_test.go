@@ -429,3 +429,74 @@ func TestKilledDispatchIsSettled(t *testing.T) {
 		t.Errorf("run.log should say once that the run was settled:\n%s", log)
 	}
 }
+
+// The fault: the dispatch is killed while it writes the predictions into
+// the store, after it collected them. Expected: the run is settled as
+// error (dispatch_lost) with writeback_pending, and potato-dispatch
+// writeback writes its predictions and makes it the success it would have
+// been; a run lost
+// before its predictions were collected (no artifact_uri) stays an error,
+// with no prelabels.
+func TestWritebackOfARunLostInItsWriteback(t *testing.T) {
+	dir, cfg := project(t, 60, 50, "")
+	db := openDB(t, potatoStore(t, dir))
+	lose := func(collected bool) string {
+		t.Helper()
+		r := run(t, "run", cfg, "--trainer", "tfidf-logreg", "--schemas", "sentiment")
+		id := strings.TrimSpace(r.stdout)
+		if r.code != 0 {
+			t.Fatalf("run: exit %d: %s", r.code, r.stderr)
+		}
+		// As a dispatch killed in its write-back leaves it: no exit_code,
+		// run.json fetching, nothing of the run's in the store yet.
+		rec := rawRecord(t, dir, id)
+		rec.State, rec.Step, rec.ExitCode, rec.FinishedAt, rec.Writeback, rec.Heldout, rec.Metrics = rundir.StateFetching, "collecting the predictions", nil, nil, nil, nil, nil
+		if !collected {
+			rec.ArtifactURI = ""
+		}
+		b, _ := json.Marshal(rec)
+		if err := rundir.WriteFileAtomic(filepath.Join(root(dir).RunDir(id), "run.json"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		os.Remove(filepath.Join(root(dir).RunDir(id), "exit_code"))
+		if _, err := db.Exec(`DELETE FROM training_predictions WHERE run_id = ?`, id); err != nil {
+			t.Fatal(err)
+		}
+		if read(t, dir, id).ErrorCode != "dispatch_lost" {
+			t.Fatalf("the run is not reported lost: %+v", read(t, dir, id))
+		}
+		return id
+	}
+	count := func(id string) (n int) {
+		db.QueryRow(`SELECT count(*) FROM training_predictions WHERE run_id = ?`, id).Scan(&n)
+		return n
+	}
+
+	id := lose(true)
+	if r := run(t, "status", cfg, id); r.code != 0 || !strings.Contains(r.stdout, "potato-dispatch writeback") {
+		t.Errorf("status of a run lost in its write-back should say writeback:\n%s%s", r.stdout, r.stderr)
+	}
+	if rec := rawRecord(t, dir, id); rec.ErrorCode != "dispatch_lost" || !rec.WritebackPending {
+		t.Errorf("run.json of a run lost in its write-back: %s pending=%v", rec.ErrorCode, rec.WritebackPending)
+	}
+	r := run(t, "writeback", cfg, id)
+	if r.code != 0 || !strings.Contains(r.stdout, "was error (dispatch_lost), now success") {
+		t.Fatalf("writeback: exit %d: %s%s", r.code, r.stdout, r.stderr)
+	}
+	info := read(t, dir, id)
+	if n := count(id); n == 0 || info.State != rundir.StateSuccess || info.Writeback["n_written"] != n || info.Heldout == nil {
+		t.Errorf("after writeback: %d prelabels, run.json %s writeback=%v heldout=%v", n, info.State, info.Writeback, info.Heldout)
+	}
+	checkRunRow(t, db, id, "success")
+	if c, _ := os.ReadFile(filepath.Join(root(dir).RunDir(id), "exit_code")); string(c) != "0\n" {
+		t.Errorf("exit_code after writeback %q", c)
+	}
+
+	id = lose(false)
+	if r := run(t, "writeback", cfg, id); r.code != 0 {
+		t.Fatalf("writeback: exit %d: %s", r.code, r.stderr)
+	}
+	if n, info := count(id), read(t, dir, id); n != 0 || info.State != rundir.StateError || info.ErrorCode != "dispatch_lost" {
+		t.Errorf("a run lost before it collected its predictions: %d prelabels, run.json %s/%s", n, info.State, info.ErrorCode)
+	}
+}

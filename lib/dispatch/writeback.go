@@ -39,16 +39,7 @@ func (d *dispatcher) writeBack(m bundle.Manifest) error {
 	if err != nil {
 		return fmt.Errorf("held-out score: %w", err)
 	}
-	held, ok := writeback.HeldoutOf(m.Schemas, scores)
-	d.set(func(r *rundir.Record) {
-		if r.Metrics == nil {
-			r.Metrics = map[string]any{}
-		}
-		r.Metrics["heldout"] = scores
-		if ok {
-			r.Heldout = &rundir.Heldout{Schema: heldoutSchema(m, scores), N: held.N, Accuracy: held.Accuracy, MacroF1: held.MacroF1}
-		}
-	})
+	d.set(func(r *rundir.Record) { setHeldout(r, m, scores) })
 	for _, name := range slices.Sorted(maps.Keys(scores)) {
 		s := scores[name]
 		d.logf("held-out score of %s on %d test items: accuracy %.3f, macro-F1 %.3f", name, s.N, s.Accuracy, s.MacroF1)
@@ -76,6 +67,17 @@ func prelabelsShown(cfg *config.Config) string {
 		return "Potato shows them after its next start"
 	}
 	return "warning: " + validate.PrelabelsHidden
+}
+
+// setHeldout records the held-out scores in a run's record.
+func setHeldout(r *rundir.Record, m bundle.Manifest, scores map[string]writeback.SchemaScore) {
+	if r.Metrics == nil {
+		r.Metrics = map[string]any{}
+	}
+	r.Metrics["heldout"] = scores
+	if held, ok := writeback.HeldoutOf(m.Schemas, scores); ok {
+		r.Heldout = &rundir.Heldout{Schema: heldoutSchema(m, scores), N: held.N, Accuracy: held.Accuracy, MacroF1: held.MacroF1}
+	}
 }
 
 func heldoutSchema(m bundle.Manifest, scores map[string]writeback.SchemaScore) string {
@@ -116,8 +118,9 @@ func writebackCounts(rep writeback.Report, n int) map[string]int {
 
 // Writeback applies a finished run to Potato's store again, from its run
 // directory: the run row as run.json has it and, for a run that trained
-// (success, or pending after store_failed), its items and predictions. A
-// pending run becomes the success it would have been. It is idempotent:
+// (success, or pending after store_failed or a dispatch lost in its
+// write-back), its items and predictions. A pending run becomes the
+// success it would have been. It is idempotent:
 // applying a run twice leaves the store as once (a newer run's prelabels
 // stay). It returns one line on what it wrote.
 func Writeback(configPath, id string) (string, error) {
@@ -149,8 +152,17 @@ func Writeback(configPath, id string) (string, error) {
 		published := ""
 		if _, err := os.Stat(pred); trained && err == nil && !tinfo.NoPredictions {
 			bdir := filepath.Join(dir, rundir.BundleDir)
-			if _, err := bundle.ReadManifest(bdir); err != nil {
+			m, err := bundle.ReadManifest(bdir)
+			if err != nil {
 				return fmt.Errorf("run %s: its bundle, which says which items it trained on, is gone (%v): its predictions cannot be written back", id, err)
+			}
+			// A dispatch lost in its write-back may not have scored them.
+			if _, ok := rec.Metrics["heldout"]; rec.WritebackPending && !ok {
+				scores, err := writeback.Score(bdir, pred, m.Schemas)
+				if err != nil {
+					return fmt.Errorf("run %s: held-out score: %w", id, err)
+				}
+				setHeldout(rec, m, scores)
 			}
 			rep, n, err := publish(cfg, bdir, pred, *rec)
 			if err != nil {
@@ -185,7 +197,7 @@ func Writeback(configPath, id string) (string, error) {
 		return "", err
 	}
 	appendLog(root, id, "potato-dispatch writeback: "+strings.TrimPrefix(summary, "run "+id+": "))
-	// A pending run that is now a success may be the latest model.
+	// A run that is now a success may be the latest model.
 	if after, err := root.Read(id); err == nil && after.State == rundir.StateSuccess {
 		updateLatest(root, after.Schemas, nil, func(format string, args ...any) { appendLog(root, id, fmt.Sprintf(format, args...)) })
 	}

@@ -541,7 +541,8 @@ func (r *Root) Edit(id string, fn func(rec *Record, finished bool) error) error 
 
 // SettleLost ends a run whose dispatch is gone (no exit_code, nobody holds
 // dispatch.lock): it sets the terminal state error, error_code
-// dispatch_lost, the time and exit code 1, calls store with that record
+// dispatch_lost, the time and exit code 1 (and writeback_pending when the
+// run had collected its predictions), calls store with that record
 // (to write Potato's store; its error is kept as store_error), writes
 // run.json atomically and then exit_code, all under the run's lock. It
 // does this once: the lock
@@ -560,6 +561,12 @@ func (r *Root) SettleLost(id string, store func(Record) error) (bool, error) {
 		rec.Step = "failed: " + GoneError
 		rec.FinishedAt, rec.ExitCode = &now, &code
 		rec.StoreError = ""
+		// A dispatch records artifact_uri once the predictions are whole
+		// in the run directory: lost after that, in its write-back, it
+		// leaves them for potato-dispatch writeback.
+		if _, err := os.Stat(filepath.Join(r.RunDir(id), PredictionsFile)); err == nil && rec.ArtifactURI != "" {
+			rec.WritebackPending = true
+		}
 		if store != nil {
 			if err := store(*rec); err != nil {
 				rec.StoreError = err.Error()

@@ -173,6 +173,30 @@ func TestSettleLost(t *testing.T) {
 	}
 }
 
+// A run lost after it collected its predictions (artifact_uri recorded,
+// predictions.jsonl there) is settled pending write-back; one lost before
+// is not.
+func TestSettleLostAfterCollect(t *testing.T) {
+	root, _ := Open(t.TempDir())
+	for _, collected := range []bool{true, false} {
+		lost, _ := root.Create(Record{Trainer: "t"})
+		lost.Update(func(r *Record) { r.State = StateFetching })
+		os.WriteFile(lost.Path(PredictionsFile), []byte("{}\n"), 0o644)
+		if collected {
+			lost.Update(func(r *Record) { r.ArtifactURI = "file:///x" })
+		}
+		lost.Close()
+		var pending bool
+		if ok, err := root.SettleLost(lost.ID, func(r Record) error { pending = r.WritebackPending; return nil }); !ok || err != nil {
+			t.Fatalf("SettleLost: %v %v", ok, err)
+		}
+		info, _ := root.Read(lost.ID)
+		if info.WritebackPending != collected || pending != collected || info.ErrorCode != CodeLost {
+			t.Errorf("collected %v: run.json %s pending=%v, the store got pending=%v", collected, info.ErrorCode, info.WritebackPending, pending)
+		}
+	}
+}
+
 func TestEditBusyWhileTheDispatchLives(t *testing.T) {
 	root, _ := Open(t.TempDir())
 	run, _ := root.Create(Record{Trainer: "t"})
