@@ -6,7 +6,9 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -155,4 +157,36 @@ func TestLocalKillDispatchMidWriteback(t *testing.T) {
 		"store ok; error/dispatch_lost; predictions.jsonl kept; writeback writes them all; next run succeeds",
 		fmt.Sprintf("integrity %s; %s, writeback_pending %t; %d of %d in the store at the kill; after writeback %d of %d, %s; %s",
 			ok, f, pending, storedAtKill, kept, stored, kept, after.file, p.nextRunSucceeds()))
+}
+
+// The fault: kill -9 of the training process (the built-in worker,
+// potato-agent worker --spec RUN/spec.json) while it fits, as the kernel's
+// OOM killer does. Expected: error (out_of_memory) in run.json, the store
+// and the page, with the message that the process was killed (SIGKILL);
+// it had produced no prediction; the next run succeeds.
+func TestLocalKillTrainer(t *testing.T) {
+	p := newProject(t, "", 120, 100, "")
+	id := p.Detach("--trainer", "tfidf-logreg", "--schemas", "sentiment", "--param", "epochs=1000000", "--param", "patience=-1")
+	testproject.WaitFor(t, "the fit", func() bool {
+		i := p.Info(id)
+		return i.State == rundir.StateRunning && i.Progress != nil
+	})
+	spec := filepath.Join(p.Root().RunDir(id), rundir.SpecFile)
+	out, err := exec.Command("pgrep", "-f", "worker --spec "+spec).Output()
+	pids := strings.Fields(string(out))
+	if err != nil || len(pids) != 1 {
+		t.Fatalf("pgrep of the worker: %v %q", err, out)
+	}
+	pid, _ := strconv.Atoi(pids[0])
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	f := p.settled(id, rundir.StateError, "out_of_memory", 60*time.Second)
+	msg := p.Info(id).Error
+	if !strings.Contains(msg, "killed (SIGKILL)") {
+		t.Errorf("run.json error %q does not say the process was killed (SIGKILL)", msg)
+	}
+	stored, kept := p.predictions(id)
+	record(t, "kill -9 of the training process", `error/out_of_memory, "killed (SIGKILL)"; next run succeeds`,
+		fmt.Sprintf("%s; %q; %d predictions produced; %s", f, msg, stored+kept, p.nextRunSucceeds()))
 }
