@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"potato-training/lib/events"
+	"potato-training/lib/rundir"
 )
 
 // Run is the server side of one run (or of a server that hands out runs),
@@ -55,6 +56,11 @@ type HandlerOptions struct {
 	// Authorize, when set, decides instead of TokenSHA256. It must
 	// compare in constant time.
 	Authorize func(token string) bool
+	// AuthorizeClaim, when set, accepts more tokens for the claim alone
+	// (an agent backend's token, which is good for taking a run, while
+	// the run's routes want the run's own token). It must compare in
+	// constant time.
+	AuthorizeClaim func(token string) bool
 	// MaxPredictionsMB bounds a predictions upload (default 512).
 	MaxPredictionsMB int
 	// LongPoll is how long a claim waits (default 25 s).
@@ -93,7 +99,7 @@ var runRoutes = map[string]route{
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
-	if msg := h.authorize(r); msg != "" {
+	if msg := h.authorize(r, r.URL.Path == PathPrefix+"/claim"); msg != "" {
 		w.Header().Set("WWW-Authenticate", "Bearer")
 		writeError(w, http.StatusUnauthorized, msg)
 		return
@@ -125,8 +131,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !allowed(w, r, rt.methods...) {
 		return
 	}
-	if !ValidRunID(parts[1]) {
-		writeError(w, http.StatusBadRequest, "invalid run id: letters, digits, - and _ only")
+	if !rundir.ValidID(parts[1]) {
+		writeError(w, http.StatusBadRequest, "invalid run id: 8 to 64 letters, digits, - and _")
 		return
 	}
 	rt.serve(h, w, r, parts[1])
@@ -134,12 +140,15 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // authorize returns "" for a request with an accepted token, else the
 // reason to refuse it. The token itself is never part of an answer.
-func (h *handler) authorize(r *http.Request) string {
+func (h *handler) authorize(r *http.Request, claim bool) string {
 	auth := r.Header.Get("Authorization")
 	scheme, tok, _ := strings.Cut(auth, " ")
 	tok = strings.TrimSpace(tok)
 	if !strings.EqualFold(scheme, "Bearer") || tok == "" {
 		return "missing bearer token"
+	}
+	if claim && h.opt.AuthorizeClaim != nil && h.opt.AuthorizeClaim(tok) {
+		return ""
 	}
 	if h.opt.Authorize != nil {
 		if h.opt.Authorize(tok) {
