@@ -2,6 +2,7 @@ package bundle
 
 import (
 	"fmt"
+	"os"
 
 	"potato-training/lib/config"
 	"potato-training/lib/project"
@@ -10,7 +11,8 @@ import (
 // Build writes the bundle of a run into dir: every item of the project's
 // data files that has a resolved target for one of schemas goes to its
 // split; with writeback.include_unlabeled the others go to unlabeled.jsonl.
-// Items are streamed; only the annotators' labels are held in memory.
+// Items are streamed; only the annotators' labels are held in memory. A
+// build that fails removes dir.
 func Build(cfg *config.Config, dir string, schemas []string) (Manifest, error) {
 	var specs []Schema
 	var schemes []config.Scheme
@@ -73,9 +75,10 @@ func Build(cfg *config.Config, dir string, schemas []string) (Manifest, error) {
 	})
 	if err != nil {
 		w.Abort()
+		os.RemoveAll(dir)
 		return Manifest{}, err
 	}
-	return w.Close(Manifest{
+	m, err := w.Close(Manifest{
 		Schemas:     specs,
 		Modality:    "text",
 		TextKey:     cfg.TextKey,
@@ -83,4 +86,10 @@ func Build(cfg *config.Config, dir string, schemas []string) (Manifest, error) {
 		Aggregation: cfg.Training.Aggregation,
 		Stats:       Stats{NSkippedNoLabel: skipped},
 	})
+	if err != nil {
+		// Half a bundle is of no use, and on a full disk it keeps the
+		// disk full for the run's own end and for Potato.
+		os.RemoveAll(dir)
+	}
+	return m, err
 }

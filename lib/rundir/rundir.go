@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -58,7 +59,9 @@ const (
 	ExitCodeFile    = "exit_code"
 	// DispatchLockFile is held, flock(2), by a run's dispatch while it lives.
 	DispatchLockFile = "dispatch.lock"
-	queueLock        = "queue.lock"
+	// ReserveFile keeps room on the disk for a run's end (Run.Finish).
+	ReserveFile = ".reserve"
+	queueLock   = "queue.lock"
 )
 
 // GoneError is the error of a run whose dispatch died before it finished,
@@ -200,6 +203,20 @@ func (r *Root) Create(rec Record) (*Run, error) {
 		}
 		return nil, err
 	}
+	run, err := r.create(dir, rec)
+	if err != nil {
+		// A run that could not be recorded leaves nothing behind.
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return run, nil
+}
+
+// reserveSize is the room kept for a run's end: its last run.json and
+// exit_code, written as .name.tmp and renamed, with a margin for the log.
+const reserveSize = 64 << 10
+
+func (r *Root) create(dir string, rec Record) (*Run, error) {
 	lock, err := lockFile(filepath.Join(dir, DispatchLockFile), true)
 	if err != nil {
 		return nil, err
@@ -208,6 +225,11 @@ func (r *Root) Create(rec Record) (*Run, error) {
 	if err != nil {
 		lock.Close()
 		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, ReserveFile), make([]byte, reserveSize), 0o644); err != nil {
+		logF.Close()
+		lock.Close()
+		return nil, fmt.Errorf("no room for run %s in %s: %w", rec.RunID, r.Dir, err)
 	}
 	if rec.CreatedAt.IsZero() {
 		rec.CreatedAt = time.Now().UTC()
@@ -246,7 +268,22 @@ func (run *Run) Update(fn func(*Record)) error {
 }
 
 func (run *Run) write() error {
-	return WriteJSONFile(run.Path(RecordFile), run.rec, 0o644)
+	write := func() error { return WriteJSONFile(run.Path(RecordFile), run.rec, 0o644) }
+	if Finished(run.rec.State) {
+		return run.atEnd(write)
+	}
+	return write()
+}
+
+// atEnd does one of the writes of a run's end: on a full disk it gives
+// up the room the run kept (ReserveFile) and tries again, so that the
+// end, and the full disk that caused it, is recorded.
+func (run *Run) atEnd(write func() error) error {
+	err := write()
+	if errors.Is(err, syscall.ENOSPC) && os.Remove(run.Path(ReserveFile)) == nil {
+		err = write()
+	}
+	return err
 }
 
 // Logf appends a line "2026-12-02T13:55:01Z message" to run.log.
@@ -267,7 +304,11 @@ func (run *Run) Finish(code int) error {
 	if _, err := os.Stat(p); err == nil {
 		return fmt.Errorf("run %s is finished already", run.ID)
 	}
-	return WriteFileAtomic(p, []byte(strconv.Itoa(code)+"\n"), 0o644)
+	if err := run.atEnd(func() error { return WriteFileAtomic(p, []byte(strconv.Itoa(code)+"\n"), 0o644) }); err != nil {
+		return err
+	}
+	os.Remove(run.Path(ReserveFile))
+	return nil
 }
 
 // Close releases the dispatch lock and the log.
@@ -524,6 +565,10 @@ func (r *Root) Edit(id string, fn func(rec *Record, finished bool) error) error 
 	_, err = os.Stat(filepath.Join(dir, ExitCodeFile))
 	if err := fn(&rec, err == nil); err != nil {
 		return err
+	}
+	if Finished(rec.State) {
+		// The room a dead dispatch kept for the run's end.
+		os.Remove(filepath.Join(dir, ReserveFile))
 	}
 	if err := WriteJSONFile(filepath.Join(dir, RecordFile), rec, 0o644); err != nil {
 		return err

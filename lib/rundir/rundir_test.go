@@ -322,3 +322,33 @@ func TestCacheList(t *testing.T) {
 		t.Errorf("after removal: %d runs, %d cached", len(got), len(c.runs))
 	}
 }
+
+// A run keeps room for its end (ReserveFile) from its creation until its
+// exit_code is written, or until a lost run is settled.
+func TestReserveKeptUntilTheEnd(t *testing.T) {
+	root, _ := Open(t.TempDir())
+	exists := func(run *Run) bool {
+		_, err := os.Stat(run.Path(ReserveFile))
+		return err == nil
+	}
+	run, _ := root.Create(Record{Trainer: "t"})
+	if !exists(run) {
+		t.Fatalf("a new run keeps no room for its end")
+	}
+	run.Update(func(r *Record) { r.State = StateSuccess })
+	if err := run.Finish(0); err != nil {
+		t.Fatal(err)
+	}
+	run.Close()
+	if exists(run) {
+		t.Errorf("a finished run still keeps its room")
+	}
+	lost, _ := root.Create(Record{Trainer: "t"})
+	lost.Close()
+	if ok, err := root.SettleLost(lost.ID, nil); !ok || err != nil {
+		t.Fatalf("SettleLost: %v %v", ok, err)
+	}
+	if exists(lost) {
+		t.Errorf("a settled run still keeps its room")
+	}
+}
