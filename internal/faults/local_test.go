@@ -4,6 +4,7 @@ package faults
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -189,4 +190,100 @@ func TestLocalKillTrainer(t *testing.T) {
 	stored, kept := p.predictions(id)
 	record(t, "kill -9 of the training process", `error/out_of_memory, "killed (SIGKILL)"; next run succeeds`,
 		fmt.Sprintf("%s; %q; %d predictions produced; %s", f, msg, stored+kept, p.nextRunSucceeds()))
+}
+
+// localFill writes the file path until the file system holding it has
+// only free bytes left (0: until it is full).
+func localFill(t *testing.T, path string, free int64) {
+	t.Helper()
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(filepath.Dir(path), &st); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	left := int64(st.Bavail)*st.Bsize - free
+	buf := make([]byte, 64<<10)
+	for free == 0 || left > 0 {
+		n := min(left, int64(len(buf)))
+		if free == 0 {
+			n = int64(len(buf))
+		}
+		if _, err := f.Write(buf[:n]); err != nil {
+			if free == 0 && errors.Is(err, syscall.ENOSPC) {
+				return
+			}
+			t.Fatal(err)
+		}
+		left -= n
+	}
+}
+
+// The fault: the disk under annotation_output/training is full: a tmpfs
+// of 8 MiB mounted there, filled by another file after a first run
+// succeeded. First it has 128 KiB left, room for the run's record but
+// not for its bundle; then none. Expected: with room for the record,
+// error (bad_bundle) in run.json, the store and the page, its message
+// saying "no space left on device"; with none, potato-dispatch run exits
+// 1 with an error on stderr that says so, and leaves no run behind.
+// Potato's store stays intact (integrity_check ok) and keeps the first
+// run's prelabels; once the file is removed, the next run succeeds.
+func TestLocalDiskFull(t *testing.T) {
+	p := newProject(t, "", 2000, 200, "")
+	dir := p.Root().Dir
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Fatalf("mount a tmpfs (needs root): %v: %s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
+			t.Errorf("umount: %v: %s", err, out)
+		}
+	})
+	first := p.Run("--trainer", "tfidf-logreg", "--schemas", "sentiment")
+	if first.Code != 0 {
+		t.Fatalf("the first run: exit %d: %s", first.Code, first.Stderr)
+	}
+	prelabels, _ := p.predictions(first.ID)
+	filler := filepath.Join(dir, "filler")
+
+	localFill(t, filler, 128<<10)
+	r := p.Run("--trainer", "tfidf-logreg", "--schemas", "sentiment")
+	if r.Code != 1 || r.ID == "" {
+		t.Fatalf("with 128 KiB left: exit %d, id %q, want 1 and a run: %s", r.Code, r.ID, r.Stderr)
+	}
+	f := p.settled(r.ID, rundir.StateError, "bad_bundle", 30*time.Second)
+	msg := p.Info(r.ID).Error
+	if !strings.Contains(msg, "no space left on device") || !strings.Contains(r.Stderr, "no space left on device") {
+		t.Errorf("run.json error %q and stderr %q should say no space left on device", msg, r.Stderr)
+	}
+	record(t, "disk full: room for run.json, not the bundle", `error/bad_bundle, "no space left on device"`,
+		fmt.Sprintf("exit %d; %s; %q", r.Code, f, msg))
+
+	localFill(t, filler, 0)
+	runs, _ := os.ReadDir(filepath.Join(dir, "runs"))
+	full := p.Run("--trainer", "tfidf-logreg", "--schemas", "sentiment")
+	after, _ := os.ReadDir(filepath.Join(dir, "runs"))
+	if full.Code != 1 || full.ID != "" || !strings.Contains(full.Stderr, "no space left on device") {
+		t.Errorf("on a full disk: exit %d, stdout %q, stderr %q; want 1, nothing, no space left on device", full.Code, full.ID, full.Stderr)
+	}
+	if len(after) != len(runs) {
+		t.Errorf("on a full disk the run left a directory behind: %d runs, %d before", len(after), len(runs))
+	}
+	ok := p.integrity()
+	kept, _ := p.predictions(first.ID)
+	if kept != prelabels {
+		t.Errorf("the first run's prelabels: %d, were %d", kept, prelabels)
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	record(t, "disk full: no room at all", `exit 1, "no space left on device" on stderr, no run left; store ok, old prelabels kept; next run succeeds`,
+		fmt.Sprintf("exit %d, %q; %d runs left behind; integrity %s; %d of %d prelabels of the first run; %s",
+			full.Code, strings.TrimSpace(full.Stderr), len(after)-len(runs), ok, kept, prelabels, p.nextRunSucceeds()))
 }
