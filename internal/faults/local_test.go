@@ -43,6 +43,20 @@ func (p *project) logHas(id, s string) bool {
 	return strings.Contains(p.File(id, rundir.LogFile), s)
 }
 
+// localWorker is the pid of the run's training process, the built-in
+// worker.
+func (p *project) localWorker(id string) int {
+	p.t.Helper()
+	spec := filepath.Join(p.Root().RunDir(id), rundir.SpecFile)
+	out, err := exec.Command("pgrep", "-f", "worker --spec "+spec).Output()
+	pids := strings.Fields(string(out))
+	if err != nil || len(pids) != 1 {
+		p.t.Fatalf("pgrep of the worker: %v %q", err, out)
+	}
+	pid, _ := strconv.Atoi(pids[0])
+	return pid
+}
+
 // localWriteback is potato-dispatch writeback CONFIG ID; it fails the
 // test unless it succeeds.
 func (p *project) localWriteback(id string) string {
@@ -172,14 +186,7 @@ func TestLocalKillTrainer(t *testing.T) {
 		i := p.Info(id)
 		return i.State == rundir.StateRunning && i.Progress != nil
 	})
-	spec := filepath.Join(p.Root().RunDir(id), rundir.SpecFile)
-	out, err := exec.Command("pgrep", "-f", "worker --spec "+spec).Output()
-	pids := strings.Fields(string(out))
-	if err != nil || len(pids) != 1 {
-		t.Fatalf("pgrep of the worker: %v %q", err, out)
-	}
-	pid, _ := strconv.Atoi(pids[0])
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+	if err := syscall.Kill(p.localWorker(id), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	f := p.settled(id, rundir.StateError, "out_of_memory", 60*time.Second)
@@ -225,9 +232,12 @@ func localFill(t *testing.T, path string, free int64) {
 // The fault: the disk under annotation_output/training is full: a tmpfs
 // of 8 MiB mounted there, filled by another file after a first run
 // succeeded. First it has 128 KiB left, room for the run's record but
-// not for its bundle; then none. Expected: with room for the record,
-// error (bad_bundle) in run.json, the store and the page, its message
-// saying "no space left on device"; with none, potato-dispatch run exits
+// not for its bundle; then it fills while the trainer fits, so that its
+// model and predictions do not fit; then it has no room at all.
+// Expected: with room for the record, error (bad_bundle) in run.json, the
+// store and the page, its message saying "no space left on device"; when
+// it fills during the fit, error (fit_failed) alike, written with the room
+// the run kept for its end (.reserve); with none, potato-dispatch run exits
 // 1 with an error on stderr that says so, and leaves no run behind.
 // Potato's store stays intact (integrity_check ok) and keeps the first
 // run's prelabels; once the file is removed, the next run succeeds.
@@ -264,6 +274,31 @@ func TestLocalDiskFull(t *testing.T) {
 	}
 	record(t, "disk full: room for run.json, not the bundle", `error/bad_bundle, "no space left on device"`,
 		fmt.Sprintf("exit %d; %s; %q", r.Code, f, msg))
+
+	// The disk fills while the trainer fits: the worker is stopped
+	// (SIGSTOP) while the disk is filled, so that it cannot finish first.
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	id := p.Detach("--trainer", "tfidf-logreg", "--schemas", "sentiment", "--param", "epochs=3000", "--param", "patience=-1")
+	testproject.WaitFor(t, "the fit", func() bool {
+		i := p.Info(id)
+		return i.State == rundir.StateRunning && i.Progress != nil
+	})
+	worker := p.localWorker(id)
+	if err := syscall.Kill(worker, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	localFill(t, filler, 0)
+	if err := syscall.Kill(worker, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	f = p.settled(id, rundir.StateError, "fit_failed", 60*time.Second)
+	msg = p.Info(id).Error
+	if !strings.Contains(msg, "no space left on device") {
+		t.Errorf("run.json error %q should say no space left on device", msg)
+	}
+	record(t, "disk full: fills during the fit", `error/fit_failed, "no space left on device"`, fmt.Sprintf("%s; %q", f, msg))
 
 	localFill(t, filler, 0)
 	runs, _ := os.ReadDir(filepath.Join(dir, "runs"))
