@@ -4,6 +4,8 @@ package faults
 
 import (
 	"bytes"
+	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -321,4 +323,125 @@ func TestLocalDiskFull(t *testing.T) {
 	record(t, "disk full: no room at all", `exit 1, "no space left on device" on stderr, no run left; store ok, old prelabels kept; next run succeeds`,
 		fmt.Sprintf("exit %d, %q; %d runs left behind; integrity %s; %d of %d prelabels of the first run; %s",
 			full.Code, strings.TrimSpace(full.Stderr), len(after)-len(runs), ok, kept, prelabels, p.nextRunSucceeds()))
+}
+
+// localLock takes the write lock of Potato's store (BEGIN EXCLUSIVE), as
+// another writer holding a long transaction does, until release.
+func (p *project) localLock() (release func()) {
+	p.t.Helper()
+	ctx := context.Background()
+	db, err := sql.Open("sqlite", p.store)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(ctx, "BEGIN EXCLUSIVE"); err != nil {
+		p.t.Fatalf("BEGIN EXCLUSIVE: %v", err)
+	}
+	done := false
+	release = func() {
+		if !done {
+			done = true
+			conn.ExecContext(ctx, "ROLLBACK")
+			conn.Close()
+			db.Close()
+		}
+	}
+	p.t.Cleanup(release)
+	return release
+}
+
+// localRow is the status of the run's row in Potato's store.
+func (p *project) localRow(id string) string {
+	p.t.Helper()
+	var status string
+	if err := testproject.OpenDB(p.t, p.store).QueryRow(`SELECT status FROM training_runs WHERE run_id = ?`, id).Scan(&status); err != nil {
+		p.t.Fatalf("the run's row: %v", err)
+	}
+	return status
+}
+
+// localLockedFit starts a run and takes the store's write lock while its
+// trainer fits; the worker is stopped (SIGSTOP) meanwhile, so that it
+// cannot finish first.
+func (p *project) localLockedFit() (id string, release func()) {
+	p.t.Helper()
+	id = p.Detach("--trainer", "tfidf-logreg", "--schemas", "sentiment", "--param", "epochs=300", "--param", "patience=-1")
+	testproject.WaitFor(p.t, "the fit", func() bool {
+		i := p.Info(id)
+		return i.State == rundir.StateRunning && i.Progress != nil
+	})
+	worker := p.localWorker(id)
+	if err := syscall.Kill(worker, syscall.SIGSTOP); err != nil {
+		p.t.Fatal(err)
+	}
+	release = p.localLock()
+	if err := syscall.Kill(worker, syscall.SIGCONT); err != nil {
+		p.t.Fatal(err)
+	}
+	return id, release
+}
+
+// The fault: Potato's store locked by another writer (BEGIN EXCLUSIVE)
+// when the run reaches its write-back. The dispatch waits for the lock
+// with SQLite's busy timeout, 5 s (lib/writeback's OpenStore). Expected:
+// a lock released within it (1 s after the run reaches its write-back)
+// costs nothing: success, every prediction in the store; a lock held 30 s
+// outlasts it: error (store_failed) in run.json, naming the lock
+// ("database is locked"), writeback_pending, predictions.jsonl kept and
+// none half-written; once the lock is gone, potato-dispatch writeback
+// writes them all and run.json, the store and the page say success.
+func TestLocalStoreLocked(t *testing.T) {
+	p := newProject(t, "", 2000, 200, "")
+
+	id, release := p.localLockedFit()
+	testproject.WaitFor(t, "the write-back", func() bool { return p.Info(id).State == rundir.StateFetching })
+	time.Sleep(time.Second) // the dispatch waits for the lock meanwhile
+	waited := p.localRow(id)
+	release()
+	if waited != "running" {
+		t.Errorf("the store's row under the lock says %q: the dispatch did not wait for the lock", waited)
+	}
+	f := p.settled(id, rundir.StateSuccess, "", 60*time.Second)
+	stored, kept := p.predictions(id)
+	if stored == 0 || stored != kept {
+		t.Errorf("%d predictions in the store, %d in %s", stored, kept, rundir.PredictionsFile)
+	}
+	if p.logHas(id, "database is locked") {
+		t.Errorf("a lock released within the busy timeout failed a write:\n%s", p.File(id, rundir.LogFile))
+	}
+	record(t, "store locked 1 s at the write-back", "success; all predictions stored",
+		fmt.Sprintf("the store's row %s while locked; %s; %d of %d predictions stored", waited, f, stored, kept))
+
+	id, release = p.localLockedFit()
+	locked := time.Now()
+	p.Wait(id, 120*time.Second)
+	if held := time.Since(locked); held < 30*time.Second {
+		time.Sleep(30*time.Second - held)
+	}
+	info := p.Info(id)
+	storedLocked, kept := p.predictions(id)
+	ok := p.integrity()
+	release()
+	row := p.localRow(id)
+	if info.State != rundir.StateError || info.ErrorCode != "store_failed" || !info.WritebackPending ||
+		!strings.Contains(info.Error, "database is locked") {
+		t.Errorf("run.json under the lock: %s/%s pending=%v %q", info.State, info.ErrorCode, info.WritebackPending, info.Error)
+	}
+	if kept == 0 || storedLocked != 0 {
+		t.Errorf("under the lock: %d predictions in the store, %d in %s; want none and all", storedLocked, kept, rundir.PredictionsFile)
+	}
+	wb := p.localWriteback(id)
+	stored, _ = p.predictions(id)
+	if stored != kept {
+		t.Errorf("potato-dispatch writeback: %d predictions in the store, want %d: %s", stored, kept, wb)
+	}
+	f = p.settled(id, rundir.StateSuccess, "", 30*time.Second)
+	record(t, "store locked 30 s at the write-back",
+		`error/store_failed "database is locked", writeback_pending, predictions.jsonl kept; writeback applies them`,
+		fmt.Sprintf("run.json %s/%s %q, writeback_pending %t; integrity %s; %d in the store, %d kept; the store's row %s until writeback; after writeback %d stored, %s",
+			info.State, info.ErrorCode, info.Error, info.WritebackPending, ok, storedLocked, kept, row, stored, f))
 }
