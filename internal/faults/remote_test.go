@@ -490,7 +490,6 @@ func TestRemoteServerRestartMidRun(t *testing.T) {
 	srv.kill()
 	time.Sleep(2 * time.Second)
 	p.remoteServer("", addr, "")
-	restarted := p.Info(id)
 	f := p.settled(id, rundir.StateSuccess, "", 120*time.Second)
 	info := p.Info(id)
 	stored, kept := p.predictions(id)
@@ -500,19 +499,22 @@ func TestRemoteServerRestartMidRun(t *testing.T) {
 	if err := remoteWaitExit(a, 30*time.Second); err != nil {
 		t.Errorf("the agent: %v\n%s", err, a.log)
 	}
+	// The agent met the outage mid-job and said when it ended.
+	outage := ""
+	for _, l := range strings.Split(a.log.String(), "\n") {
+		if _, after, ok := strings.Cut(l, "the server answers again, after "); ok {
+			outage = after
+		}
+	}
+	if !strings.Contains(a.log.String(), "trying again until the server answers") || outage == "" {
+		t.Errorf("the agent's log does not show the outage:\n%s", a.log)
+	}
 	// The agent ran its one job; another takes the next run.
 	p.remoteAgent("", token, "http://"+addr, t.TempDir(), "--once")
 	record(t, "potato-server killed and restarted mid-fit (agent)",
 		"the run goes on and succeeds; every prediction stored; agreement",
-		fmt.Sprintf("%s; restarted at epoch %.0f of %.0f, back at %.0f; %d predictions kept, %d written, %d stored; %s",
-			f, at.Progress.Current, at.Progress.Total, progressOf(restarted), kept, info.Writeback["n_written"], stored, p.nextRunSucceeds()))
-}
-
-func progressOf(i rundir.Info) float64 {
-	if i.Progress == nil {
-		return 0
-	}
-	return i.Progress.Current
+		fmt.Sprintf("%s; killed at epoch %.0f of %.0f; the agent reached the server again after %s; %d predictions kept, %d written, %d stored; %s",
+			f, at.Progress.Current, at.Progress.Total, outage, kept, info.Writeback["n_written"], stored, p.nextRunSucceeds()))
 }
 
 // natSSHD runs a second sshd, on the test sshd's config and host key,
