@@ -4,8 +4,8 @@ import (
 	"os"
 
 	"potato-training/internal/cli"
-	"potato-training/lib/agent"
 	"potato-training/lib/bundle"
+	"potato-training/lib/shell"
 )
 
 // sendCmd is the host's half of the ssh backend's copy of the model back
@@ -26,9 +26,9 @@ func (c *sendCmd) Run(ctx *cli.Context) error {
 	}
 	var err error
 	if c.File != "" {
-		err = bundle.SendFile(ctx.Stdout, agent.ExpandHome(c.Dir), c.File, c.Size)
+		err = bundle.SendFile(ctx.Stdout, shell.ExpandHome(c.Dir), c.File, c.Size)
 	} else {
-		err = bundle.WriteTree(ctx.Stdout, agent.ExpandHome(c.Dir), c.MaxBytes, c.DirectMin)
+		err = bundle.WriteTree(ctx.Stdout, shell.ExpandHome(c.Dir), c.MaxBytes, c.DirectMin)
 	}
 	return exitError(err)
 }

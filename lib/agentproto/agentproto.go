@@ -37,8 +37,6 @@ const (
 	MaxSocketPath = 107
 	// maxJSONBody bounds the small JSON bodies (claim, result).
 	maxJSONBody = 1 << 20
-	// maxRunID bounds a run id in a path.
-	maxRunID = 128
 )
 
 // Claim is the server's answer to a claim: the run the agent is to train.
@@ -119,23 +117,6 @@ func (e *HTTPError) Is(target error) bool {
 // ErrTooLarge is matched (errors.Is) by the error of an upload the server
 // refused with 413; that error's message gives the server's limit.
 var ErrTooLarge = errors.New("too large for the server")
-
-// ValidRunID reports whether id may appear in a route: letters, digits,
-// '-' and '_' only, so that no id can step out of its path segment.
-func ValidRunID(id string) bool {
-	if id == "" || len(id) > maxRunID {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '-', c == '_':
-		default:
-			return false
-		}
-	}
-	return true
-}
 
 // errorBody is the body of every error answer.
 type errorBody struct {
