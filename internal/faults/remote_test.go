@@ -626,6 +626,7 @@ func TestRemoteLinkCutDuringCopyBack(t *testing.T) {
 	f := p.settled(id, rundir.StateSuccess, "", 120*time.Second)
 	took := time.Since(cut)
 	log := p.File(id, rundir.LogFile)
+	t.Logf("run.log:\n%s", log)
 	stallMsg := "The copy from potato-nat sent nothing for 3 s: the run's predictions are already kept; only the model files are missing from artifacts/"
 	if !strings.Contains(log, stallMsg) {
 		t.Errorf("the run log lacks %q:\n%s", stallMsg, log)

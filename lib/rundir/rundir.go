@@ -364,6 +364,9 @@ func (r *Root) Read(id string) (Info, error) {
 		return Info{}, fmt.Errorf("no run %q", id)
 	}
 	dir := r.RunDir(id)
+	// exit_code is written after the final run.json, so it is read first:
+	// a run found finished then has its final record.
+	code, codeErr := os.ReadFile(filepath.Join(dir, ExitCodeFile))
 	b, err := os.ReadFile(filepath.Join(dir, RecordFile))
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -375,7 +378,7 @@ func (r *Root) Read(id string) (Info, error) {
 	if err := json.Unmarshal(b, &info.Record); err != nil {
 		return Info{}, fmt.Errorf("run %s: run.json: %w", id, err)
 	}
-	if code, err := os.ReadFile(filepath.Join(dir, ExitCodeFile)); err == nil {
+	if codeErr == nil {
 		info.Finished = true
 		if n, err := strconv.Atoi(strings.TrimSpace(string(code))); err == nil && info.ExitCode == nil {
 			info.ExitCode = &n
@@ -383,6 +386,10 @@ func (r *Root) Read(id string) (Info, error) {
 		return info, nil
 	}
 	if !lockHeld(filepath.Join(dir, DispatchLockFile)) {
+		// The dispatch may have finished since exit_code was looked for.
+		if _, err := os.Stat(filepath.Join(dir, ExitCodeFile)); err == nil {
+			return r.Read(id)
+		}
 		info.Gone = true
 		info.State = StateError
 		info.Error = GoneError
