@@ -77,11 +77,6 @@ const MsgUnreachable = "the server could not be reached for %d seconds"
 // its ssh session (standard input) ended.
 const LostSession = "the agent's ssh session ended"
 
-// ExecPrefix is trainer.ExecPrefix.
-//
-// Deprecated: use trainer.ExecPrefix.
-const ExecPrefix = trainer.ExecPrefix
-
 // DefaultGrace is the SIGTERM-to-SIGKILL time of a job that carries none.
 const DefaultGrace = 20 * time.Second
 
@@ -223,7 +218,7 @@ func Run(ctx context.Context, o Options) error {
 		if !rundir.ValidID(claim.RunID) {
 			return fmt.Errorf("the server handed out a run id %q that is not one", claim.RunID)
 		}
-		if strings.HasPrefix(claim.Spec.Trainer, trainer.ExecPrefix) && !o.AllowExec {
+		if trainer.IsExec(claim.Spec.Trainer) && !o.AllowExec {
 			o.logf("run %s: refusing trainer %s: this agent runs only the toolkit's trainers", claim.RunID, claim.Spec.Trainer)
 			err := s.finish(ctx, &job{o: o, a: s, claim: claim}, events.ExitBadSpec, "", "",
 				fail(agentproto.CodeExecRefused, errors.New("this agent runs only the toolkit's trainers, not "+claim.Spec.Trainer)))

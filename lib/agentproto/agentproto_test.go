@@ -261,7 +261,7 @@ func TestAuth(t *testing.T) {
 	}
 	// Nor does the answer of a server that echoes what it was sent.
 	echo := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusForbidden, "you sent "+r.Header.Get("Authorization"))
+		WriteError(w, http.StatusForbidden, "you sent "+r.Header.Get("Authorization"))
 	}))
 	if _, err := client(t, echo, testToken).Heartbeat(context.Background(), testRun); err == nil || strings.Contains(err.Error(), testToken) {
 		t.Errorf("echoing server: %v", err)

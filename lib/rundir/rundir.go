@@ -327,22 +327,39 @@ func (run *Run) Close() {
 	}
 }
 
-// WriteFileAtomic writes .name.tmp, syncs it and renames it to name.
+// WriteFileAtomic writes data to path by WriteAtomic.
 func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
-	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
+	return WriteAtomic(path, perm, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// WriteAtomic is the toolkit's one way to replace a file: what write
+// writes goes to a temporary .name.*.tmp beside path, which is synced and
+// renamed to path only when write returned nil, so that a reader sees the
+// old file or the whole new one, never a part. The temporary file's name
+// is unique, so two writers of the same path do not mix; a failed write
+// leaves nothing behind.
+func WriteAtomic(path string, perm os.FileMode, write func(io.Writer) error) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
 	if err != nil {
 		return err
 	}
-	if _, err := f.Write(data); err != nil {
+	tmp := f.Name()
+	fail := func(err error) error {
 		f.Close()
 		os.Remove(tmp)
 		return err
 	}
+	if err := write(f); err != nil {
+		return fail(err)
+	}
+	if err := f.Chmod(perm); err != nil {
+		return fail(err)
+	}
 	if err := f.Sync(); err != nil {
-		f.Close()
-		os.Remove(tmp)
-		return err
+		return fail(err)
 	}
 	if err := f.Close(); err != nil {
 		os.Remove(tmp)
@@ -388,6 +405,9 @@ func (r *Root) Read(id string) (Info, error) {
 		return Info{}, fmt.Errorf("no run %q", id)
 	}
 	dir := r.RunDir(id)
+	// exit_code is written after the final run.json, so it is read first:
+	// a run found finished then has its final record.
+	code, codeErr := os.ReadFile(filepath.Join(dir, ExitCodeFile))
 	b, err := os.ReadFile(filepath.Join(dir, RecordFile))
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -399,7 +419,7 @@ func (r *Root) Read(id string) (Info, error) {
 	if err := json.Unmarshal(b, &info.Record); err != nil {
 		return Info{}, fmt.Errorf("run %s: run.json: %w", id, err)
 	}
-	if code, err := os.ReadFile(filepath.Join(dir, ExitCodeFile)); err == nil {
+	if codeErr == nil {
 		info.Finished = true
 		if n, err := strconv.Atoi(strings.TrimSpace(string(code))); err == nil && info.ExitCode == nil {
 			info.ExitCode = &n
@@ -407,6 +427,10 @@ func (r *Root) Read(id string) (Info, error) {
 		return info, nil
 	}
 	if !lockHeld(filepath.Join(dir, DispatchLockFile)) {
+		// The dispatch may have finished since exit_code was looked for.
+		if _, err := os.Stat(filepath.Join(dir, ExitCodeFile)); err == nil {
+			return r.Read(id)
+		}
 		info.Gone = true
 		info.State = StateError
 		info.Error = GoneError

@@ -352,3 +352,40 @@ func TestReserveKeptUntilTheEnd(t *testing.T) {
 		t.Errorf("a settled run still keeps its room")
 	}
 }
+
+// A reader racing a dispatch that ends its run sees either the run going
+// on or its final record: never exit_code with the record of before, nor
+// a run that just ended reported lost.
+func TestReadRacingTheEnd(t *testing.T) {
+	root := &Root{Dir: t.TempDir()}
+	if err := os.MkdirAll(filepath.Join(root.Dir, "runs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for range 100 {
+		run, err := root.Create(Record{RunID: NewID(time.Now()), State: StateRunning})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ended := make(chan struct{})
+		go func() {
+			defer close(ended)
+			run.Update(func(r *Record) { r.State, r.Error, r.ErrorCode = StateError, "the end", "backend" })
+			run.Finish(1)
+			run.Close()
+		}()
+		for done := false; !done; {
+			select {
+			case <-ended:
+				done = true
+			default:
+			}
+			info, err := root.Read(run.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.Gone || info.Finished && info.Error != "the end" {
+				t.Fatalf("run %s read as finished %v, gone %v, %s %q", run.ID, info.Finished, info.Gone, info.State, info.Error)
+			}
+		}
+	}
+}
