@@ -26,9 +26,9 @@ import (
 // process killed, the disk under annotation_output full, Potato's store
 // locked by another writer.
 
-// integrity is PRAGMA integrity_check of Potato's store: "ok" when SQLite
+// localIntegrity is PRAGMA integrity_check of Potato's store: "ok" when SQLite
 // finds nothing wrong.
-func (p *project) integrity() string {
+func (p *project) localIntegrity() string {
 	p.t.Helper()
 	var res string
 	if err := testproject.OpenDB(p.t, p.store).QueryRow(`PRAGMA integrity_check`).Scan(&res); err != nil {
@@ -40,8 +40,8 @@ func (p *project) integrity() string {
 	return res
 }
 
-// logHas reports whether the run's run.log has a line containing s.
-func (p *project) logHas(id, s string) bool {
+// localLogHas reports whether the run's run.log has a line containing s.
+func (p *project) localLogHas(id, s string) bool {
 	return strings.Contains(p.File(id, rundir.LogFile), s)
 }
 
@@ -149,12 +149,12 @@ func TestLocalKillDispatchMidBuild(t *testing.T) {
 func TestLocalKillDispatchMidWriteback(t *testing.T) {
 	p := newProject(t, "", 200000, 200, "")
 	id := p.Detach("--trainer", "tfidf-logreg", "--schemas", "sentiment")
-	testproject.WaitFor(t, "the write-back", func() bool { return p.logHas(id, "held-out score of sentiment") })
+	testproject.WaitFor(t, "the write-back", func() bool { return p.localLogHas(id, "held-out score of sentiment") })
 	p.killDispatch(id)
-	if p.logHas(id, "write-back to ") {
+	if p.localLogHas(id, "write-back to ") {
 		t.Fatalf("the write-back was over before the kill: make the project larger\n%s", p.File(id, rundir.LogFile))
 	}
-	ok := p.integrity()
+	ok := p.localIntegrity()
 	f := p.settled(id, rundir.StateError, rundir.CodeLost, 30*time.Second)
 	storedAtKill, kept := p.predictions(id)
 	if kept == 0 {
@@ -312,7 +312,7 @@ func TestLocalDiskFull(t *testing.T) {
 	if len(after) != len(runs) {
 		t.Errorf("on a full disk the run left a directory behind: %d runs, %d before", len(after), len(runs))
 	}
-	ok := p.integrity()
+	ok := p.localIntegrity()
 	kept, _ := p.predictions(first.ID)
 	if kept != prelabels {
 		t.Errorf("the first run's prelabels: %d, were %d", kept, prelabels)
@@ -410,7 +410,7 @@ func TestLocalStoreLocked(t *testing.T) {
 	if stored == 0 || stored != kept {
 		t.Errorf("%d predictions in the store, %d in %s", stored, kept, rundir.PredictionsFile)
 	}
-	if p.logHas(id, "database is locked") {
+	if p.localLogHas(id, "database is locked") {
 		t.Errorf("a lock released within the busy timeout failed a write:\n%s", p.File(id, rundir.LogFile))
 	}
 	record(t, "store locked 1 s at the write-back", "success; all predictions stored",
@@ -424,7 +424,7 @@ func TestLocalStoreLocked(t *testing.T) {
 	}
 	info := p.Info(id)
 	storedLocked, kept := p.predictions(id)
-	ok := p.integrity()
+	ok := p.localIntegrity()
 	release()
 	row := p.localRow(id)
 	if info.State != rundir.StateError || info.ErrorCode != "store_failed" || !info.WritebackPending ||
