@@ -392,8 +392,10 @@ func (p *project) localLockedFit() (id string, release func()) {
 // costs nothing: success, every prediction in the store; a lock held 30 s
 // outlasts it: error (store_failed) in run.json, naming the lock
 // ("database is locked"), writeback_pending, predictions.jsonl kept and
-// none half-written; once the lock is gone, potato-dispatch writeback
-// writes them all and run.json, the store and the page say success.
+// none half-written; once the lock is gone, the next command records the
+// run's end, and run.json, the store and the page say error
+// (store_failed); potato-dispatch writeback then writes them all and the
+// three say success.
 func TestLocalStoreLocked(t *testing.T) {
 	p := newProject(t, "", 2000, 200, "")
 
@@ -425,8 +427,10 @@ func TestLocalStoreLocked(t *testing.T) {
 	info := p.Info(id)
 	storedLocked, kept := p.predictions(id)
 	ok := p.localIntegrity()
-	release()
 	row := p.localRow(id)
+	release()
+	// Once the lock is gone, the next command records the run's end.
+	end := p.settled(id, rundir.StateError, "store_failed", 30*time.Second)
 	if info.State != rundir.StateError || info.ErrorCode != "store_failed" || !info.WritebackPending ||
 		!strings.Contains(info.Error, "database is locked") {
 		t.Errorf("run.json under the lock: %s/%s pending=%v %q", info.State, info.ErrorCode, info.WritebackPending, info.Error)
@@ -442,6 +446,6 @@ func TestLocalStoreLocked(t *testing.T) {
 	f = p.settled(id, rundir.StateSuccess, "", 30*time.Second)
 	record(t, "store locked 30 s at the write-back",
 		`error/store_failed "database is locked", writeback_pending, predictions.jsonl kept; writeback applies them`,
-		fmt.Sprintf("run.json %s/%s %q, writeback_pending %t; integrity %s; %d in the store, %d kept; the store's row %s until writeback; after writeback %d stored, %s",
-			info.State, info.ErrorCode, info.Error, info.WritebackPending, ok, storedLocked, kept, row, stored, f))
+		fmt.Sprintf("run.json %s/%s %q, writeback_pending %t; integrity %s; %d in the store, %d kept; the store's row %s under the lock, then %s; after writeback %d stored, %s",
+			info.State, info.ErrorCode, info.Error, info.WritebackPending, ok, storedLocked, kept, row, end, stored, f))
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -245,13 +246,18 @@ func number(v any) (float64, bool) {
 // settleLost ends the runs whose dispatch is gone (killed with SIGKILL, or
 // its machine restarted): run.json and Potato's store get the terminal
 // state error, error_code dispatch_lost, once (rundir.SettleLost). A store
-// that cannot be written is noted in the run's store_error.
+// that cannot be written is noted in the run's store_error. It also writes
+// the end of a finished run that the store refused (recordEnd).
 func settleLost(cfg *config.Config, root *rundir.Root) {
 	infos, err := root.List()
 	if err != nil {
 		return
 	}
 	for _, info := range infos {
+		if info.Finished && info.StoreError != "" {
+			recordEnd(cfg, root, info.RunID)
+			continue
+		}
 		if !info.Gone {
 			continue
 		}
@@ -273,6 +279,30 @@ func settleLost(cfg *config.Config, root *rundir.Root) {
 		}
 	}
 }
+
+// recordEnd writes the end of a finished run into Potato's store, which
+// refused it when the run ended (store_error: locked longer than the busy
+// timeout, read-only), so that the store stops showing as running a run
+// that has ended. A pending run's predictions still wait for
+// potato-dispatch writeback.
+func recordEnd(cfg *config.Config, root *rundir.Root, id string) {
+	end := ""
+	err := root.Edit(id, func(rec *rundir.Record, finished bool) error {
+		if !finished || rec.StoreError == "" {
+			return errNoChange
+		}
+		if err := recordRun(cfg, root, *rec); err != nil {
+			return err
+		}
+		rec.StoreError, end = "", rec.State+" ("+rec.ErrorCode+")"
+		return nil
+	})
+	if err == nil {
+		appendLog(root, id, fmt.Sprintf("the run's end, %s, is now in %s", end, StorePath(cfg)))
+	}
+}
+
+var errNoChange = errors.New("no change")
 
 // appendLog adds a line to a run's run.log as Run.Logf does, for a run
 // that no dispatch holds.

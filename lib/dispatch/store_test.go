@@ -252,7 +252,8 @@ func predictionRows(t *testing.T, db *sql.DB) []string {
 
 // The fault: the store turns read-only while the run trains. Expected:
 // the run fails with store_failed and says so, its predictions stay in
-// the run directory, and potato-dispatch writeback applies them once the
+// the run directory, the next command records the run's end in the store
+// once it can be written, and potato-dispatch writeback applies them once the
 // store can be written, as often as it is called, with the same result.
 func TestStoreFailureThenWriteback(t *testing.T) {
 	dir, cfg := project(t, 60, 50, "")
@@ -301,6 +302,18 @@ echo '{"v":1,"event":"result","status":"success","predictions_file":"predictions
 	}
 	if os.Geteuid() != 0 {
 		os.Chmod(store, 0o644)
+	}
+
+	// Once the store can be written, the next command records the run's
+	// end in it; the predictions still wait for writeback.
+	if r := run(t, "status", cfg); r.code != 0 {
+		t.Fatalf("status: %d %s", r.code, r.stderr)
+	}
+	checkRunRow(t, db, id, "error")
+	var ecode string
+	db.QueryRow(`SELECT error_code FROM training_runs WHERE run_id = ?`, id).Scan(&ecode)
+	if info := read(t, dir, id); ecode != "store_failed" || info.StoreError != "" || !info.WritebackPending {
+		t.Errorf("after status: the store says error_code %q; run.json store_error %q, pending %v", ecode, info.StoreError, info.WritebackPending)
 	}
 
 	var rows []string
