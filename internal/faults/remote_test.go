@@ -140,8 +140,8 @@ func (p *project) remoteWriteback(id string) string {
 // the run's predictions.jsonl; the ssh master and its sessions die with
 // the dispatch and no process of the run is left on the host; the job
 // directory, with the model, stays on the host (nobody is left to remove
-// it); the next run succeeds. What potato-dispatch writeback makes of the
-// run is recorded.
+// it); potato-dispatch writeback then writes every prediction into the
+// store; the next run succeeds.
 func TestRemoteKillDispatchDuringCopyBack(t *testing.T) {
 	sd := testcli.SSHD(t)
 	p, remoteDir := remoteSSHProject(t, "potato-test", sd+"/ssh_config")
@@ -183,8 +183,11 @@ func TestRemoteKillDispatchDuringCopyBack(t *testing.T) {
 	}
 	wb := p.remoteWriteback(id)
 	storedAfter, _ := p.predictions(id)
+	if storedAfter != kept || !strings.Contains(wb, "now success") {
+		t.Errorf("writeback stored %d of %d predictions: %s", storedAfter, kept, wb)
+	}
 	record(t, "kill -9 of the ssh dispatch during the copy back",
-		"error/dispatch_lost everywhere; predictions whole in predictions.jsonl; no process of the run left; next run succeeds",
+		"error/dispatch_lost everywhere; predictions whole in predictions.jsonl, all stored by writeback; no process of the run left; next run succeeds",
 		fmt.Sprintf("%s; killed at %d of %d MB; %d predictions produced, %d kept, %d stored; writeback: %d stored after (%q); model %s; %d forwarded socket(s) left in /tmp; %d processes left; %s",
 			f, int64(at.Progress.Current)>>20, int64(at.Progress.Total)>>20, produced, kept, stored, storedAfter, wb, model, len(socks), len(left), p.nextRunSucceeds()))
 }

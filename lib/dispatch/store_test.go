@@ -448,8 +448,8 @@ func TestKilledDispatchIsSettled(t *testing.T) {
 // error (dispatch_lost) with writeback_pending, and potato-dispatch
 // writeback writes its predictions and makes it the success it would have
 // been; a run lost
-// before its predictions were collected (no artifact_uri) stays an error,
-// with no prelabels.
+// before its predictions were in the run directory stays an error, with
+// no prelabels.
 func TestWritebackOfARunLostInItsWriteback(t *testing.T) {
 	dir, cfg := project(t, 60, 50, "")
 	db := openDB(t, potatoStore(t, dir))
@@ -466,6 +466,7 @@ func TestWritebackOfARunLostInItsWriteback(t *testing.T) {
 		rec.State, rec.Step, rec.ExitCode, rec.FinishedAt, rec.Writeback, rec.Heldout, rec.Metrics = rundir.StateFetching, "collecting the predictions", nil, nil, nil, nil, nil
 		if !collected {
 			rec.ArtifactURI = ""
+			os.Remove(filepath.Join(root(dir).RunDir(id), rundir.PredictionsFile))
 		}
 		b, _ := json.Marshal(rec)
 		if err := rundir.WriteFileAtomic(filepath.Join(root(dir).RunDir(id), "run.json"), b, 0o644); err != nil {

@@ -185,6 +185,11 @@ func Writeback(configPath, id string) (string, error) {
 		msg := fmt.Sprintf("run %s: %s recorded in %s", id, rec.State, StorePath(cfg))
 		if rec.WritebackPending {
 			msg = fmt.Sprintf("run %s: was %s, now success in %s", id, was, StorePath(cfg))
+			if rec.ArtifactURI == "" {
+				// Lost while it copied the model back: the predictions are
+				// whole, the model files may not be.
+				msg += "; its model files did not all come back to " + filepath.Join(dir, rundir.ArtifactsDir)
+			}
 		}
 		if published != "" {
 			msg += "; " + published

@@ -630,10 +630,12 @@ func (r *Root) SettleLost(id string, store func(Record) error) (bool, error) {
 		rec.Step = "failed: " + GoneError
 		rec.FinishedAt, rec.ExitCode = &now, &code
 		rec.StoreError = ""
-		// A dispatch records artifact_uri once the predictions are whole
-		// in the run directory: lost after that, in its write-back, it
-		// leaves them for potato-dispatch writeback.
-		if _, err := os.Stat(filepath.Join(r.RunDir(id), PredictionsFile)); err == nil && rec.ArtifactURI != "" {
+		// predictions.jsonl is in the run directory only whole: a local
+		// run's is renamed there in the collection, a remote run's is
+		// stored by rename once its upload ended, after the trainer's
+		// result. A dispatch lost after that (copying the model back,
+		// writing back) leaves them for potato-dispatch writeback.
+		if _, err := os.Stat(filepath.Join(r.RunDir(id), PredictionsFile)); err == nil {
 			rec.WritebackPending = true
 		}
 		if store != nil {

@@ -173,16 +173,21 @@ func TestSettleLost(t *testing.T) {
 	}
 }
 
-// A run lost after it collected its predictions (artifact_uri recorded,
-// predictions.jsonl there) is settled pending write-back; one lost before
-// is not.
+// A run lost once its predictions.jsonl is in the run directory (which
+// it is only whole) is settled pending write-back, whether or not it had
+// recorded its artifact_uri (lost copying the model back); one lost
+// before is not.
 func TestSettleLostAfterCollect(t *testing.T) {
 	root, _ := Open(t.TempDir())
-	for _, collected := range []bool{true, false} {
+	for _, c := range []struct {
+		predictions, uri, pending bool
+	}{{true, true, true}, {true, false, true}, {false, false, false}} {
 		lost, _ := root.Create(Record{Trainer: "t"})
 		lost.Update(func(r *Record) { r.State = StateFetching })
-		os.WriteFile(lost.Path(PredictionsFile), []byte("{}\n"), 0o644)
-		if collected {
+		if c.predictions {
+			os.WriteFile(lost.Path(PredictionsFile), []byte("{}\n"), 0o644)
+		}
+		if c.uri {
 			lost.Update(func(r *Record) { r.ArtifactURI = "file:///x" })
 		}
 		lost.Close()
@@ -191,8 +196,8 @@ func TestSettleLostAfterCollect(t *testing.T) {
 			t.Fatalf("SettleLost: %v %v", ok, err)
 		}
 		info, _ := root.Read(lost.ID)
-		if info.WritebackPending != collected || pending != collected || info.ErrorCode != CodeLost {
-			t.Errorf("collected %v: run.json %s pending=%v, the store got pending=%v", collected, info.ErrorCode, info.WritebackPending, pending)
+		if info.WritebackPending != c.pending || pending != c.pending || info.ErrorCode != CodeLost {
+			t.Errorf("%+v: run.json %s pending=%v, the store got pending=%v", c, info.ErrorCode, info.WritebackPending, pending)
 		}
 	}
 }
