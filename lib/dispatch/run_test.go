@@ -14,8 +14,8 @@ import (
 	"potato-training/lib/rundir"
 )
 
-// These tests call dispatch.Run in the test process; the runs of the
-// potato-dispatch binary are cmd/potato-dispatch's tests.
+// This package's tests call it in the test process; the tests that run
+// the potato-dispatch binary are in cmd/potato-dispatch.
 
 func project(t *testing.T, n, labelled int, extra string) (dir, cfg string) {
 	dir = t.TempDir()
