@@ -1,4 +1,4 @@
-package ssh_test
+package main
 
 // These tests run whole runs through the system's ssh against the real
 // sshd that scripts/test-sshd starts on loopback. The GPUs are a fake
@@ -28,19 +28,19 @@ import (
 
 func sshdDir(t *testing.T) string { return testcli.SSHD(t) }
 
-type env struct {
+type sshEnv struct {
 	*testproject.Runs
 	t         *testing.T
 	fakes     string // the remote PATH's first directory
 	remoteDir string
 }
 
-// setup writes a project whose default backend "gpu" is the test sshd.
+// sshSetup writes a project whose default backend "gpu" is the test sshd.
 // gpus is the fake nvidia-smi's listing ("" = no nvidia-smi at all);
 // backend holds extra keys of the backend; extra of model_training.
-func setup(t *testing.T, gpus, backend, extra string) *env {
+func sshSetup(t *testing.T, gpus, backend, extra string) *sshEnv {
 	sd := sshdDir(t)
-	e := &env{t: t, fakes: testcli.SharedDir(t, 0o755), remoteDir: testcli.SharedDir(t, 0o777), Runs: &testproject.Runs{T: t,
+	e := &sshEnv{t: t, fakes: testcli.SharedDir(t, 0o755), remoteDir: testcli.SharedDir(t, 0o777), Runs: &testproject.Runs{T: t,
 		Bin: testcli.Binaries(t), Dir: t.TempDir(), Env: []string{"POTATO_TRAINING_STALL_TIMEOUT_S=2"}}}
 	if gpus != "" {
 		fakebin.NvidiaSMI(t, e.fakes, gpus)
@@ -62,7 +62,7 @@ func setup(t *testing.T, gpus, backend, extra string) *env {
 const twoGPUs = "0, GPU-aaaa, NVIDIA H200, 143771, 9000, 80, 9.0\n1, GPU-bbbb, NVIDIA H200, 143771, 120000, 5, 9.0\n"
 
 func TestRunEndToEndAndCodeReuse(t *testing.T) {
-	e := setup(t, twoGPUs, "", "")
+	e := sshSetup(t, twoGPUs, "", "")
 	r := e.Run("--trainer", "tfidf-logreg", "--schemas", "sentiment")
 	if r.Code != 0 {
 		t.Fatalf("exit %d: %s\n%s", r.Code, r.Stderr, e.File(r.ID, "run.log"))
@@ -101,7 +101,7 @@ func TestRunEndToEndAndCodeReuse(t *testing.T) {
 // The token reaches the agent on standard input only: no process of the
 // remote user has it in its argv or environment, and no log holds it.
 func TestTokenNeverOnACommandLineOrInALog(t *testing.T) {
-	e := setup(t, "", "", "")
+	e := sshSetup(t, "", "", "")
 	tr := testproject.Trainer(t, testcli.SharedDir(t, 0o755), `echo '{"v":1,"event":"status","state":"fitting","step":"holding"}'
 sleep 3
 `+testproject.ResultLines)
@@ -166,7 +166,7 @@ sleep 3
 }
 
 func TestKeyRefusedFailsAtOnce(t *testing.T) {
-	e := setup(t, "", "", "")
+	e := sshSetup(t, "", "", "")
 	cfg, _ := os.ReadFile(e.Config)
 	os.WriteFile(e.Config, bytes.Replace(cfg, []byte("host: potato-test\n"), []byte("host: potato-test-pw\n"), 1), 0o644)
 	r := e.Run("--trainer", "tfidf-logreg", "--schemas", "sentiment")
@@ -190,7 +190,7 @@ func TestGPUChoice(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			e := setup(t, c.gpus, c.backend, "")
+			e := sshSetup(t, c.gpus, c.backend, "")
 			r := e.Run("--trainer", "tfidf-logreg", "--schemas", "sentiment")
 			info := e.Info(r.ID)
 			if c.err != "" {
@@ -218,7 +218,7 @@ func TestGPUWithoutTorchKernels(t *testing.T) {
 	os.WriteFile(filepath.Join(py, "torch", "version.py"), []byte("cuda = '12.4'\n"), 0o644)
 	os.WriteFile(filepath.Join(py, "torch", "cuda", "__init__.py"), []byte("def get_arch_list():\n    return ['sm_80', 'sm_86']\ndef is_available():\n    return True\n"), 0o644)
 	gpus := "0, GPU-aaaa, NVIDIA A100, 81920, 70000, 0, 8.0\n1, GPU-bbbb, NVIDIA H200, 143771, 140000, 0, 9.0\n"
-	e := setup(t, gpus, "", "")
+	e := sshSetup(t, gpus, "", "")
 	cfg, _ := os.ReadFile(e.Config)
 	os.WriteFile(e.Config, bytes.Replace(cfg, []byte("env: {PATH:"), []byte("env: {PYTHONPATH: \""+py+"\", PATH:"), 1), 0o644)
 	r := e.Run("--trainer", "tfidf-logreg", "--schemas", "sentiment")
@@ -227,7 +227,7 @@ func TestGPUWithoutTorchKernels(t *testing.T) {
 	if r.Code != 0 || info.Device != "cuda:1" || strings.Contains(log, "no kernels") {
 		t.Errorf("exit %d device %q\n%s", r.Code, info.Device, log)
 	}
-	e2 := setup(t, "0, GPU-bbbb, NVIDIA H200, 143771, 140000, 0, 9.0\n", "", "")
+	e2 := sshSetup(t, "0, GPU-bbbb, NVIDIA H200, 143771, 140000, 0, 9.0\n", "", "")
 	cfg, _ = os.ReadFile(e2.Config)
 	os.WriteFile(e2.Config, bytes.Replace(cfg, []byte("env: {PATH:"), []byte("env: {PYTHONPATH: \""+py+"\", PATH:"), 1), 0o644)
 	r = e2.Run("--trainer", "tfidf-logreg", "--schemas", "sentiment")
@@ -242,7 +242,7 @@ func TestGPUWithoutTorchKernels(t *testing.T) {
 // warning; the built-in trainer still gets a GPU.
 func TestTorchTrainerOnACPUTorchHost(t *testing.T) {
 	requireTorch(t)
-	e := setup(t, twoGPUs, "", "")
+	e := sshSetup(t, twoGPUs, "", "")
 	r := e.Run("--trainer", "hf-text-classification", "--param", "model=builtin:ngram", "--param", "epochs=2", "--schemas", "sentiment")
 	info := e.Info(r.ID)
 	log := e.File(r.ID, "run.log")
@@ -274,7 +274,7 @@ func requireTorch(t *testing.T) {
 // reaches the agent in its next reply, the run ends cancelled after
 // grace_seconds, and the trainer is killed.
 func TestCancelATrainerThatIgnoresTERM(t *testing.T) {
-	e := setup(t, "", "", "")
+	e := sshSetup(t, "", "", "")
 	marker := testcli.SharedDir(t, 0o777)
 	tr := testproject.Trainer(t, testcli.SharedDir(t, 0o755), `trap '' TERM
 echo $$ > `+marker+`/pid
@@ -297,8 +297,8 @@ while :; do sleep 0.2; done`)
 
 // The fault: the agent stops answering (SIGSTOP: a hung agent). Expected:
 // F6 after heartbeat_timeout_s, and agent.log kept.
-func TestSilentAgentFailsTheRun(t *testing.T) {
-	e := setup(t, "", "", "")
+func TestSSHSilentAgentFailsTheRun(t *testing.T) {
+	e := sshSetup(t, "", "", "")
 	tr := testproject.Trainer(t, testcli.SharedDir(t, 0o755), `echo '{"v":1,"event":"status","state":"fitting","step":"working"}'
 sleep 60`)
 	id := e.Detach("--trainer", tr, "--schemas", "sentiment")
@@ -327,7 +327,7 @@ sleep 60`)
 // The fault: the ssh session is killed mid-run. Expected: the run fails
 // naming the session, and the agent stops its trainer (stdin EOF).
 func TestSSHSessionKilled(t *testing.T) {
-	e := setup(t, "", "", "")
+	e := sshSetup(t, "", "", "")
 	marker := testcli.SharedDir(t, 0o777)
 	tr := testproject.Trainer(t, testcli.SharedDir(t, 0o755), `echo $$ > `+marker+`/pid
 echo '{"v":1,"event":"status","state":"fitting","step":"working"}'
@@ -357,7 +357,7 @@ sleep 60`)
 // run log; the small one and the one over 16 MiB, which comes on a session
 // of its own, come back whole; the job directory is kept.
 func TestArtifactOverTheLimit(t *testing.T) {
-	e := setup(t, "", "      max_artifact_mb: 20\n", "")
+	e := sshSetup(t, "", "      max_artifact_mb: 20\n", "")
 	tr := testproject.Trainer(t, testcli.SharedDir(t, 0o755), `mkdir -p artifacts/sub
 head -c 22000000 /dev/zero > artifacts/big.bin
 head -c 17000000 /dev/urandom > artifacts/sub/direct.bin
@@ -396,7 +396,7 @@ echo small > artifacts/small.txt
 // (fetchwrapper_potatotest.go). The stall timeout is 2 s here. The
 // predictions are kept and published; the model stays on the host.
 func TestStalledCopy(t *testing.T) {
-	e := setup(t, "", "", "")
+	e := sshSetup(t, "", "", "")
 	wrapper := filepath.Join(e.fakes, "slow-sender")
 	pidFile := filepath.Join(e.remoteDir, "sleep.pid")
 	os.WriteFile(wrapper, []byte("#!/bin/sh\nsleep 30 & echo $! > "+pidFile+"\nwait $!\nexec \"$@\"\n"), 0o755)
@@ -478,7 +478,7 @@ func wheel(t *testing.T, dir string) string {
 // reused by the next run (SPEC S3).
 func TestPackagesVenv(t *testing.T) {
 	whl := wheel(t, testcli.SharedDir(t, 0o755))
-	e := setup(t, "", "      python: /usr/bin/python3\n      packages: [\""+whl+"\"]\n", "")
+	e := sshSetup(t, "", "      python: /usr/bin/python3\n      packages: [\""+whl+"\"]\n", "")
 	r := e.Run("--trainer", "tfidf-logreg", "--schemas", "sentiment")
 	log := e.File(r.ID, "run.log")
 	if r.Code != 0 || !strings.Contains(log, "packages: made venv-") {
@@ -506,7 +506,7 @@ func TestPackagesVenv(t *testing.T) {
 // of the remote user, and nothing of the run is left there afterwards but
 // the code.
 func TestDefaultRemoteDir(t *testing.T) {
-	e := setup(t, "", "", "")
+	e := sshSetup(t, "", "", "")
 	cfg, _ := os.ReadFile(e.Config)
 	os.WriteFile(e.Config, bytes.Replace(cfg, []byte("      remote_dir: "+e.remoteDir+"\n"), nil, 1), 0o644)
 	home := "/home/potatotest/.cache/potato-training"
@@ -526,12 +526,10 @@ func TestDefaultRemoteDir(t *testing.T) {
 	}
 }
 
-func TestMain(m *testing.M) { os.Exit(testcli.Main(m)) }
-
 // A relative remote_dir is taken from the remote home directory, as scp
 // takes one, not from the job directory the agent runs in.
 func TestRelativeRemoteDir(t *testing.T) {
-	e := setup(t, "", "", "")
+	e := sshSetup(t, "", "", "")
 	rel := "potato-rel-" + filepath.Base(e.Dir)
 	cfg, _ := os.ReadFile(e.Config)
 	os.WriteFile(e.Config, bytes.Replace(cfg, []byte("      remote_dir: "+e.remoteDir+"\n"), []byte("      remote_dir: "+rel+"\n"), 1), 0o644)

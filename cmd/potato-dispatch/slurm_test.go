@@ -1,4 +1,4 @@
-package slurm_test
+package main
 
 // These tests run whole runs through the system's ssh against the real
 // sshd of scripts/test-sshd: the agent on the "login node" (user
@@ -27,8 +27,6 @@ import (
 	"potato-training/internal/testproject"
 	"potato-training/lib/rundir"
 )
-
-func TestMain(m *testing.M) { os.Exit(testcli.Main(m)) }
 
 type user struct{ uid, gid int }
 
@@ -153,18 +151,18 @@ func (c *cluster) state(id string) string {
 	return string(m[1])
 }
 
-type env struct {
+type slurmEnv struct {
 	*testproject.Runs
 	t         *testing.T
 	c         *cluster
 	remoteDir string
 }
 
-// setup writes a project whose default backend "cluster" is a SLURM
+// slurmSetup writes a project whose default backend "cluster" is a SLURM
 // login node reached over the test sshd; backend holds more keys.
-func setup(t *testing.T, c *cluster, backend string) *env {
+func slurmSetup(t *testing.T, c *cluster, backend string) *slurmEnv {
 	sd := testcli.SSHD(t)
-	e := &env{t: t, c: c, remoteDir: sharedDir(t, "/home/potatotest"),
+	e := &slurmEnv{t: t, c: c, remoteDir: sharedDir(t, "/home/potatotest"),
 		Runs: &testproject.Runs{T: t, Bin: testcli.Binaries(t), Dir: t.TempDir()}}
 	path := "/usr/local/bin:/usr/bin:/bin"
 	if c.bin != "" {
@@ -195,13 +193,13 @@ func setup(t *testing.T, c *cluster, backend string) *env {
 	return e
 }
 
-func (e *env) wait(id string) rundir.Info {
+func (e *slurmEnv) wait(id string) rundir.Info {
 	e.t.Helper()
 	return e.Wait(id, 90*time.Second)
 }
 
 // jobID is the SLURM job of a run, from its run log.
-func (e *env) jobID(id string) string {
+func (e *slurmEnv) jobID(id string) string {
 	m := regexp.MustCompile(`Submitted SLURM job (\d+)`).FindStringSubmatch(e.File(id, "run.log"))
 	if m == nil {
 		return ""
@@ -209,7 +207,7 @@ func (e *env) jobID(id string) string {
 	return m[1]
 }
 
-func (e *env) waitJob(id string) string {
+func (e *slurmEnv) waitJob(id string) string {
 	e.t.Helper()
 	testproject.WaitFor(e.t, "the submission", func() bool { return e.jobID(id) != "" || e.Info(id).Finished })
 	j := e.jobID(id)
@@ -219,9 +217,9 @@ func (e *env) waitJob(id string) string {
 	return j
 }
 
-func (e *env) logHas(id, text string) bool { return strings.Contains(e.File(id, "run.log"), text) }
+func (e *slurmEnv) logHas(id, text string) bool { return strings.Contains(e.File(id, "run.log"), text) }
 
-func (e *env) dump(id string) string {
+func (e *slurmEnv) dump(id string) string {
 	return "run.log:\n" + e.File(id, "run.log") + "\nagent.log:\n" + e.File(id, "agent.log")
 }
 
@@ -243,7 +241,7 @@ while [ $i -lt 600 ]; do sleep 0.2; i=$((i+1)); done
 // slowBuiltin is the built-in trainer after a pause of 2 s, so that a
 // squeue poll sees its job running: the agent's worker on the host, run
 // on the same spec with the trainer's name put back.
-func slowBuiltin(t *testing.T, e *env) string {
+func slowBuiltin(t *testing.T, e *slurmEnv) string {
 	return testproject.Trainer(t, sharedDir(t, "/tmp"), `sleep 2
 sed 's|"trainer": *"[^"]*"|"trainer": "tfidf-logreg"|' "$2" >spec-builtin.json
 exec "$(ls `+e.remoteDir+`/code/*/potato-agent | head -n 1)" worker --spec spec-builtin.json`)
@@ -251,7 +249,7 @@ exec "$(ls `+e.remoteDir+`/code/*/potato-agent | head -n 1)" worker --spec spec-
 
 func TestEndToEndPendingThenRunning(t *testing.T) {
 	c := shim(t, 1)
-	e := setup(t, c, "      gres: gpu:1\n      time: \"10:00\"\n      partition: debug\n      job_python: /usr/bin/python3\n")
+	e := slurmSetup(t, c, "      gres: gpu:1\n      time: \"10:00\"\n      partition: debug\n      job_python: /usr/bin/python3\n")
 	_, unblock := c.blocker()
 	defer unblock()
 	id := e.Detach("--trainer", slowBuiltin(t, e), "--schemas", "sentiment")
@@ -301,7 +299,7 @@ func TestEndToEndPendingThenRunning(t *testing.T) {
 // job between two polls of squeue).
 func TestStepLineStaysTheTrainers(t *testing.T) {
 	c := shim(t, 1)
-	e := setup(t, c, "")
+	e := slurmSetup(t, c, "")
 	_, unblock := c.blocker()
 	defer unblock()
 	id := e.Detach("--trainer", sleeper(t, true), "--schemas", "sentiment")
@@ -318,7 +316,7 @@ func TestStepLineStaysTheTrainers(t *testing.T) {
 
 func TestCancelWhilePending(t *testing.T) {
 	c := shim(t, 1)
-	e := setup(t, c, "")
+	e := slurmSetup(t, c, "")
 	_, unblock := c.blocker()
 	defer unblock()
 	id := e.Detach("--trainer", "tfidf-logreg", "--schemas", "sentiment")
@@ -361,9 +359,9 @@ func TestCancelWhileRunningTrappingTERM(t *testing.T) {
 // cancelWhileRunning cancels a run whose training process, a sleeper
 // that traps TERM or not, is working, and checks that the run ends
 // cancelled.
-func cancelWhileRunning(t *testing.T, trap bool) (c *cluster, e *env, id, job string) {
+func cancelWhileRunning(t *testing.T, trap bool) (c *cluster, e *slurmEnv, id, job string) {
 	c = shim(t, 2)
-	e = setup(t, c, "")
+	e = slurmSetup(t, c, "")
 	id = e.Detach("--trainer", sleeper(t, trap), "--schemas", "sentiment")
 	job = e.waitJob(id)
 	testproject.WaitFor(t, "the trainer", func() bool { return e.Info(id).Step == "working" })
@@ -393,7 +391,7 @@ func TestSchedulerEndsTheJob(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			c := shim(t, 2)
-			e := setup(t, c, tc.backend)
+			e := slurmSetup(t, c, tc.backend)
 			id := e.Detach("--trainer", sleeper(t, true), "--schemas", "sentiment")
 			job := e.waitJob(id)
 			testproject.WaitFor(t, "the trainer", func() bool { return e.Info(id).Step == "working" || e.Info(id).Finished })
@@ -419,7 +417,7 @@ func TestSchedulerEndsTheJob(t *testing.T) {
 // says so and the run keeps waiting, then succeeds on the second attempt.
 func TestRequeuedJobRunsAgain(t *testing.T) {
 	c := shim(t, 2)
-	e := setup(t, c, "")
+	e := slurmSetup(t, c, "")
 	marker := sharedDir(t, "/tmp")
 	os.Chmod(marker, 0o777)
 	// The first attempt works until it is stopped; the second finishes.
@@ -447,7 +445,7 @@ fi
 // shell was killed): the run fails saying so; success is never guessed.
 func TestJobVanishesBeforeExitCode(t *testing.T) {
 	c := shim(t, 2)
-	e := setup(t, c, "")
+	e := slurmSetup(t, c, "")
 	tr := testproject.Trainer(t, sharedDir(t, "/tmp"), testproject.ResultLines+`
 kill -KILL $PPID`)
 	id := e.Detach("--trainer", tr, "--schemas", "sentiment")
@@ -461,7 +459,7 @@ kill -KILL $PPID`)
 // so the GPU is released.
 func TestSSHSessionKilledCancelsTheJob(t *testing.T) {
 	c := shim(t, 2)
-	e := setup(t, c, "")
+	e := slurmSetup(t, c, "")
 	id := e.Detach("--trainer", sleeper(t, true), "--schemas", "sentiment")
 	job := e.waitJob(id)
 	testproject.WaitFor(t, "the trainer", func() bool { return e.Info(id).Step == "working" })
@@ -508,7 +506,7 @@ func TestNoSbatchOnPath(t *testing.T) {
 		os.Symlink(filepath.Join("/usr/bin", de.Name()), filepath.Join(c.bin, de.Name()))
 	}
 	c.onlyBin = true
-	e := setup(t, c, "")
+	e := slurmSetup(t, c, "")
 	r := e.Run("--trainer", "tfidf-logreg", "--schemas", "sentiment")
 	want := "potato-test has no sbatch on PATH, so it cannot submit jobs"
 	if r.Code != 1 || !strings.Contains(e.Info(r.ID).Error, want) {
@@ -530,7 +528,7 @@ func TestNoSbatchOnPath(t *testing.T) {
 
 func TestCheckCluster(t *testing.T) {
 	c := shim(t, 1)
-	e := setup(t, c, "      job_python: /opt/conda/bin/python3\n      gres: gpu:1\n")
+	e := slurmSetup(t, c, "      job_python: /opt/conda/bin/python3\n      gres: gpu:1\n")
 	var out bytes.Buffer
 	cmd := e.Command("potato-check", "cluster", e.Config)
 	cmd.Stdout, cmd.Stderr = &out, os.Stderr
@@ -545,8 +543,8 @@ func TestCheckCluster(t *testing.T) {
 	}
 }
 
-// real is the single-node SLURM of scripts/test-slurm.
-func real(t *testing.T) *cluster {
+// realSLURM is the single-node SLURM of scripts/test-slurm.
+func realSLURM(t *testing.T) *cluster {
 	t.Helper()
 	dir := testcli.SLURM(t)
 	// The cluster may be shared: a test cancels only the jobs it made
@@ -572,8 +570,8 @@ func (c *cluster) node() string {
 // The whole sequence on the real scheduler: submission with its options,
 // PENDING while both GPUs are taken, RUNNING, events relayed, success.
 func TestRealSubmitQueueRelay(t *testing.T) {
-	c := real(t)
-	e := setup(t, c, "      gres: gpu:1\n      time: \"10:00\"\n")
+	c := realSLURM(t)
+	e := slurmSetup(t, c, "      gres: gpu:1\n      time: \"10:00\"\n")
 	_, unblock := c.blocker("--gres=gpu:2")
 	defer unblock()
 	id := e.Detach("--trainer", slowBuiltin(t, e), "--schemas", "sentiment")
@@ -600,8 +598,8 @@ func TestRealSubmitQueueRelay(t *testing.T) {
 }
 
 func TestRealCancel(t *testing.T) {
-	c := real(t)
-	e := setup(t, c, "")
+	c := realSLURM(t)
+	e := slurmSetup(t, c, "")
 	id := e.Detach("--trainer", sleeper(t, true), "--schemas", "sentiment")
 	job := e.waitJob(id)
 	testproject.WaitFor(t, "the trainer", func() bool { return e.Info(id).Step == "working" })
@@ -621,8 +619,8 @@ func TestRealCancel(t *testing.T) {
 // A one-minute time limit, which the real scheduler enforces within
 // about 74 to 86 s.
 func TestRealTimeLimit(t *testing.T) {
-	c := real(t)
-	e := setup(t, c, "      time: \"1\"\n")
+	c := realSLURM(t)
+	e := slurmSetup(t, c, "      time: \"1\"\n")
 	id := e.Detach("--trainer", sleeper(t, true), "--schemas", "sentiment")
 	job := e.waitJob(id)
 	info := e.Wait(id, 240*time.Second)
@@ -634,8 +632,8 @@ func TestRealTimeLimit(t *testing.T) {
 }
 
 func TestRealExternalScancel(t *testing.T) {
-	c := real(t)
-	e := setup(t, c, "")
+	c := realSLURM(t)
+	e := slurmSetup(t, c, "")
 	id := e.Detach("--trainer", sleeper(t, true), "--schemas", "sentiment")
 	job := e.waitJob(id)
 	testproject.WaitFor(t, "the trainer", func() bool { return e.Info(id).Step == "working" })
@@ -653,8 +651,8 @@ func TestRealExternalScancel(t *testing.T) {
 // the job (Restarts=1); the run log says so, the run keeps waiting, and
 // once the node is back the second attempt finishes.
 func TestRealNodeDownRequeues(t *testing.T) {
-	c := real(t)
-	e := setup(t, c, "")
+	c := realSLURM(t)
+	e := slurmSetup(t, c, "")
 	node := c.node()
 	t.Cleanup(func() { c.asRoot("scontrol", "update", "nodename="+node, "state=resume") })
 	marker := sharedDir(t, "/tmp")

@@ -1,4 +1,4 @@
-package agent_test
+package main
 
 // Runs on an agent backend, end to end with the real binaries on
 // loopback: potato-server, potato-dispatch started detached, and
@@ -22,9 +22,7 @@ import (
 	"potato-training/lib/rundir"
 )
 
-func TestMain(m *testing.M) { os.Exit(testcli.Main(m)) }
-
-type env struct {
+type agentEnv struct {
 	*testproject.Runs
 	t      *testing.T
 	addr   string
@@ -33,10 +31,10 @@ type env struct {
 	srvLog *bytes.Buffer
 }
 
-// setup writes a project whose default backend "lab" is of type agent,
+// agentSetup writes a project whose default backend "lab" is of type agent,
 // issues its token and starts potato-server on a free loopback port.
-func setup(t *testing.T, backend string) *env {
-	e := &env{t: t, Runs: &testproject.Runs{T: t, Bin: testcli.Binaries(t), Dir: t.TempDir()}}
+func agentSetup(t *testing.T, backend string) *agentEnv {
+	e := &agentEnv{t: t, Runs: &testproject.Runs{T: t, Bin: testcli.Binaries(t), Dir: t.TempDir()}}
 	e.Config = testproject.Write(t, e.Dir, 120, 100, `  backend: lab
   backends:
     lab:
@@ -57,7 +55,7 @@ func setup(t *testing.T, backend string) *env {
 	return e
 }
 
-func (e *env) startServer() {
+func (e *agentEnv) startServer() {
 	e.t.Helper()
 	e.srvLog = &bytes.Buffer{}
 	e.srv = exec.Command(filepath.Join(e.Bin, "potato-server"), e.Config, "--listen", e.addr)
@@ -76,12 +74,12 @@ func (e *env) startServer() {
 	})
 }
 
-func (e *env) stopServer() {
+func (e *agentEnv) stopServer() {
 	e.srv.Process.Signal(syscall.SIGTERM)
 	e.srv.Wait()
 }
 
-func (e *env) wait(id string) rundir.Info {
+func (e *agentEnv) wait(id string) rundir.Info {
 	e.t.Helper()
 	return e.Wait(id, 90*time.Second)
 }
@@ -93,7 +91,7 @@ type agentProc struct {
 
 // agent starts potato-agent polling the server, the token in its
 // environment.
-func (e *env) agent(token string, args ...string) *agentProc {
+func (e *agentEnv) agent(token string, args ...string) *agentProc {
 	e.t.Helper()
 	work := e.t.TempDir()
 	cmd := exec.Command(filepath.Join(e.Bin, "potato-agent"), append([]string{"--server", "http://" + e.addr,
@@ -108,12 +106,12 @@ func (e *env) agent(token string, args ...string) *agentProc {
 	return a
 }
 
-func (e *env) dump(id string) string {
+func (e *agentEnv) dump(id string) string {
 	return "run.log:\n" + e.File(id, "run.log") + "\nserver:\n" + e.srvLog.String()
 }
 
 func TestAgentRunEndToEnd(t *testing.T) {
-	e := setup(t, "      heartbeat_timeout_s: 30\n")
+	e := agentSetup(t, "      heartbeat_timeout_s: 30\n")
 	id := e.Detach("--trainer", "tfidf-logreg", "--schemas", "sentiment")
 	testproject.WaitFor(t, "the run to wait for an agent", func() bool { return e.Info(id).Step == "waiting for an agent on lab" })
 	if st := e.Info(id).State; st != rundir.StateQueued {
@@ -149,7 +147,7 @@ func TestAgentRunEndToEnd(t *testing.T) {
 // G6: without an agent the run stays queued, then fails after
 // queue_timeout_s.
 func TestQueuedUntilQueueTimeout(t *testing.T) {
-	e := setup(t, "      queue_timeout_s: 2\n")
+	e := agentSetup(t, "      queue_timeout_s: 2\n")
 	id := e.Detach("--trainer", "tfidf-logreg", "--schemas", "sentiment")
 	info := e.wait(id)
 	if info.State != rundir.StateError || !strings.Contains(info.Error, "no agent of backend lab claimed the run within 2 seconds") {
@@ -158,7 +156,7 @@ func TestQueuedUntilQueueTimeout(t *testing.T) {
 }
 
 func TestCancelWhileWaitingForAnAgent(t *testing.T) {
-	e := setup(t, "")
+	e := agentSetup(t, "")
 	id := e.Detach("--trainer", "tfidf-logreg", "--schemas", "sentiment")
 	testproject.WaitFor(t, "the run to wait for an agent", func() bool { return e.Info(id).Step == "waiting for an agent on lab" })
 	if err := exec.Command(filepath.Join(e.Bin, "potato-dispatch"), "cancel", e.Config, id).Run(); err != nil {
@@ -171,7 +169,7 @@ func TestCancelWhileWaitingForAnAgent(t *testing.T) {
 
 // A wrong or replaced token gets 401 and nothing else.
 func TestWrongTokenGets401(t *testing.T) {
-	e := setup(t, "")
+	e := agentSetup(t, "")
 	old := e.token
 	if _, err := e.Root().IssueToken("lab", time.Now()); err != nil {
 		t.Fatal(err)
@@ -197,7 +195,7 @@ func TestWrongTokenGets401(t *testing.T) {
 
 // Two agents poll one backend: one run, one claim.
 func TestTwoAgentsOneClaims(t *testing.T) {
-	e := setup(t, "      heartbeat_timeout_s: 30\n")
+	e := agentSetup(t, "      heartbeat_timeout_s: 30\n")
 	a1 := e.agent(e.token, "--once")
 	a2 := e.agent(e.token, "--once")
 	id := e.Detach("--trainer", "tfidf-logreg", "--schemas", "sentiment")
@@ -231,7 +229,7 @@ func TestTwoAgentsOneClaims(t *testing.T) {
 // The server restarts while the run goes on: the run completes and its
 // predictions arrive (the dispatch, not the server, holds the run).
 func TestServerRestartMidRun(t *testing.T) {
-	e := setup(t, "      heartbeat_timeout_s: 60\n")
+	e := agentSetup(t, "      heartbeat_timeout_s: 60\n")
 	id := e.Detach("--trainer", "tfidf-logreg", "--schemas", "sentiment")
 	testproject.WaitFor(t, "the run to wait for an agent", func() bool { return e.Info(id).Step == "waiting for an agent on lab" })
 	e.stopServer()
@@ -249,8 +247,8 @@ func TestServerRestartMidRun(t *testing.T) {
 
 // G9 on the server's side: an agent that falls silent (stopped with
 // SIGSTOP) fails the run with the exact text.
-func TestSilentAgentFailsTheRun(t *testing.T) {
-	e := setup(t, "      heartbeat_timeout_s: 3\n")
+func TestAgentSilentAgentFailsTheRun(t *testing.T) {
+	e := agentSetup(t, "      heartbeat_timeout_s: 3\n")
 	id := e.Detach("--trainer", "tfidf-logreg", "--schemas", "sentiment", "--param", "epochs=100000")
 	a := e.agent(e.token, "--once")
 	testproject.WaitFor(t, "the claim", func() bool { return e.Info(id).State == rundir.StateRunning || e.Info(id).Finished })

@@ -1,4 +1,4 @@
-package dispatch_test
+package main
 
 import (
 	"bufio"
@@ -39,7 +39,7 @@ func runEvents(t *testing.T, dir, id string) (evs []events.Event, size int) {
 // program's own line, not a second copy of the events.
 func TestFloodingTrainerIsThrottled(t *testing.T) {
 	dir, cfg := project(t, 40, 30, "")
-	tr := trainer(t, dir, `echo 'a line of the trainer'
+	tr := trainerProgram(t, dir, `echo 'a line of the trainer'
 awk 'BEGIN { for (i = 1; i <= 20000; i++) {
   printf "{\"v\":1,\"event\":\"progress\",\"phase\":\"fit\",\"current\":%d,\"total\":30000}\n", i
   printf "{\"v\":1,\"event\":\"metric\",\"split\":\"train\",\"name\":\"loss\",\"value\":%d,\"step\":%d}\n", i, i } }'
@@ -87,10 +87,10 @@ awk 'BEGIN { for (i = 1; i <= 20000; i++) {
 func TestStatusShowsPercentAndETA(t *testing.T) {
 	dir, cfg := project(t, 40, 30, "")
 	gate := filepath.Join(dir, "go")
-	tr := trainer(t, dir, `echo '{"v":1,"event":"progress","phase":"fit","current":49994,"total":150000,"eta_s":600}'
+	tr := trainerProgram(t, dir, `echo '{"v":1,"event":"progress","phase":"fit","current":49994,"total":150000,"eta_s":600}'
 while [ ! -e '`+gate+`' ]; do sleep 0.05; done
 `+resultLines)
-	id := startDetached(t, cfg, tr)
+	id := detachRun(t, cfg, tr)
 	defer os.WriteFile(gate, nil, 0o644)
 	testproject.WaitFor(t, "the run's progress", func() bool {
 		p := read(t, dir, id).Progress

@@ -1,4 +1,4 @@
-package agent_test
+package main
 
 // Behind NAT for real: the server in one network namespace, the agent in
 // another behind a third that masquerades it (scripts/test-netns). The

@@ -1,4 +1,4 @@
-package dispatch_test
+package main
 
 import (
 	"database/sql"
@@ -57,7 +57,7 @@ func TestRetentionKeepsTheLatestModel(t *testing.T) {
 		}
 		good = append(good, strings.TrimSpace(r.stdout))
 	}
-	fail := trainer(t, dir, `echo '{"v":1,"event":"error","code":"trainer_crashed","message":"out of luck"}'
+	fail := trainerProgram(t, dir, `echo '{"v":1,"event":"error","code":"trainer_crashed","message":"out of luck"}'
 exit 1`)
 	for i := 0; i < 3; i++ {
 		r := run(t, "run", cfg, "--trainer", fail, "--schemas", "sentiment")
@@ -144,7 +144,7 @@ exit 1`)
 // stdout, no latest/ link.
 func TestLatestWithoutSuccess(t *testing.T) {
 	dir, cfg := project(t, 40, 30, "")
-	if r := run(t, "run", cfg, "--trainer", trainer(t, dir, "exit 3"), "--schemas", "sentiment"); r.code != 1 {
+	if r := run(t, "run", cfg, "--trainer", trainerProgram(t, dir, "exit 3"), "--schemas", "sentiment"); r.code != 1 {
 		t.Fatalf("failing run: exit %d", r.code)
 	}
 	r := run(t, "latest", cfg, "--schema", "sentiment")

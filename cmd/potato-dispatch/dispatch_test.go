@@ -1,8 +1,7 @@
-package dispatch_test
+package main
 
 import (
 	"bufio"
-	"context"
 	"database/sql"
 	"encoding/json"
 	"os"
@@ -12,17 +11,12 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	_ "modernc.org/sqlite"
 
 	"potato-training/internal/fakebin"
 	"potato-training/internal/testcli"
 	"potato-training/internal/testproject"
-	"potato-training/lib/backend"
-	"potato-training/lib/backend/local"
-	"potato-training/lib/config"
-	"potato-training/lib/dispatch"
 	"potato-training/lib/rundir"
 	"potato-training/lib/validate"
 )
@@ -32,7 +26,7 @@ func project(t *testing.T, n, labelled int, extra string) (dir, cfg string) {
 	return dir, testproject.Write(t, dir, n, labelled, extra)
 }
 
-func trainer(t *testing.T, dir, body string) string { return testproject.Trainer(t, dir, body) }
+func trainerProgram(t *testing.T, dir, body string) string { return testproject.Trainer(t, dir, body) }
 
 const resultLines = testproject.ResultLines
 
@@ -124,7 +118,7 @@ func TestEndToEndBuiltinTrainer(t *testing.T) {
 
 func TestQueueRunsOneAtATimeInOrder(t *testing.T) {
 	dir, cfg := project(t, 40, 30, "")
-	tr := trainer(t, dir, `echo "start $(basename "$PWD") $(date +%s%N)" >> `+dir+`/order
+	tr := trainerProgram(t, dir, `echo "start $(basename "$PWD") $(date +%s%N)" >> `+dir+`/order
 sleep 0.5
 echo "end $(basename "$PWD") $(date +%s%N)" >> `+dir+`/order
 `+resultLines)
@@ -159,7 +153,7 @@ echo "end $(basename "$PWD") $(date +%s%N)" >> `+dir+`/order
 	}
 }
 
-func startDetached(t *testing.T, cfg, tr string) string {
+func detachRun(t *testing.T, cfg, tr string) string {
 	t.Helper()
 	r := run(t, "run", cfg, "--trainer", tr, "--schemas", "sentiment", "--detach")
 	if r.code != 0 {
@@ -172,10 +166,10 @@ func startDetached(t *testing.T, cfg, tr string) string {
 // grace_seconds and the run ends cancelled (exit_code 3).
 func TestCancelKillsATrainerThatIgnoresTERM(t *testing.T) {
 	dir, cfg := project(t, 40, 30, "")
-	tr := trainer(t, dir, `trap '' TERM
+	tr := trainerProgram(t, dir, `trap '' TERM
 echo '{"v":1,"event":"status","state":"fitting","step":"ignoring TERM"}'
 while :; do sleep 0.1; done`)
-	id := startDetached(t, cfg, tr)
+	id := detachRun(t, cfg, tr)
 	testproject.WaitFor(t, "running", func() bool { return read(t, dir, id).Step == "ignoring TERM" })
 	if r := run(t, "cancel", cfg, id); r.code != 0 {
 		t.Fatalf("cancel exit %d: %s", r.code, r.stderr)
@@ -196,9 +190,9 @@ while :; do sleep 0.1; done`)
 
 func TestCancelWhileQueued(t *testing.T) {
 	dir, cfg := project(t, 40, 30, "")
-	tr := trainer(t, dir, "sleep 30")
-	first := startDetached(t, cfg, tr)
-	second := startDetached(t, cfg, tr)
+	tr := trainerProgram(t, dir, "sleep 30")
+	first := detachRun(t, cfg, tr)
+	second := detachRun(t, cfg, tr)
 	testproject.WaitFor(t, "queued behind", func() bool { return strings.Contains(read(t, dir, second).Step, first) })
 	run(t, "cancel", cfg, second)
 	testproject.WaitFor(t, "second ends", func() bool { return read(t, dir, second).Finished })
@@ -211,7 +205,7 @@ func TestCancelWhileQueued(t *testing.T) {
 
 func TestWallLimit(t *testing.T) {
 	dir, cfg := project(t, 40, 30, "  max_wall_seconds: 1\n")
-	id := startDetached(t, cfg, trainer(t, dir, "sleep 30"))
+	id := detachRun(t, cfg, trainerProgram(t, dir, "sleep 30"))
 	testproject.WaitFor(t, "the end", func() bool { return read(t, dir, id).Finished })
 	info := read(t, dir, id)
 	if info.State != rundir.StateError || info.Error != "the run did not finish within max_wall_seconds (1 s)" {
@@ -221,7 +215,7 @@ func TestWallLimit(t *testing.T) {
 
 func TestExitZeroWithoutResultFails(t *testing.T) {
 	dir, cfg := project(t, 40, 30, "")
-	r := run(t, "run", cfg, "--trainer", trainer(t, dir, "exit 0"), "--schemas", "sentiment")
+	r := run(t, "run", cfg, "--trainer", trainerProgram(t, dir, "exit 0"), "--schemas", "sentiment")
 	id := strings.TrimSpace(r.stdout)
 	info := read(t, dir, id)
 	if r.code != 1 || info.State != rundir.StateError || info.Error != "the training process ended (exit status 0) without a result" {
@@ -233,7 +227,7 @@ func TestExitZeroWithoutResultFails(t *testing.T) {
 // the kernel's OOM killer does.
 func TestKilledTrainerSaysOutOfMemory(t *testing.T) {
 	dir, cfg := project(t, 40, 30, "")
-	r := run(t, "run", cfg, "--trainer", trainer(t, dir, "kill -9 $$"), "--schemas", "sentiment")
+	r := run(t, "run", cfg, "--trainer", trainerProgram(t, dir, "kill -9 $$"), "--schemas", "sentiment")
 	info := read(t, dir, strings.TrimSpace(r.stdout))
 	if r.code != 1 || !strings.Contains(info.Error, "killed (SIGKILL), which usually means the machine ran out of memory") {
 		t.Errorf("exit %d error %q", r.code, info.Error)
@@ -242,7 +236,7 @@ func TestKilledTrainerSaysOutOfMemory(t *testing.T) {
 
 func TestMalformedEventLinesAreLog(t *testing.T) {
 	dir, cfg := project(t, 40, 30, "")
-	tr := trainer(t, dir, `echo '{"v":1,"event":"progress","phase":"fit","current":1,"total":2}'
+	tr := trainerProgram(t, dir, `echo '{"v":1,"event":"progress","phase":"fit","current":1,"total":2}'
 echo 'this is not an event'
 echo '{"v":1,"event":'
 echo '{"v":2,"event":"progress"}'
@@ -269,7 +263,7 @@ echo '{"v":1,"event":"teleport"}'
 // failed, and the queue is free for the next run.
 func TestStatusAfterDispatchIsKilled(t *testing.T) {
 	dir, cfg := project(t, 40, 30, "")
-	id := startDetached(t, cfg, trainer(t, dir, "sleep 30"))
+	id := detachRun(t, cfg, trainerProgram(t, dir, "sleep 30"))
 	testproject.WaitFor(t, "running", func() bool { return read(t, dir, id).State == rundir.StateRunning })
 	pid := read(t, dir, id).PID
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
@@ -289,7 +283,7 @@ func TestStatusAfterDispatchIsKilled(t *testing.T) {
 	if !strings.Contains(r.stdout, id) || !strings.Contains(r.stdout, "error") {
 		t.Errorf("status table:\n%s", r.stdout)
 	}
-	next := run(t, "run", cfg, "--trainer", trainer(t, dir, resultLines), "--schemas", "sentiment")
+	next := run(t, "run", cfg, "--trainer", trainerProgram(t, dir, resultLines), "--schemas", "sentiment")
 	if next.code != 0 {
 		t.Errorf("the next run did not get the queue: %d %s", next.code, next.stderr)
 	}
@@ -341,7 +335,7 @@ func TestTooFewLabelsIsValidationFailed(t *testing.T) {
 // fake trainer prints what it was given.
 func TestLimitsReachTheTrainer(t *testing.T) {
 	dir, cfg := project(t, 40, 30, "  max_ram_mb: 300\n  num_threads: 3\n")
-	tr := trainer(t, dir, `echo "limit $(ulimit -v) threads $OMP_NUM_THREADS $MKL_NUM_THREADS $OPENBLAS_NUM_THREADS device $POTATO_TRAINING_DEVICE"
+	tr := trainerProgram(t, dir, `echo "limit $(ulimit -v) threads $OMP_NUM_THREADS $MKL_NUM_THREADS $OPENBLAS_NUM_THREADS device $POTATO_TRAINING_DEVICE"
 `+resultLines)
 	r := run(t, "run", cfg, "--trainer", tr, "--schemas", "sentiment")
 	log := runLog(t, dir, strings.TrimSpace(r.stdout))
@@ -355,7 +349,7 @@ func TestLimitsReachTheTrainer(t *testing.T) {
 func TestAbsentDeviceFallsBack(t *testing.T) {
 	dir, cfg := project(t, 40, 30, "  device: cuda:1\n")
 	fake := fakebin.NvidiaSMI(t, t.TempDir(), "0, GPU-0000, NVIDIA H200, 143771, 140000, 3, 9.0\n")
-	tr := trainer(t, dir, `echo "visible $CUDA_VISIBLE_DEVICES device $POTATO_TRAINING_DEVICE"
+	tr := trainerProgram(t, dir, `echo "visible $CUDA_VISIBLE_DEVICES device $POTATO_TRAINING_DEVICE"
 `+resultLines)
 	cmd := dispatchCmd(t, "run", cfg, "--trainer", tr, "--schemas", "sentiment")
 	cmd.Env = append(cmd.Env, "PATH="+fake+":"+testcli.Binaries(t)+":"+os.Getenv("PATH"))
@@ -375,7 +369,7 @@ func TestAbsentDeviceFallsBack(t *testing.T) {
 // gracefully: the run ends cancelled and the dispatch exits 3.
 func TestInterruptCancelsTheRun(t *testing.T) {
 	dir, cfg := project(t, 40, 30, "")
-	tr := trainer(t, dir, `echo '{"v":1,"event":"status","state":"fitting","step":"sleeping"}'
+	tr := trainerProgram(t, dir, `echo '{"v":1,"event":"status","state":"fitting","step":"sleeping"}'
 sleep 30`)
 	cmd := dispatchCmd(t, "run", cfg, "--trainer", tr, "--schemas", "sentiment")
 	stdout, _ := cmd.StdoutPipe()
@@ -400,7 +394,7 @@ sleep 30`)
 // daemon's open pipe does not hold it.
 func TestDaemonHoldingStdoutDoesNotHoldTheRun(t *testing.T) {
 	dir, cfg := project(t, 40, 30, "  max_wall_seconds: 1\n")
-	id := startDetached(t, cfg, trainer(t, dir, `setsid sleep 300 &
+	id := detachRun(t, cfg, trainerProgram(t, dir, `setsid sleep 300 &
 echo $! > `+dir+`/daemon
 sleep 30`))
 	testproject.WaitFor(t, "the end", func() bool { return read(t, dir, id).Finished })
@@ -419,10 +413,10 @@ sleep 30`))
 // survivors are killed.
 func TestCancelKillsTheWholeGroup(t *testing.T) {
 	dir, cfg := project(t, 40, 30, "")
-	tr := trainer(t, dir, `sh -c 'trap "" TERM; echo $$ > `+dir+`/worker; while :; do sleep 0.2; done' &
+	tr := trainerProgram(t, dir, `sh -c 'trap "" TERM; echo $$ > `+dir+`/worker; while :; do sleep 0.2; done' &
 echo '{"v":1,"event":"status","state":"fitting","step":"with a worker"}'
 wait`)
-	id := startDetached(t, cfg, tr)
+	id := detachRun(t, cfg, tr)
 	testproject.WaitFor(t, "running", func() bool { return read(t, dir, id).Step == "with a worker" })
 	run(t, "cancel", cfg, id)
 	testproject.WaitFor(t, "the end", func() bool { return read(t, dir, id).Finished })
@@ -433,57 +427,6 @@ wait`)
 	}
 	testproject.WaitFor(t, "the worker to be killed", func() bool { return syscall.Kill(pid, 0) != nil })
 }
-
-// slowPrepare stands in for a backend whose preparation hangs (a probe
-// that never answers): a fault hard to cause for real.
-type slowPrepare struct{ backend.Backend }
-
-func (slowPrepare) Prepare(ctx context.Context, _ backend.Run) (backend.Execution, error) {
-	<-ctx.Done()
-	return nil, ctx.Err()
-}
-
-func TestLimitsApplyWhilePreparing(t *testing.T) {
-	for _, c := range []struct {
-		name, extra, state, err string
-		cancel                  bool
-	}{
-		{"wall", "  max_wall_seconds: 1\n", rundir.StateError, "the run did not finish within max_wall_seconds (1 s)", false},
-		{"cancel", "", rundir.StateCancelled, "cancelled", true},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			dir, cfg := project(t, 40, 30, c.extra)
-			ids := make(chan string, 1)
-			done := make(chan int, 1)
-			go func() {
-				code, err := dispatch.Run(context.Background(), dispatch.Options{ConfigPath: cfg, Trainer: "tfidf-logreg",
-					Schemas: []string{"sentiment"}, Started: func(id string) { ids <- id },
-					NewBackend: func(*config.Backend) (backend.Backend, error) { return slowPrepare{local.New()}, nil }})
-				if err != nil {
-					t.Error(err)
-				}
-				done <- code
-			}()
-			id := <-ids
-			if c.cancel {
-				testproject.WaitFor(t, "preparing", func() bool { return read(t, dir, id).State == rundir.StateDispatching })
-				if err := dispatch.Cancel(cfg, id); err != nil {
-					t.Fatal(err)
-				}
-			}
-			select {
-			case <-done:
-			case <-time.After(60 * time.Second):
-				t.Fatal("the run is still preparing")
-			}
-			if info := read(t, dir, id); info.State != c.state || info.Error != c.err {
-				t.Errorf("state %s error %q", info.State, info.Error)
-			}
-		})
-	}
-}
-
-func TestMain(m *testing.M) { os.Exit(testcli.Main(m)) }
 
 // Without pre_annotation.enabled Potato stores prelabels and never shows
 // them: the summary and the run log say so.

@@ -1,4 +1,4 @@
-package dispatch_test
+package main
 
 import (
 	"database/sql"
@@ -110,7 +110,7 @@ func TestRunsLandInAStorePotatoCreated(t *testing.T) {
 	// shows both in progress.
 	stop := filepath.Join(dir, "stop")
 	t.Cleanup(func() { os.WriteFile(stop, nil, 0o644) })
-	first := startDetached(t, cfg, trainer(t, dir, `i=0; while [ ! -e `+stop+` ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
+	first := detachRun(t, cfg, trainerProgram(t, dir, `i=0; while [ ! -e `+stop+` ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
 `+resultLines))
 	testproject.WaitFor(t, "the first run to train", func() bool { return read(t, dir, first).State == rundir.StateRunning })
 	second := run(t, "run", cfg, "--trainer", "tfidf-logreg", "--schemas", "sentiment", "--detach")
@@ -172,7 +172,7 @@ func TestFailedRunsLeaveErrorRows(t *testing.T) {
 		{`echo '{"v":1,"event":"error","code":"fit_failed","message":"the loss diverged"}'; exit 1`, "fit_failed"},
 		{`exit 0`, "no_result"},
 	} {
-		r := run(t, "run", cfg, "--trainer", trainer(t, dir, c.body), "--schemas", "sentiment")
+		r := run(t, "run", cfg, "--trainer", trainerProgram(t, dir, c.body), "--schemas", "sentiment")
 		id := strings.TrimSpace(r.stdout)
 		if r.code != 1 {
 			t.Fatalf("exit %d, want 1: %s", r.code, r.stderr)
@@ -262,7 +262,7 @@ func TestStoreFailureThenWriteback(t *testing.T) {
 	if os.Geteuid() == 0 {
 		lock = `mount --bind "$store" "$store" && mount -o remount,ro,bind "$store"`
 	}
-	tr := trainer(t, dir, `store=`+store+`
+	tr := trainerProgram(t, dir, `store=`+store+`
 mkdir -p artifacts
 cat bundle/test.jsonl bundle/unlabeled.jsonl | grep -o '"instance_id":"[^"]*"' | sed 's/.*:"//; s/"$//' |
 while read id; do
@@ -355,7 +355,7 @@ echo '{"v":1,"event":"result","status":"success","predictions_file":"predictions
 // running: nobody has looked yet.
 func killDispatch(t *testing.T, dir, cfg, stop string) string {
 	t.Helper()
-	id := startDetached(t, cfg, trainer(t, dir, `i=0; while [ ! -e `+stop+` ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done`))
+	id := detachRun(t, cfg, trainerProgram(t, dir, `i=0; while [ ! -e `+stop+` ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done`))
 	testproject.WaitFor(t, "running", func() bool { return read(t, dir, id).State == rundir.StateRunning })
 	pid := read(t, dir, id).PID
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
@@ -415,7 +415,7 @@ func TestKilledDispatchIsSettled(t *testing.T) {
 
 	// The next dispatch settles it.
 	lost := killDispatch(t, dir, cfg, stop1)
-	next := run(t, "run", cfg, "--trainer", trainer(t, dir, resultLines), "--schemas", "sentiment")
+	next := run(t, "run", cfg, "--trainer", trainerProgram(t, dir, resultLines), "--schemas", "sentiment")
 	if next.code != 0 {
 		t.Fatalf("the next run: %d %s", next.code, next.stderr)
 	}

@@ -1,4 +1,4 @@
-package dispatch_test
+package main
 
 import (
 	"encoding/json"
