@@ -96,6 +96,10 @@ type Started struct {
 	// Queued is set when the run waits for an agent to claim it: the run
 	// stays queued until the execution calls Sink.Running (SPEC G6).
 	Queued bool
+	// Step, when set, is the step line from the start on ("waiting for an
+	// agent on lab"), written with the state, so that no reader sees the
+	// one without the other.
+	Step string
 }
 
 // Outcome is how the training process ended, as the backend saw it.

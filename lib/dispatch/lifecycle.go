@@ -229,12 +229,20 @@ func (d *dispatcher) start(ctx context.Context, lim *limits, exec backend.Execut
 	d.claimMu.Lock()
 	defer d.claimMu.Unlock()
 	if started.Queued && !d.claimed {
-		d.set(func(r *rundir.Record) { r.State = rundir.StateQueued }) // until an agent claims it (G6)
+		d.set(func(r *rundir.Record) { // until an agent claims it (G6)
+			r.State = rundir.StateQueued
+			if started.Step != "" {
+				r.Step = started.Step
+			}
+		})
 		return nil
 	}
 	d.set(func(r *rundir.Record) {
 		r.State = rundir.StateRunning
-		if r.Step == "starting the training process" {
+		switch {
+		case started.Step != "":
+			r.Step = started.Step
+		case r.Step == "starting the training process":
 			r.Step = "training"
 		}
 	})

@@ -83,9 +83,8 @@ func (e *execution) Start(ctx context.Context) (backend.Started, error) {
 		return backend.Started{}, err
 	}
 	e.queued = time.Now()
-	e.run.Run.Sink.Step(fmt.Sprintf(StepWaiting, e.b.Name))
 	e.run.Run.Sink.Logf("waiting for an agent of backend %s to claim the run", e.b.Name)
-	return backend.Started{Queued: true}, nil
+	return backend.Started{Queued: true, Step: fmt.Sprintf(StepWaiting, e.b.Name)}, nil
 }
 
 // Relay follows the run: the queue timeout while no agent has claimed it

@@ -505,9 +505,8 @@ func (s *execution) Start(ctx context.Context) (backend.Started, error) {
 	if _, err := io.WriteString(stdin, s.agent.Token()+"\n"); err != nil {
 		return backend.Started{}, fmt.Errorf("handing the token to the agent on %s: %w", s.b.Host, err)
 	}
-	s.run.Sink.Step(fmt.Sprintf(stepWait, s.b.Host))
 	s.run.Sink.Logf("started the agent on %s", s.b.Host)
-	return backend.Started{}, nil
+	return backend.Started{Step: fmt.Sprintf(stepWait, s.b.Host)}, nil
 }
 
 // Relay follows the run until the agent reports its result, the session
