@@ -87,6 +87,11 @@ func TestBackendConformance(t *testing.T) {
 	}
 	for _, r := range rigs {
 		t.Run(r.name, func(t *testing.T) {
+			// The backends' rows run side by side, each its behaviours in
+			// turn: they share no project, and no other test of the
+			// package runs beside this one (a SLURM test that sets the
+			// node down would end this one's jobs).
+			t.Parallel()
 			for _, b := range behaviours {
 				t.Run(strings.ReplaceAll(b.name, " ", "_"), func(t *testing.T) { b.run(t, r) })
 			}
