@@ -226,17 +226,12 @@ func TestSLURMNodeDown(t *testing.T) {
 	id := s.Detach(append([]string{"--trainer", s.requeueTrainer(t)}, slurmEndless[2:]...)...)
 	job := s.job(t, id)
 	s.fitting(t, id)
-	t.Cleanup(func() { s.slurm("scontrol", "update", "nodename="+s.node, "state=resume") })
-	if out, err := s.slurm("scontrol", "update", "nodename="+s.node, "state=down", "reason=potato-faults"); err != nil {
-		t.Fatalf("scontrol update state=down: %v %s", err, out)
-	}
+	s.nodeDown(t)
 	requeued := slurmRequeued(job, "after a node failure")
 	testproject.WaitFor(t, "the requeue in the run log", func() bool {
 		return requeued.MatchString(s.File(id, rundir.LogFile)) || s.Info(id).Finished
 	})
-	if out, err := s.slurm("scontrol", "update", "nodename="+s.node, "state=resume"); err != nil {
-		t.Fatalf("scontrol update state=resume: %v %s", err, out)
-	}
+	s.resume(t)
 	f := s.settled(id, rundir.StateSuccess, "", 5*time.Minute)
 	line := requeued.FindString(s.File(id, rundir.LogFile))
 	if line == "" {
@@ -244,6 +239,48 @@ func TestSLURMNodeDown(t *testing.T) {
 	}
 	record(t, "SLURM node down mid-fit", "requeued (run log says node failure); success once resumed; next run succeeds",
 		fmt.Sprintf("%s; %q; %s; %s", f, line, s.kept(t, id), s.nextRunSucceeds()))
+}
+
+// The fault: as above, but the run's job may not be requeued
+// (SBATCH_NO_REQUEUE=1 in the backend's env, which sbatch reads as
+// --no-requeue), so the node's failure ends it: JobState=NODE_FAIL.
+// Expected: M7, error "SLURM job N ended before the worker finished: its
+// node failed" in run.json, the store and the page; no prediction was
+// produced; once the node is resumed the next run succeeds.
+func TestSLURMNodeDownNoRequeue(t *testing.T) {
+	s := newSLURMProject(t, "", `SBATCH_NO_REQUEUE: "1"`)
+	id := s.Detach(slurmEndless...)
+	job := s.job(t, id)
+	s.fitting(t, id)
+	s.nodeDown(t)
+	f := s.settled(id, rundir.StateError, "backend", 2*time.Minute)
+	s.resume(t)
+	want := "SLURM job " + job + " ended before the worker finished: its node failed"
+	if got := s.Info(id).Error; got != want {
+		t.Errorf("error %q, want %q\n%s", got, want, s.slurmDump(id))
+	}
+	if st := s.jobField(job, "JobState"); st != "NODE_FAIL" {
+		t.Errorf("scontrol says JobState=%s, want NODE_FAIL", st)
+	}
+	record(t, "SLURM node down mid-fit (--no-requeue)", "error/backend: "+want,
+		fmt.Sprintf("%s: %s; %s; %s", f, s.Info(id).Error, s.none(t, id), s.nextRunSucceeds()))
+}
+
+// nodeDown sets the cluster's node down, as an admin or a failed health
+// check does; the node is resumed when the test ends, whatever happens.
+func (s *slurmProject) nodeDown(t *testing.T) {
+	t.Helper()
+	t.Cleanup(func() { s.slurm("scontrol", "update", "nodename="+s.node, "state=resume") })
+	if out, err := s.slurm("scontrol", "update", "nodename="+s.node, "state=down", "reason=potato-faults"); err != nil {
+		t.Fatalf("scontrol update state=down: %v %s", err, out)
+	}
+}
+
+func (s *slurmProject) resume(t *testing.T) {
+	t.Helper()
+	if out, err := s.slurm("scontrol", "update", "nodename="+s.node, "state=resume"); err != nil {
+		t.Fatalf("scontrol update state=resume: %v %s", err, out)
+	}
 }
 
 // The fault: the job reaches its time limit (time: "1", one minute,
