@@ -5,6 +5,7 @@ import (
 
 	"potato-training/internal/cli"
 	"potato-training/lib/bundle"
+	"potato-training/lib/shell"
 )
 
 // sendCmd is the host's half of the ssh backend's copy of the model back
@@ -25,12 +26,9 @@ func (c *sendCmd) Run(ctx *cli.Context) error {
 	}
 	var err error
 	if c.File != "" {
-		err = bundle.SendFile(ctx.Stdout, expandHome(c.Dir), c.File, c.Size)
+		err = bundle.SendFile(ctx.Stdout, shell.ExpandHome(c.Dir), c.File, c.Size)
 	} else {
-		err = bundle.WriteTree(ctx.Stdout, expandHome(c.Dir), c.MaxBytes, c.DirectMin)
+		err = bundle.WriteTree(ctx.Stdout, shell.ExpandHome(c.Dir), c.MaxBytes, c.DirectMin)
 	}
-	if err != nil {
-		return cli.Failf(cli.ExitNo, "%v", err)
-	}
-	return nil
+	return exitError(err)
 }

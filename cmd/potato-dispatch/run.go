@@ -70,7 +70,7 @@ func (c *runCmd) Run(ctx *cli.Context) error {
 				detachedStarted()
 			} else if tty, ok := ctx.Stderr.(*os.File); ok && dispatch.IsTerminal(tty) {
 				if root, err := dispatch.OpenRoot(c.Config); err == nil {
-					stopProgress = dispatch.ShowProgress(root, id, tty)
+					stopProgress = dispatch.ShowProgress(root, id, tty, "potato-dispatch: ")
 				}
 			}
 		},

@@ -11,6 +11,7 @@ import (
 	"potato-training/internal/cli"
 	"potato-training/lib/rundir"
 	"potato-training/lib/server"
+	"potato-training/lib/trainer"
 	"potato-training/lib/validate"
 )
 
@@ -33,11 +34,11 @@ func (c *command) Run(ctx *cli.Context) error {
 	if err != nil {
 		return cli.Failf(cli.ExitNo, "%v", err)
 	}
-	disp, err := cli.FindSibling("potato-dispatch")
+	disp, err := trainer.FindProgram("potato-dispatch")
 	if err != nil {
 		return cli.Failf(cli.ExitNo, "%v", err)
 	}
-	check, err := cli.FindSibling("potato-check")
+	check, err := trainer.FindProgram("potato-check")
 	if err != nil {
 		return cli.Failf(cli.ExitNo, "%v", err)
 	}

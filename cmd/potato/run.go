@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"potato-training/internal/cli"
+	"potato-training/lib/trainer"
 )
 
 // resolve finds the route of args and the arguments for its binary.
@@ -56,7 +57,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: hint: see %s\n", name, hint)
 		return cli.ExitUsage
 	}
-	path, err := cli.FindSibling(r.binary)
+	path, err := trainer.FindProgram(r.binary)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: error: %s is not installed beside potato or on PATH\n", name, r.binary)
 		return 127

@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 
 	"github.com/alecthomas/kong"
@@ -173,22 +171,4 @@ func report(name string, stderr io.Writer, err error) int {
 	}
 	fmt.Fprintf(stderr, "%s: error: %v\n", name, err)
 	return ExitNo
-}
-
-// FindSibling looks for the binary name in the directory of this
-// executable first, then on PATH, as the front command does.
-func FindSibling(name string) (string, error) {
-	if self, err := os.Executable(); err == nil {
-		if self, err = filepath.EvalSymlinks(self); err == nil {
-			p := filepath.Join(filepath.Dir(self), name)
-			if st, err := os.Stat(p); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
-				return p, nil
-			}
-		}
-	}
-	p, err := exec.LookPath(name)
-	if err != nil {
-		return "", fmt.Errorf("%s is not installed beside %s or on PATH", name, filepath.Base(os.Args[0]))
-	}
-	return p, nil
 }

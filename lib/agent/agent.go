@@ -41,6 +41,10 @@ type Options struct {
 	// (the ssh session's standard input reached EOF): the job is stopped.
 	Lost <-chan struct{}
 	Log  io.Writer
+	// Name, when set, starts each line of Log and the agent's own lines in
+	// the run log ("potato-agent: ..."): the program's name, which only
+	// the command knows.
+	Name string
 	// MaxBundleBytes bounds an unpacked bundle.
 	MaxBundleBytes int64
 	// AllowExec lets a job name a program of this machine as its trainer
@@ -73,16 +77,56 @@ const MsgUnreachable = "the server could not be reached for %d seconds"
 // its ssh session (standard input) ended.
 const LostSession = "the agent's ssh session ended"
 
-// ExecPrefix marks a trainer that is a program on the training machine.
-const ExecPrefix = "exec:"
-
 // DefaultGrace is the SIGTERM-to-SIGKILL time of a job that carries none.
 const DefaultGrace = 20 * time.Second
 
 func (o *Options) logf(format string, args ...any) {
 	if o.Log != nil {
-		fmt.Fprintf(o.Log, "potato-agent: "+format+"\n", args...)
+		fmt.Fprintf(o.Log, o.named(format)+"\n", args...)
 	}
+}
+
+// named is s after the program's name, when the options have one.
+func (o *Options) named(s string) string {
+	if o.Name == "" {
+		return s
+	}
+	return o.Name + ": " + s
+}
+
+// failure is how a job ended that its result reports with a code: the
+// code (agentproto.Code*), the signal that killed the training process
+// if one did, and the words of the result's error.
+type failure struct {
+	code   string
+	signal int
+	err    error
+}
+
+func (f *failure) Error() string { return f.err.Error() }
+func (f *failure) Unwrap() error { return f.err }
+
+// fail is err reported with code.
+func fail(code string, err error) error { return &failure{code: code, err: err} }
+
+// failf is fail with a formatted error.
+func failf(code, format string, args ...any) error {
+	return &failure{code: code, err: fmt.Errorf(format, args...)}
+}
+
+// result is the Result of a job that ended with code and err; an error
+// that carries no code is agentproto.CodeFailed.
+func result(code int, uri string, err error) agentproto.Result {
+	res := agentproto.Result{ExitCode: code, ArtifactURI: uri}
+	if err == nil {
+		return res
+	}
+	res.Error, res.Code = err.Error(), agentproto.CodeFailed
+	var f *failure
+	if errors.As(err, &f) {
+		res.Code, res.Signal = f.code, f.signal
+	}
+	return res
 }
 
 // state is what an agent keeps across its jobs.
@@ -174,10 +218,10 @@ func Run(ctx context.Context, o Options) error {
 		if !rundir.ValidID(claim.RunID) {
 			return fmt.Errorf("the server handed out a run id %q that is not one", claim.RunID)
 		}
-		if strings.HasPrefix(claim.Spec.Trainer, ExecPrefix) && !o.AllowExec {
+		if trainer.IsExec(claim.Spec.Trainer) && !o.AllowExec {
 			o.logf("run %s: refusing trainer %s: this agent runs only the toolkit's trainers", claim.RunID, claim.Spec.Trainer)
 			err := s.finish(ctx, &job{o: o, a: s, claim: claim}, events.ExitBadSpec, "", "",
-				errors.New("this agent runs only the toolkit's trainers, not "+claim.Spec.Trainer))
+				fail(agentproto.CodeExecRefused, errors.New("this agent runs only the toolkit's trainers, not "+claim.Spec.Trainer)))
 			if o.Once {
 				return &JobError{RunID: claim.RunID, Err: err}
 			}
@@ -282,8 +326,8 @@ type job struct {
 	// predictions is the result event's predictions_file.
 	predictions string
 	postMu      sync.Mutex
-	// why the job was stopped, once it was.
-	why string
+	// why the job was stopped, once it was, and the result's code for it.
+	why, whyCode string
 	// selfStop is why the agent stopped the job on its own (G9).
 	selfStop string
 	// abort ends ctx, the job's requests, once the agent has given up on
@@ -315,7 +359,7 @@ func runJob(ctx context.Context, s *state, claim *agentproto.Claim) error {
 	s.heard()
 	defer j.watch(jctx)()
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return s.finish(ctx, j, -1, "", "", err)
+		return s.finish(ctx, j, -1, "", "", fail(agentproto.CodeFailed, err))
 	}
 	if j.grace <= 0 {
 		j.grace = DefaultGrace
@@ -335,9 +379,9 @@ func runJob(ctx context.Context, s *state, claim *agentproto.Claim) error {
 	}
 	if err != nil {
 		if why := j.stoppedBy(); why != "" {
-			return s.finish(ctx, j, -1, "", "", fmt.Errorf("%s: it gave up the job while downloading the bundle", why))
+			return s.finish(ctx, j, -1, "", "", failf(agentproto.CodeUnreachable, "%s: it gave up the job while downloading the bundle", why))
 		}
-		return s.finish(ctx, j, events.ExitBadSpec, "", "", fmt.Errorf("the bundle: %w", err))
+		return s.finish(ctx, j, events.ExitBadSpec, "", "", failf(agentproto.CodeBundleFailed, "the bundle: %w", err))
 	}
 	if !o.Polling {
 		os.Remove(archive)
@@ -346,19 +390,19 @@ func runJob(ctx context.Context, s *state, claim *agentproto.Claim) error {
 	spec.BundleDir = bdir
 	spec.Workdir = filepath.Join(dir, "artifacts")
 	if err := os.MkdirAll(spec.Workdir, 0o755); err != nil {
-		return s.finish(ctx, j, -1, "", "", err)
+		return s.finish(ctx, j, -1, "", "", fail(agentproto.CodeFailed, err))
 	}
 	env := deviceEnv(&spec)
 	specPath := filepath.Join(dir, "spec.json")
 	if err := spec.Write(specPath); err != nil {
-		return s.finish(ctx, j, -1, "", "", err)
+		return s.finish(ctx, j, -1, "", "", fail(agentproto.CodeFailed, err))
 	}
 	var code int
-	var errText string
+	var trainErr error
 	if o.SLURM != nil {
-		code, errText = j.trainSLURM(ctx, spec, specPath)
+		code, trainErr = j.trainSLURM(ctx, spec, specPath)
 	} else {
-		code, errText = j.train(ctx, spec, specPath, env)
+		code, trainErr = j.train(ctx, spec, specPath, env)
 	}
 	// The trainer's last events go first; the posts go on during the
 	// upload, so a large predictions file does not look like a silent agent.
@@ -372,11 +416,7 @@ func runJob(ctx context.Context, s *state, claim *agentproto.Claim) error {
 	if !o.Keep {
 		os.RemoveAll(bdir)
 	}
-	var rerr error
-	if errText != "" {
-		rerr = errors.New(errText)
-	}
-	return s.finish(ctx, j, code, artifactURI(o.Polling, host, spec.Workdir), pred, rerr)
+	return s.finish(ctx, j, code, artifactURI(o.Polling, host, spec.Workdir), pred, trainErr)
 }
 
 // bundle returns the job's bundle.tar.gz: for a polling agent from the
@@ -429,7 +469,7 @@ func (j *job) watch(ctx context.Context) func() {
 						j.selfStop = why
 					}
 					j.mu.Unlock()
-					j.stop(why, j.grace)
+					j.stop(agentproto.CodeUnreachable, why, j.grace)
 					j.abort()
 					return
 				}
@@ -446,10 +486,7 @@ func (j *job) watch(ctx context.Context) func() {
 // ssh makes one attempt.
 func (s *state) finish(ctx context.Context, j *job, code int, uri, pred string, jobErr error) error {
 	s.exit = code
-	res := agentproto.Result{ExitCode: code, ArtifactURI: uri}
-	if jobErr != nil {
-		res.Error = jobErr.Error()
-	}
+	res := result(code, uri, jobErr)
 	// An agent stopped by a signal still sends what its job owes, with one
 	// bounded attempt.
 	stopping := ctx.Err() != nil
@@ -467,7 +504,11 @@ func (s *state) finish(ctx context.Context, j *job, code int, uri, pred string, 
 		if pred != "" {
 			if err := s.o.Client.UploadPredictions(ctx, j.claim.RunID, pred); err != nil {
 				j.stopPosting()
-				return report(ctx, s.o, j.claim, code, uri, fmt.Errorf("uploading the predictions: %w", err))
+				rcode := agentproto.CodeUploadFailed
+				if errors.Is(err, agentproto.ErrTooLarge) {
+					rcode = agentproto.CodeUploadRefused
+				}
+				return report(ctx, s.o, j.claim, code, uri, failf(rcode, "uploading the predictions: %w", err))
 			}
 		}
 		j.stopPosting()
@@ -567,10 +608,7 @@ func (j *job) pending() int {
 }
 
 func report(ctx context.Context, o Options, claim *agentproto.Claim, code int, uri string, err error) error {
-	res := agentproto.Result{ExitCode: code, ArtifactURI: uri}
-	if err != nil {
-		res.Error = err.Error()
-	}
+	res := result(code, uri, err)
 	if perr := o.Client.PostResult(ctx, claim.RunID, res); perr != nil {
 		return errors.Join(err, fmt.Errorf("reporting the result: %w", perr))
 	}
@@ -669,20 +707,21 @@ func (j *job) post(ctx context.Context) bool {
 		if reply.GraceSeconds > 0 {
 			g = time.Duration(reply.GraceSeconds) * time.Second
 		}
-		j.stop("cancel requested by the server", g)
+		j.stop(agentproto.CodeCancelled, "cancel requested by the server", g)
 	}
 	return true
 }
 
-// stop sends SIGTERM to the training process's group, SIGKILL after grace.
-func (j *job) stop(why string, grace time.Duration) {
+// stop sends SIGTERM to the training process's group, SIGKILL after grace;
+// why says the reason in words, code as the result's code.
+func (j *job) stop(code, why string, grace time.Duration) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.cancel {
 		return
 	}
 	j.cancel = true
-	j.why = why
+	j.why, j.whyCode = why, code
 	if j.proc == nil && j.sj == nil {
 		j.o.logf("%s: stopping the job", why)
 	} else {
@@ -697,30 +736,30 @@ func (j *job) stop(why string, grace time.Duration) {
 }
 
 // train runs the training process and relays its events; it returns the
-// exit code and, when it did not finish normally, why.
-func (j *job) train(ctx context.Context, spec trainer.Spec, specPath string, env []string) (int, string) {
+// exit code and, when it did not finish normally, why (a *failure).
+func (j *job) train(ctx context.Context, spec trainer.Spec, specPath string, env []string) (int, error) {
 	// Built-ins run as the worker, Python trainers with --python (their
 	// script written once under the workdir), exec: programs as they are.
 	argv, err := trainer.Argv(spec.Trainer, specPath, trainer.Programs{Worker: j.o.Worker, Python: j.o.Python,
 		ScriptDir: filepath.Join(j.o.Workdir, "trainers")})
 	if err != nil {
-		return -1, fmt.Sprintf("cannot start the training process: %v", err)
+		return -1, failf(agentproto.CodeStartFailed, "cannot start the training process: %v", err)
 	}
 	// An exec: program named by a relative path is found from where the
 	// agent was started, not from the job's directory it runs in.
 	path, err := ProgramPath(argv[0])
 	if err != nil {
-		return -1, fmt.Sprintf("cannot start the training process: %v", err)
+		return -1, failf(agentproto.CodeStartFailed, "cannot start the training process: %v", err)
 	}
 	args := argv[1:]
 	stderr, err := os.Create(filepath.Join(j.dir, "stderr.log"))
 	if err != nil {
-		return -1, err.Error()
+		return -1, fail(agentproto.CodeFailed, err)
 	}
 	defer stderr.Close()
 	p, err := trainer.Start(trainer.Command{Path: path, Args: args, Dir: j.dir, Env: env, Stderr: stderr})
 	if err != nil {
-		return -1, fmt.Sprintf("cannot start the training process: %v", err)
+		return -1, failf(agentproto.CodeStartFailed, "cannot start the training process: %v", err)
 	}
 	j.mu.Lock()
 	j.proc = p
@@ -729,35 +768,35 @@ func (j *job) train(ctx context.Context, spec trainer.Spec, specPath string, env
 	if cancelled {
 		p.Terminate(j.grace)
 	}
-	j.emit(events.Log("info", fmt.Sprintf("potato-agent: training process %d started in %s", p.PID(), j.dir)))
+	j.emit(events.Log("info", j.o.named(fmt.Sprintf("training process %d started in %s", p.PID(), j.dir))))
 	go p.Relay(j.emit, func(line string) {
 		j.mu.Lock()
 		j.raw = append(j.raw, []byte(line))
 		j.mu.Unlock()
 	})
-	why := ""
+	why, code := "", ""
 	select {
 	case <-p.Done():
 	case <-j.o.Lost:
-		why = LostSession
-		j.stop(why, j.grace)
+		why, code = LostSession, agentproto.CodeLostSession
+		j.stop(code, why, j.grace)
 		<-p.Done()
 	case <-ctx.Done():
-		why = "the agent was stopped"
-		j.stop(why, j.grace)
+		why, code = "the agent was stopped", agentproto.CodeAgentStopped
+		j.stop(code, why, j.grace)
 		<-p.Done()
 	}
 	if why == "" {
-		why = j.stoppedBy()
+		why, code = j.stoppedBy(), agentproto.CodeUnreachable
 	}
 	ex := p.Exit()
 	switch {
 	case why != "":
-		return -1, fmt.Sprintf("%s: it stopped the training process (%s)", why, ex)
+		return -1, &failure{code: code, signal: int(ex.Signal), err: fmt.Errorf("%s: it stopped the training process (%s)", why, ex)}
 	case ex.Signal != 0:
-		return -1, ex.String()
+		return -1, &failure{code: agentproto.CodeKilledBySignal, signal: int(ex.Signal), err: errors.New(ex.String())}
 	}
-	return ex.Code, ""
+	return ex.Code, nil
 }
 
 // deviceEnv turns the device the dispatch chose ("cuda:1", "cuda:0,1",

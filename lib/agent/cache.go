@@ -37,7 +37,7 @@ func (j *job) fetchBundle(ctx context.Context) (string, error) {
 		touch(path)
 		j.fetched = true
 		j.a.o.logf("run %s: bundle %.12s cached by digest: not downloaded again", j.claim.RunID, want.SHA256)
-		j.emit(agentLine("potato-agent: the bundle is cached by digest on this machine: not downloaded again"))
+		j.emit(agentLine(j.o.named("the bundle is cached by digest on this machine: not downloaded again")))
 		return path, nil
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {

@@ -85,7 +85,7 @@ func TestOnceSignalled(t *testing.T) {
 	a.cmd.Process.Signal(syscall.SIGTERM)
 	code := a.wait(t)
 	res := s.result()
-	if res == nil || res.ExitCode != -1 || !strings.Contains(res.Error, "the agent was stopped: it stopped the training process") {
+	if res == nil || res.ExitCode != -1 || !strings.Contains(res.Error, "the agent was stopped: it stopped the training process") || res.Code != agentproto.CodeAgentStopped {
 		t.Fatalf("result %+v\n%s", res, a.stderr)
 	}
 	if code != 1 {
@@ -228,7 +228,8 @@ func TestSocketAgentRelativePathsAndExitCodes(t *testing.T) {
 			r.mu.Lock()
 			res := r.result
 			r.mu.Unlock()
-			if res == nil || res.ExitCode != c.code {
+			// The training process's own exit, success or not, has no code.
+			if res == nil || res.ExitCode != c.code || res.Code != "" || res.Failed() {
 				t.Fatalf("result %+v\n%s", res, a.stderr)
 			}
 			job := filepath.Join(cwd, "wd", "jobs", r.claim.RunID)

@@ -592,7 +592,7 @@ func TestPollingPredictionsTooLarge(t *testing.T) {
 	code := a.wait(t)
 	res := s.result()
 	const want = "MB) are over the server's max_predictions_mb (16 MB)"
-	if res == nil || !strings.Contains(res.Error, want) || !a.says(want) {
+	if res == nil || !strings.Contains(res.Error, want) || !a.says(want) || res.Code != agentproto.CodeUploadRefused {
 		t.Fatalf("exit %d, result %+v\n%s", code, res, a.stderr)
 	}
 	if code != 1 {
@@ -637,7 +637,7 @@ func TestPollingUnreachableStopsTheJob(t *testing.T) {
 		t.Fatalf("no result after the restart\n%s", b.stderr)
 	}
 	res := s.result()
-	if res.ExitCode != -1 || !strings.Contains(res.Error, "the server could not be reached for 2 seconds: it stopped the training process") {
+	if res.ExitCode != -1 || !strings.Contains(res.Error, "the server could not be reached for 2 seconds: it stopped the training process") || res.Code != agentproto.CodeUnreachable {
 		t.Errorf("result %+v", res)
 	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
+	"potato-training/lib/agentproto"
 	"potato-training/lib/events"
 	"potato-training/lib/slurm"
 	"potato-training/lib/trainer"
@@ -108,8 +109,9 @@ func jobEnv(o slurm.Options, spec *trainer.Spec, python string) []string {
 // trainSLURM is train for an agent on a login node (M5): job.sh into the
 // job directory, sbatch, then events.jsonl relayed as it grows and squeue
 // polled until the job has left the queue. It returns the training
-// process's exit code and, when the run did not end normally, why.
-func (j *job) trainSLURM(ctx context.Context, spec trainer.Spec, specPath string) (int, string) {
+// process's exit code and, when the run did not end normally, why (a
+// *failure).
+func (j *job) trainSLURM(ctx context.Context, spec trainer.Spec, specPath string) (int, error) {
 	o := *j.o.SLURM
 	python := o.JobPython
 	if python == "" {
@@ -117,7 +119,7 @@ func (j *job) trainSLURM(ctx context.Context, spec trainer.Spec, specPath string
 	}
 	env := jobEnv(o, &spec, python)
 	if err := spec.Write(specPath); err != nil {
-		return -1, err.Error()
+		return -1, fail(agentproto.CodeFailed, err)
 	}
 	command, err := trainer.Argv(spec.Trainer, specPath, trainer.Programs{Worker: j.o.Worker, Python: python,
 		ScriptDir: filepath.Join(j.o.Workdir, "trainers")})
@@ -126,10 +128,10 @@ func (j *job) trainSLURM(ctx context.Context, spec trainer.Spec, specPath string
 		command[0], err = ProgramPath(command[0])
 	}
 	if err != nil {
-		return -1, err.Error()
+		return -1, fail(agentproto.CodeStartFailed, err)
 	}
 	if err := os.WriteFile(filepath.Join(j.dir, jobScript), []byte(o.Script(spec.RunID, j.dir, command, env)), 0o755); err != nil {
-		return -1, err.Error()
+		return -1, fail(agentproto.CodeFailed, err)
 	}
 	// A previous attempt of the same run leaves nothing to misread.
 	for _, f := range []string{jobEvents, jobExitCode, jobSlurmOut} {
@@ -144,17 +146,17 @@ func (j *job) trainSLURM(ctx context.Context, spec trainer.Spec, specPath string
 	j.mu.Lock()
 	if j.cancel {
 		j.mu.Unlock()
-		return -1, "cancelled before the job was submitted"
+		return -1, failf(agentproto.CodeCancelled, "cancelled before the job was submitted")
 	}
 	j.mu.Unlock()
 	args := o.SbatchArgs(spec.RunID, j.dir)
 	out, stderr, err := sj.command(ctx, "sbatch", args...)
 	if err != nil {
-		return -1, "sbatch: " + commandError(err, stderr)
+		return -1, failf(agentproto.CodeSubmitFailed, "sbatch: %s", commandError(err, stderr))
 	}
 	id, err := slurm.ParseSubmit(out)
 	if err != nil {
-		return -1, err.Error()
+		return -1, fail(agentproto.CodeSubmitFailed, err)
 	}
 	sj.id = id
 	flags := strings.Join(o.Flags(), " ")
@@ -195,7 +197,7 @@ func commandError(err error, stderr []byte) string {
 
 // follow relays events.jsonl and watches the queue until the job has
 // left it, then reads how it ended.
-func (sj *slurmJob) follow(ctx context.Context) (int, string) {
+func (sj *slurmJob) follow(ctx context.Context) (int, error) {
 	j := sj.j
 	// The scheduler's commands outlive ctx: a stopped agent still cancels
 	// its job, so the GPU is released (M6).
@@ -257,11 +259,11 @@ func (sj *slurmJob) follow(ctx context.Context) (int, string) {
 			continue
 		case <-lost:
 			lost = nil
-			j.stop(LostSession, j.grace)
+			j.stop(agentproto.CodeLostSession, LostSession, j.grace)
 			continue
 		case <-done:
 			done = nil
-			j.stop("the agent was stopped", j.grace)
+			j.stop(agentproto.CodeAgentStopped, "the agent was stopped", j.grace)
 			continue
 		case <-queue.C:
 		}
@@ -381,7 +383,7 @@ func (sj *slurmJob) setDesc(d string) {
 // ended reads how a job that has left the queue ended: scontrol's state
 // and slurm.out for a scheduler's reason (M7), then exit_code, which the
 // agent waits for but never guesses.
-func (sj *slurmJob) ended(ctx context.Context, t *tailer) (int, string) {
+func (sj *slurmJob) ended(ctx context.Context, t *tailer) (int, error) {
 	state := ""
 	if out, _, err := sj.command(ctx, "scontrol", slurm.ScontrolArgs(sj.id)...); err == nil {
 		if job, err := slurm.ParseScontrol(out); err == nil {
@@ -394,7 +396,7 @@ func (sj *slurmJob) ended(ctx context.Context, t *tailer) (int, string) {
 	cancelled := sj.cancelled
 	sj.mu.Unlock()
 	if r := slurm.Reason(state, slurmOut, cancelled); r != "" {
-		return -1, slurm.Ended(sj.id, r)
+		return -1, fail(reasonCode[r], errors.New(slurm.Ended(sj.id, r)))
 	}
 	wait := exitCodeWait()
 	deadline := time.Now().Add(wait)
@@ -403,15 +405,17 @@ func (sj *slurmJob) ended(ctx context.Context, t *tailer) (int, string) {
 		if err == nil {
 			n, perr := strconv.Atoi(strings.TrimSpace(string(b)))
 			if perr != nil {
-				return -1, fmt.Sprintf("SLURM job %s wrote exit_code %q, not a number", sj.id, strings.TrimSpace(string(b)))
+				return -1, failf(agentproto.CodeBadExitCode, "SLURM job %s wrote exit_code %q, not a number", sj.id, strings.TrimSpace(string(b)))
 			}
 			if n > 128 && n < 160 {
-				return -1, trainer.Exit{Code: -1, Signal: syscall.Signal(n - 128)}.String()
+				sig := syscall.Signal(n - 128)
+				return -1, &failure{code: agentproto.CodeKilledBySignal, signal: int(sig),
+					err: errors.New(trainer.Exit{Code: -1, Signal: sig}.String())}
 			}
 			if cancelled {
 				return n, sj.stopped()
 			}
-			return n, ""
+			return n, nil
 		}
 		if time.Now().After(deadline) {
 			break
@@ -425,18 +429,30 @@ func (sj *slurmJob) ended(ctx context.Context, t *tailer) (int, string) {
 	if state == "" {
 		state = "state unknown to scontrol"
 	}
-	return -1, slurm.NoExitCode(sj.id, state, sj.dir, wait)
+	return -1, fail(agentproto.CodeNoExitCode, errors.New(slurm.NoExitCode(sj.id, state, sj.dir, wait)))
+}
+
+// reasonCode is the result's code of each reason the scheduler ended a
+// job for (slurm.Reason).
+var reasonCode = map[string]string{
+	slurm.ReasonTimeLimit: agentproto.CodeSLURMTimeLimit,
+	slurm.ReasonNodeFail:  agentproto.CodeSLURMNodeFail,
+	slurm.ReasonPreempted: agentproto.CodeSLURMPreempted,
+	slurm.ReasonOOM:       agentproto.CodeSLURMOutOfMemory,
+	slurm.ReasonCancelled: agentproto.CodeSLURMCancelled,
+	slurm.ReasonBootFail:  agentproto.CodeSLURMBootFail,
+	slurm.ReasonDeadline:  agentproto.CodeSLURMDeadline,
 }
 
 // stopped is the result's error of a job the agent cancelled.
-func (sj *slurmJob) stopped() string {
+func (sj *slurmJob) stopped() error {
 	sj.j.mu.Lock()
-	why := sj.j.why
+	why, code := sj.j.why, sj.j.whyCode
 	sj.j.mu.Unlock()
 	if why == "" {
-		why = "cancel requested"
+		why, code = "cancel requested", agentproto.CodeCancelled
 	}
-	return why + ": it cancelled SLURM job " + sj.id
+	return fail(code, errors.New(why+": it cancelled SLURM job "+sj.id))
 }
 
 // cancel is M6: a pending job gets a plain scancel; a running one

@@ -196,7 +196,7 @@ func TestManualAgentSubmitsToSLURM(t *testing.T) {
 		t.Fatalf("no result\n%s", mg.stderr.String())
 	}
 	mg.agent.Wait()
-	if run.result.ExitCode != 0 || run.result.Error != "" {
+	if run.result.ExitCode != 0 || run.result.Error != "" || run.result.Code != "" {
 		t.Errorf("result %+v\n%s", run.result, mg.stderr.String())
 	}
 	for _, want := range []string{"Submitted SLURM job ", "(--partition=debug --time=5:00)", ": RUNNING on node07"} {

@@ -257,6 +257,11 @@ func (d *deliverer) step(ctx context.Context) (done bool, err error) {
 				msg = it.Result.Error + "; " + msg
 			}
 			it.Result.Error = msg
+			// The code stays the job's own when it has one: what ended
+			// it comes first.
+			if it.Result.Code == "" {
+				it.Result.Code = agentproto.CodeUploadRefused
+			}
 			if err := it.save(); err != nil {
 				return false, err
 			}

@@ -37,8 +37,6 @@ const (
 	MaxSocketPath = 107
 	// maxJSONBody bounds the small JSON bodies (claim, result).
 	maxJSONBody = 1 << 20
-	// maxRunID bounds a run id in a path.
-	maxRunID = 128
 )
 
 // Claim is the server's answer to a claim: the run the agent is to train.
@@ -72,11 +70,19 @@ type Reply struct {
 	GraceSeconds int  `json:"grace_seconds,omitempty"`
 }
 
-// Result is how a run ended on the agent's side.
+// Result is how a run ended on the agent's side. Code says why a job did
+// not end as its training process's exit status says, and Error says it
+// in words for the run log: both are set, or neither. Consumers decide
+// on Code (and Signal), never on Error's text.
 type Result struct {
 	ExitCode    int    `json:"exit_code"`
 	ArtifactURI string `json:"artifact_uri"`
 	Error       string `json:"error"`
+	Code        string `json:"code,omitempty"`
+	// Signal is the number of the signal that killed the training
+	// process, whether or not the agent had asked it to stop; 0 when none
+	// did.
+	Signal int `json:"signal,omitempty"`
 }
 
 // StatusError is an error a Run returns to answer with a given HTTP
@@ -111,23 +117,6 @@ func (e *HTTPError) Is(target error) bool {
 // ErrTooLarge is matched (errors.Is) by the error of an upload the server
 // refused with 413; that error's message gives the server's limit.
 var ErrTooLarge = errors.New("too large for the server")
-
-// ValidRunID reports whether id may appear in a route: letters, digits,
-// '-' and '_' only, so that no id can step out of its path segment.
-func ValidRunID(id string) bool {
-	if id == "" || len(id) > maxRunID {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '-', c == '_':
-		default:
-			return false
-		}
-	}
-	return true
-}
 
 // errorBody is the body of every error answer.
 type errorBody struct {

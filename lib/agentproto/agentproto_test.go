@@ -261,7 +261,7 @@ func TestAuth(t *testing.T) {
 	}
 	// Nor does the answer of a server that echoes what it was sent.
 	echo := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusForbidden, "you sent "+r.Header.Get("Authorization"))
+		WriteError(w, http.StatusForbidden, "you sent "+r.Header.Get("Authorization"))
 	}))
 	if _, err := client(t, echo, testToken).Heartbeat(context.Background(), testRun); err == nil || strings.Contains(err.Error(), testToken) {
 		t.Errorf("echoing server: %v", err)
@@ -280,6 +280,26 @@ func TestAuthorizeFunc(t *testing.T) {
 	}
 	if _, err := client(t, sock, testToken).Heartbeat(context.Background(), testRun); err == nil {
 		t.Error("a token Authorize refuses was accepted")
+	}
+}
+
+// An agent backend's token takes a run through the claim, and nothing
+// else: the run's routes want the run's own token, so that another agent
+// of the backend cannot post events or a result for a run it did not
+// claim.
+func TestClaimOnlyToken(t *testing.T) {
+	f := newFake(t)
+	sock := serve(t, NewHandler(f, testOptions(HandlerOptions{AuthorizeClaim: func(tok string) bool { return tok == "backend-token" }})))
+	if resp, _ := rawDo(t, sock, "POST", PathPrefix+"/claim", "Bearer backend-token", strings.NewReader(`{"backend":"lab"}`)); resp.StatusCode == http.StatusUnauthorized {
+		t.Errorf("claim with the backend's token: status %d", resp.StatusCode)
+	}
+	for _, path := range []string{"/runs/" + testRun + "/events", "/runs/" + testRun + "/result"} {
+		if resp, _ := rawDo(t, sock, "POST", PathPrefix+path, "Bearer backend-token", strings.NewReader("{}")); resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("%s with the backend's token: status %d, want 401", path, resp.StatusCode)
+		}
+	}
+	if _, err := client(t, sock, testToken).Heartbeat(context.Background(), testRun); err != nil {
+		t.Errorf("the run's token: %v", err)
 	}
 }
 
@@ -637,7 +657,7 @@ func TestResult(t *testing.T) {
 		t.Errorf("results %+v, want %+v", f.results, want)
 	}
 	var he *HTTPError
-	if err := c.PostResult(context.Background(), "other", want); !errors.As(err, &he) || he.Code != 404 || !strings.Contains(err.Error(), "no run other") {
+	if err := c.PostResult(context.Background(), "other-run-0", want); !errors.As(err, &he) || he.Code != 404 || !strings.Contains(err.Error(), "no run other-run-0") {
 		t.Errorf("unknown run: %v, want the run's 404", err)
 	}
 }
@@ -675,7 +695,7 @@ func TestRoutes(t *testing.T) {
 		{"DELETE", PathPrefix + "/runs/" + testRun + "/bundle", 405, "GET, HEAD"},
 		{"GET", PathPrefix + "/runs/" + testRun + "/predictions", 405, "PUT"},
 		{"PUT", PathPrefix + "/runs/" + testRun + "/result", 405, "POST"},
-		{"POST", PathPrefix + "/runs/other/events", 404, ""},
+		{"POST", PathPrefix + "/runs/other-run-0/events", 404, ""},
 	} {
 		resp, body := rawDo(t, sock, tc.method, tc.route, auth, nil)
 		if resp.StatusCode != tc.code {

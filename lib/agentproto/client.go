@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"potato-training/lib/events"
+	"potato-training/lib/rundir"
 )
 
 // Client is the agent's end of the protocol. Every request carries the
@@ -186,14 +187,14 @@ func (c *Client) Claim(ctx context.Context, req ClaimRequest) (*Claim, error) {
 	if code == http.StatusNoContent {
 		return nil, nil
 	}
-	if !ValidRunID(cl.RunID) {
+	if !rundir.ValidID(cl.RunID) {
 		return nil, fmt.Errorf("claiming a run: the server handed out an invalid run id %q", cl.RunID)
 	}
 	return &cl, nil
 }
 
 func runRoute(runID, what string) (string, error) {
-	if !ValidRunID(runID) {
+	if !rundir.ValidID(runID) {
 		return "", fmt.Errorf("invalid run id %q", runID)
 	}
 	return "/runs/" + runID + "/" + what, nil

@@ -13,11 +13,11 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"potato-training/lib/events"
+	"potato-training/lib/rundir"
 )
 
 // Run is the server side of one run (or of a server that hands out runs),
@@ -55,6 +55,11 @@ type HandlerOptions struct {
 	// Authorize, when set, decides instead of TokenSHA256. It must
 	// compare in constant time.
 	Authorize func(token string) bool
+	// AuthorizeClaim, when set, accepts more tokens for the claim alone
+	// (an agent backend's token, which is good for taking a run, while
+	// the run's routes want the run's own token). It must compare in
+	// constant time.
+	AuthorizeClaim func(token string) bool
 	// MaxPredictionsMB bounds a predictions upload (default 512).
 	MaxPredictionsMB int
 	// LongPoll is how long a claim waits (default 25 s).
@@ -93,14 +98,14 @@ var runRoutes = map[string]route{
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
-	if msg := h.authorize(r); msg != "" {
+	if msg := h.authorize(r, r.URL.Path == PathPrefix+"/claim"); msg != "" {
 		w.Header().Set("WWW-Authenticate", "Bearer")
-		writeError(w, http.StatusUnauthorized, msg)
+		WriteError(w, http.StatusUnauthorized, msg)
 		return
 	}
 	rest, ok := strings.CutPrefix(r.URL.Path, PathPrefix+"/")
 	if !ok {
-		writeError(w, http.StatusNotFound, "no such route")
+		WriteError(w, http.StatusNotFound, "no such route")
 		return
 	}
 	if rest == "claim" {
@@ -114,19 +119,19 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// matches nothing, "runs/../bundle" has an invalid id.
 	parts := strings.Split(rest, "/")
 	if len(parts) != 3 || parts[0] != "runs" {
-		writeError(w, http.StatusNotFound, "no such route")
+		WriteError(w, http.StatusNotFound, "no such route")
 		return
 	}
 	rt, ok := runRoutes[parts[2]]
 	if !ok {
-		writeError(w, http.StatusNotFound, "no such route")
+		WriteError(w, http.StatusNotFound, "no such route")
 		return
 	}
 	if !allowed(w, r, rt.methods...) {
 		return
 	}
-	if !ValidRunID(parts[1]) {
-		writeError(w, http.StatusBadRequest, "invalid run id: letters, digits, - and _ only")
+	if !rundir.ValidID(parts[1]) {
+		WriteError(w, http.StatusBadRequest, "invalid run id: 8 to 64 letters, digits, - and _")
 		return
 	}
 	rt.serve(h, w, r, parts[1])
@@ -134,12 +139,15 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // authorize returns "" for a request with an accepted token, else the
 // reason to refuse it. The token itself is never part of an answer.
-func (h *handler) authorize(r *http.Request) string {
+func (h *handler) authorize(r *http.Request, claim bool) string {
 	auth := r.Header.Get("Authorization")
 	scheme, tok, _ := strings.Cut(auth, " ")
 	tok = strings.TrimSpace(tok)
 	if !strings.EqualFold(scheme, "Bearer") || tok == "" {
 		return "missing bearer token"
+	}
+	if claim && h.opt.AuthorizeClaim != nil && h.opt.AuthorizeClaim(tok) {
+		return ""
 	}
 	if h.opt.Authorize != nil {
 		if h.opt.Authorize(tok) {
@@ -163,14 +171,14 @@ func allowed(w http.ResponseWriter, r *http.Request, methods ...string) bool {
 		}
 	}
 	w.Header().Set("Allow", strings.Join(methods, ", "))
-	writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed here", r.Method))
+	WriteError(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed here", r.Method))
 	return false
 }
 
 func (h *handler) claim(w http.ResponseWriter, r *http.Request) {
 	var req ClaimRequest
 	if code, err := decodeJSON(w, r, &req); err != nil {
-		writeError(w, code, err.Error())
+		WriteError(w, code, err.Error())
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.opt.LongPoll)
@@ -197,7 +205,7 @@ func (h *handler) claim(w http.ResponseWriter, r *http.Request) {
 	if out.HeartbeatTimeoutS <= 0 {
 		out.HeartbeatTimeoutS = DefaultHeartbeatTimeoutS
 	}
-	writeJSON(w, http.StatusOK, out)
+	WriteJSON(w, http.StatusOK, out)
 }
 
 // bundle serves the tar.gz with http.ServeContent, which answers Range
@@ -211,17 +219,17 @@ func (h *handler) bundle(w http.ResponseWriter, r *http.Request, id string) {
 	}
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		writeError(w, http.StatusNotFound, "the run has no bundle")
+		WriteError(w, http.StatusNotFound, "the run has no bundle")
 		return
 	}
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, err.Error())
+		WriteError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil || !fi.Mode().IsRegular() {
-		writeError(w, http.StatusInternalServerError, "the bundle is not a regular file")
+		WriteError(w, http.StatusInternalServerError, "the bundle is not a regular file")
 		return
 	}
 	w.Header().Set("Content-Type", "application/gzip")
@@ -232,17 +240,17 @@ func (h *handler) bundle(w http.ResponseWriter, r *http.Request, id string) {
 func (h *handler) events(w http.ResponseWriter, r *http.Request, id string) {
 	tooLarge := fmt.Sprintf("more than %d bytes of events in one request", MaxEventsBody)
 	if r.ContentLength > MaxEventsBody { // refused unread
-		writeError(w, http.StatusRequestEntityTooLarge, tooLarge)
+		WriteError(w, http.StatusRequestEntityTooLarge, tooLarge)
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxEventsBody))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			writeError(w, http.StatusRequestEntityTooLarge, tooLarge)
+			WriteError(w, http.StatusRequestEntityTooLarge, tooLarge)
 			return
 		}
-		writeError(w, http.StatusBadRequest, "reading the body: "+err.Error())
+		WriteError(w, http.StatusBadRequest, "reading the body: "+err.Error())
 		return
 	}
 	evs, bad := ParseLines(body)
@@ -256,7 +264,7 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request, id string) {
 	} else if reply.GraceSeconds <= 0 {
 		reply.GraceSeconds = DefaultGraceSeconds
 	}
-	writeJSON(w, http.StatusOK, reply)
+	WriteJSON(w, http.StatusOK, reply)
 }
 
 // ParseLines splits a JSON Lines body into v1 events and the other
@@ -309,34 +317,34 @@ func (h *handler) predictions(w http.ResponseWriter, r *http.Request, id string)
 	// A declared length over the limit is refused before the body is
 	// read; with "Expect: 100-continue" the client never sends it.
 	if r.ContentLength > limit {
-		writeError(w, http.StatusRequestEntityTooLarge, tooLarge)
+		WriteError(w, http.StatusRequestEntityTooLarge, tooLarge)
 		return
 	}
 	body := &boundedBody{r: http.MaxBytesReader(w, r.Body, limit)}
 	err := h.run.Predictions(id, body)
 	switch {
 	case body.tooLarge:
-		writeError(w, http.StatusRequestEntityTooLarge, tooLarge)
+		WriteError(w, http.StatusRequestEntityTooLarge, tooLarge)
 	case err != nil && body.readErr != nil:
-		writeError(w, http.StatusBadRequest, "reading the body: "+body.readErr.Error())
+		WriteError(w, http.StatusBadRequest, "reading the body: "+body.readErr.Error())
 	case err != nil:
 		writeRunError(w, err)
 	default:
-		writeJSON(w, http.StatusOK, struct{}{})
+		WriteJSON(w, http.StatusOK, struct{}{})
 	}
 }
 
 func (h *handler) result(w http.ResponseWriter, r *http.Request, id string) {
 	var res Result
 	if code, err := decodeJSON(w, r, &res); err != nil {
-		writeError(w, code, err.Error())
+		WriteError(w, code, err.Error())
 		return
 	}
 	if err := h.run.Result(id, res); err != nil {
 		writeRunError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, struct{}{})
+	WriteJSON(w, http.StatusOK, struct{}{})
 }
 
 // decodeJSON reads a small JSON body into v; an empty body leaves v as
@@ -365,17 +373,21 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any) (int, error) {
 func writeRunError(w http.ResponseWriter, err error) {
 	var se *StatusError
 	if errors.As(err, &se) && se.Code >= 400 && se.Code <= 599 {
-		writeError(w, se.Code, se.Msg)
+		WriteError(w, se.Code, se.Msg)
 		return
 	}
-	writeError(w, http.StatusInternalServerError, err.Error())
+	WriteError(w, http.StatusInternalServerError, err.Error())
 }
 
-func writeError(w http.ResponseWriter, code int, msg string) {
-	writeJSON(w, code, errorBody{Error: msg})
+// WriteError answers {"error": msg} with status code: the error body of
+// the protocol and of potato-server's API.
+func WriteError(w http.ResponseWriter, code int, msg string) {
+	WriteJSON(w, code, errorBody{Error: msg})
 }
 
-func writeJSON(w http.ResponseWriter, code int, v any) {
+// WriteJSON answers v as JSON, on one line, with status code: the one
+// JSON answer of the protocol and of potato-server's API.
+func WriteJSON(w http.ResponseWriter, code int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		code, b = http.StatusInternalServerError, []byte(`{"error":"unencodable answer"}`)
@@ -385,38 +397,13 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Write(append(b, '\n'))
 }
 
-// StoreFile writes r to path through a temporary file in the same
-// directory, renamed into place only after r ended cleanly: a cut body
-// leaves nothing at path. It is what a Run's Predictions needs.
+// StoreFile writes r to path by rundir.WriteAtomic: a cut body leaves
+// nothing at path. It is what a Run's Predictions needs.
 func StoreFile(path string, r io.Reader) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
-	if err != nil {
+	return rundir.WriteAtomic(path, 0o644, func(w io.Writer) error {
+		_, err := io.Copy(w, r)
 		return err
-	}
-	tmp := f.Name()
-	fail := func(err error) error {
-		f.Close()
-		os.Remove(tmp)
-		return err
-	}
-	if _, err := io.Copy(f, r); err != nil {
-		return fail(err)
-	}
-	if err := f.Chmod(0o644); err != nil {
-		return fail(err)
-	}
-	if err := f.Sync(); err != nil {
-		return fail(err)
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return nil
+	})
 }
 
 // Serve serves h on l in a new goroutine and returns the server, for the

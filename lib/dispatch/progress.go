@@ -235,12 +235,12 @@ const progressEvery = 200 * time.Millisecond
 // rewritten in place (carriage return, erase to the end of the line),
 // from run.json, until the returned stop is called; stop erases the line,
 // so that what is printed next starts on a clean one. Call it only for a
-// terminal (IsTerminal).
-func ShowProgress(root *rundir.Root, id string, tty *os.File) (stop func()) {
-	return showProgress(root, id, tty, func() int { return termWidth(tty) })
+// terminal (IsTerminal). prefix starts the line: the program's name.
+func ShowProgress(root *rundir.Root, id string, tty *os.File, prefix string) (stop func()) {
+	return showProgress(root, id, tty, prefix, func() int { return termWidth(tty) })
 }
 
-func showProgress(root *rundir.Root, id string, w io.Writer, width func() int) (stop func()) {
+func showProgress(root *rundir.Root, id string, w io.Writer, prefix string, width func() int) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -252,7 +252,7 @@ func showProgress(root *rundir.Root, id string, w io.Writer, width func() int) (
 		defer tick.Stop()
 		for {
 			if info, err := root.Read(id); err == nil {
-				line := "potato-dispatch: " + m.line(info.Record, time.Now())
+				line := prefix + m.line(info.Record, time.Now())
 				if n := width() - 1; len([]rune(line)) > n && n > 0 {
 					line = string([]rune(line)[:n])
 				}

@@ -76,7 +76,7 @@ func TestShowProgressDraws(t *testing.T) {
 	}
 	defer run.Close()
 	var buf lockedBuffer
-	stop := showProgress(root, run.ID, &buf, func() int { return 40 })
+	stop := showProgress(root, run.ID, &buf, "potato-dispatch: ", func() int { return 40 })
 	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(buf.String(), "\x1b[K"); {
 		if time.Now().After(deadline) {
 			t.Fatal("nothing drawn")

@@ -286,22 +286,39 @@ func (run *Run) Close() {
 	}
 }
 
-// WriteFileAtomic writes .name.tmp, syncs it and renames it to name.
+// WriteFileAtomic writes data to path by WriteAtomic.
 func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
-	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
+	return WriteAtomic(path, perm, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// WriteAtomic is the toolkit's one way to replace a file: what write
+// writes goes to a temporary .name.*.tmp beside path, which is synced and
+// renamed to path only when write returned nil, so that a reader sees the
+// old file or the whole new one, never a part. The temporary file's name
+// is unique, so two writers of the same path do not mix; a failed write
+// leaves nothing behind.
+func WriteAtomic(path string, perm os.FileMode, write func(io.Writer) error) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
 	if err != nil {
 		return err
 	}
-	if _, err := f.Write(data); err != nil {
+	tmp := f.Name()
+	fail := func(err error) error {
 		f.Close()
 		os.Remove(tmp)
 		return err
 	}
+	if err := write(f); err != nil {
+		return fail(err)
+	}
+	if err := f.Chmod(perm); err != nil {
+		return fail(err)
+	}
 	if err := f.Sync(); err != nil {
-		f.Close()
-		os.Remove(tmp)
-		return err
+		return fail(err)
 	}
 	if err := f.Close(); err != nil {
 		os.Remove(tmp)

@@ -41,17 +41,17 @@ func (s *Server) serveAgent(w http.ResponseWriter, r *http.Request) {
 	}
 	parts := strings.Split(rest, "/")
 	if len(parts) != 3 || parts[0] != "runs" || !rundir.ValidID(parts[1]) {
-		jsonError(w, http.StatusNotFound, "no such route")
+		agentproto.WriteError(w, http.StatusNotFound, "no such route")
 		return
 	}
 	if bearer(r) == "" {
 		w.Header().Set("WWW-Authenticate", "Bearer")
-		jsonError(w, http.StatusUnauthorized, "missing bearer token")
+		agentproto.WriteError(w, http.StatusUnauthorized, "missing bearer token")
 		return
 	}
 	sock := s.socketOf(parts[1])
 	if sock == "" {
-		jsonError(w, http.StatusNotFound, "no such run, or its dispatch is not listening")
+		agentproto.WriteError(w, http.StatusNotFound, "no such run, or its dispatch is not listening")
 		return
 	}
 	proxyTo(sock).ServeHTTP(w, r)
@@ -63,12 +63,6 @@ func bearer(r *http.Request) string {
 		return ""
 	}
 	return strings.TrimSpace(tok)
-}
-
-func jsonError(w http.ResponseWriter, code int, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
 }
 
 // socketOf is the socket a run's dispatch serves, if it is there.
@@ -112,7 +106,7 @@ func proxyTo(sock string) http.Handler {
 	p.Transport = unixTransport(sock)
 	p.FlushInterval = -1
 	p.ErrorHandler = func(w http.ResponseWriter, r *http.Request, err error) {
-		jsonError(w, http.StatusBadGateway, "the run's dispatch did not answer")
+		agentproto.WriteError(w, http.StatusBadGateway, "the run's dispatch did not answer")
 	}
 	return p
 }
@@ -122,27 +116,27 @@ func proxyTo(sock string) http.Handler {
 func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		jsonError(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed here")
+		agentproto.WriteError(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed here")
 		return
 	}
 	const maxClaim = 1 << 20
 	if r.ContentLength > maxClaim { // refused unread
-		jsonError(w, http.StatusRequestEntityTooLarge, "the claim's body is over 1 MiB")
+		agentproto.WriteError(w, http.StatusRequestEntityTooLarge, "the claim's body is over 1 MiB")
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxClaim))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			jsonError(w, http.StatusRequestEntityTooLarge, "the claim's body is over 1 MiB")
+			agentproto.WriteError(w, http.StatusRequestEntityTooLarge, "the claim's body is over 1 MiB")
 		} else {
-			jsonError(w, http.StatusBadRequest, "the claim's body is unreadable: "+err.Error())
+			agentproto.WriteError(w, http.StatusBadRequest, "the claim's body is unreadable: "+err.Error())
 		}
 		return
 	}
 	var req agentproto.ClaimRequest
 	if err := json.Unmarshal(body, &req); err != nil {
-		jsonError(w, http.StatusBadRequest, "the claim's body is not JSON: "+err.Error())
+		agentproto.WriteError(w, http.StatusBadRequest, "the claim's body is not JSON: "+err.Error())
 		return
 	}
 	tok := bearer(r)
@@ -150,7 +144,7 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 	if tok == "" || !ok || b.Type != config.TypeAgent || !s.Root.CheckToken(req.Backend, tok) {
 		// One answer for every refusal: a prober learns nothing.
 		w.Header().Set("WWW-Authenticate", "Bearer")
-		jsonError(w, http.StatusUnauthorized, "wrong token")
+		agentproto.WriteError(w, http.StatusUnauthorized, "wrong token")
 		return
 	}
 	req.Host = cleanHost(req.Host)

@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"potato-training/lib/agentproto"
 	"potato-training/lib/rundir"
 )
 
@@ -103,7 +104,7 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	route := func(allow string, h func(http.ResponseWriter, *http.Request, []string)) {
 		if !slices.Contains(strings.Split(allow, ", "), r.Method) {
 			w.Header().Set("Allow", allow)
-			jsonError(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed here")
+			agentproto.WriteError(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed here")
 			return
 		}
 		h(w, r, parts)
@@ -128,7 +129,7 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case len(parts) == 3 && parts[0] == "backends" && parts[2] == "check":
 		route("GET, HEAD", a.checkBackend)
 	default:
-		jsonError(w, http.StatusNotFound, "no such route")
+		agentproto.WriteError(w, http.StatusNotFound, "no such route")
 	}
 }
 
@@ -142,23 +143,10 @@ func (a *api) fail(w http.ResponseWriter, err error) {
 		retryAfter(w, ae.retry)
 	}
 	if len(ae.hints) == 0 {
-		jsonError(w, ae.code, ae.msg)
+		agentproto.WriteError(w, ae.code, ae.msg)
 		return
 	}
-	writeJSON(w, ae.code, map[string]any{"error": ae.msg, "hints": ae.hints})
-}
-
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
-		jsonError(w, http.StatusInternalServerError, err.Error())
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_, _ = w.Write(b.Bytes())
+	agentproto.WriteJSON(w, ae.code, map[string]any{"error": ae.msg, "hints": ae.hints})
 }
 
 // authorize is the API's one gate: the X-API-Key header must be the
@@ -276,7 +264,7 @@ func (a *api) startRun(w http.ResponseWriter, r *http.Request) {
 	}
 	a.s.logf("run %s started through the API: trainer %s, schemas %s", id, req.Trainer, strings.Join(req.Schemas, ","))
 	w.Header().Set("Location", apiPrefix+"/runs/"+id)
-	writeJSON(w, http.StatusCreated, map[string]string{"run_id": id})
+	agentproto.WriteJSON(w, http.StatusCreated, map[string]string{"run_id": id})
 }
 
 func decodeStart(w http.ResponseWriter, r *http.Request) (*startRequest, error) {
@@ -379,7 +367,7 @@ func (a *api) dispatch(ctx context.Context, args []string) (string, error) {
 	case err != nil && msg != "":
 		return "", &apiError{code: http.StatusInternalServerError, msg: msg, hints: hints}
 	case err != nil:
-		return "", errorf(http.StatusInternalServerError, "potato-dispatch: %v", err)
+		return "", errorf(http.StatusInternalServerError, "running potato-dispatch: %v", err)
 	}
 	return "", errorf(http.StatusInternalServerError, "potato-dispatch printed no run id")
 }
@@ -483,7 +471,7 @@ func (a *api) listRuns(w http.ResponseWriter, r *http.Request) {
 		}
 		runs = kept
 	}
-	writeJSON(w, http.StatusOK, runs)
+	agentproto.WriteJSON(w, http.StatusOK, runs)
 }
 
 // current reports whether the run is the one under way: executing, or the
@@ -541,7 +529,7 @@ func (a *api) getRun(w http.ResponseWriter, r *http.Request, parts []string) {
 	if lines, _ := rundir.TailLines(filepath.Join(dir, rundir.LogFile), logLines); lines != nil {
 		d.Log = lines
 	}
-	writeJSON(w, http.StatusOK, d)
+	agentproto.WriteJSON(w, http.StatusOK, d)
 }
 
 // cancelRun asks a run's dispatch to stop it, as potato-dispatch cancel
@@ -573,7 +561,7 @@ func (a *api) cancelRun(w http.ResponseWriter, r *http.Request, parts []string) 
 		return
 	}
 	a.s.logf("run %s: cancel requested through the API", id)
-	writeJSON(w, http.StatusAccepted, map[string]string{"run_id": id, "state": info.State})
+	agentproto.WriteJSON(w, http.StatusAccepted, map[string]string{"run_id": id, "state": info.State})
 }
 
 // retractRun deletes a finished run's prelabels from Potato's store with
@@ -608,7 +596,7 @@ func (a *api) retractRun(w http.ResponseWriter, r *http.Request, parts []string)
 	}
 	if err == nil && json.Unmarshal(stdout.Bytes(), &out) == nil && out.Retracted != nil {
 		a.s.logf("run %s: %d prelabels retracted through the API", id, *out.Retracted)
-		writeJSON(w, http.StatusOK, map[string]int64{"retracted": *out.Retracted})
+		agentproto.WriteJSON(w, http.StatusOK, map[string]int64{"retracted": *out.Retracted})
 		return
 	}
 	msg, hints := childMessage("potato-dispatch", stderr.String())
@@ -642,7 +630,7 @@ type apiBackend struct {
 }
 
 func (a *api) listBackends(w http.ResponseWriter, r *http.Request, _ []string) {
-	writeJSON(w, http.StatusOK, a.s.backends(time.Now()))
+	agentproto.WriteJSON(w, http.StatusOK, a.s.backends(time.Now()))
 }
 
 // checkBackend runs potato-check NAME CONFIG --json and passes its report

@@ -174,10 +174,6 @@ func NoExitCode(id, state, dir string, waited time.Duration) string {
 	return fmt.Sprintf("%s%s left the queue (%s) but wrote no exit_code in %s within %s", EndedPrefix, id, state, dir, waited)
 }
 
-// IsJobFailure reports whether msg is Ended's or NoExitCode's: the job,
-// not the training process, decides the run's failure.
-func IsJobFailure(msg string) bool { return strings.HasPrefix(msg, EndedPrefix) }
-
 // Reason is why the scheduler ended a job, from its final state and the
 // lines SLURM wrote into slurm.out; "" when the scheduler did not end it
 // (it completed or failed by itself). cancelledByUs is set when the agent

@@ -25,20 +25,55 @@ import (
 // built-in trainer fits on.
 const MinLabelled = 10
 
-// Worker runs a built-in trainer for the spec at specPath, writing events
-// to stdout. It returns the training process's exit code
-// (potato-events(5)). ctx is cancelled on SIGTERM: the trainer stops at
-// its next checkpoint and the code is 4.
+// WorkerError is a built-in trainer's run that did not finish: Exit is
+// the training process's exit code (potato-events(5)), Code and Msg those
+// of the error event it wrote; Msg is "" for a run stopped on request,
+// which has nothing more to say.
+type WorkerError struct {
+	Exit int
+	Code string
+	Msg  string
+}
+
+func (e *WorkerError) Error() string {
+	if e.Msg == "" {
+		return e.Code
+	}
+	return e.Msg
+}
+
+// Worker is RunWorker for a caller that wants the exit code, with the
+// error's message, if any, as a line on stderr.
 func Worker(ctx context.Context, specPath string, stdout, stderr io.Writer) int {
+	err := RunWorker(ctx, specPath, stdout)
+	var we *WorkerError
+	switch {
+	case err == nil:
+		return events.ExitFinished
+	case errors.As(err, &we):
+		if we.Msg != "" {
+			fmt.Fprintf(stderr, "error: %s\n", we.Msg)
+		}
+		return we.Exit
+	}
+	fmt.Fprintf(stderr, "error: %v\n", err)
+	return events.ExitUnexpected
+}
+
+// RunWorker runs a built-in trainer for the spec at specPath, writing
+// events to stdout. It returns nil when the trainer finished, else a
+// *WorkerError with the exit code the process is to end with. ctx is
+// cancelled on SIGTERM: the trainer stops at its next checkpoint and the
+// exit code is 4.
+func RunWorker(ctx context.Context, specPath string, stdout io.Writer) error {
 	// Progress and metrics at a human rate (potato-events(5)): a fit of
 	// thousands of epochs a second writes a few events a second, and the
 	// last of each always.
 	ev := events.NewThrottledWriter(stdout, events.Interval)
 	defer ev.Close()
-	fail := func(code int, kind, msg, hint string) int {
+	fail := func(code int, kind, msg, hint string) error {
 		_ = ev.Emit(events.ErrorEvent(kind, msg, hint))
-		fmt.Fprintf(stderr, "potato-agent: error: %s\n", msg)
-		return code
+		return &WorkerError{Exit: code, Code: kind, Msg: msg}
 	}
 	spec, err := ReadSpec(specPath)
 	if err != nil {
@@ -72,10 +107,10 @@ func Worker(ctx context.Context, specPath string, stdout, stderr io.Writer) int 
 	var ce *calibrate.Error
 	switch {
 	case err == nil:
-		return events.ExitFinished
+		return nil
 	case errors.Is(err, context.Canceled):
 		_ = ev.Emit(events.Status(events.CodeCancelled, "stopped on request"))
-		return events.ExitCancelled
+		return &WorkerError{Exit: events.ExitCancelled, Code: events.CodeCancelled}
 	case errors.As(err, &fe):
 		return fail(fe.exit, fe.code, fe.msg, "")
 	case errors.As(err, &ce):

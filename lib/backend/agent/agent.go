@@ -64,7 +64,7 @@ func (a *Backend) Prepare(ctx context.Context, run backend.Run) (backend.Executi
 		HeartbeatTimeoutS: a.b.HeartbeatTimeoutS, Where: a.b.Name,
 		// The backend's current token is good for the claim that hands
 		// the run out; the run's own token for everything after it.
-		Authorize: func(tok string) bool { return root.CheckToken(a.b.Name, tok) },
+		AuthorizeClaim: func(tok string) bool { return root.CheckToken(a.b.Name, tok) },
 		// A cancelled run is no longer handed out.
 		Accept: func(req agentproto.ClaimRequest) bool { return req.Backend == a.b.Name && e.run.CancelAt().IsZero() },
 		OnClaim: func(req agentproto.ClaimRequest) {
@@ -121,9 +121,9 @@ func (e *execution) outcome() (backend.Outcome, error) {
 	res := e.run.Reported()
 	out := remote.Outcome(res)
 	switch {
-	case res.Error != "" && !e.run.CancelAt().IsZero():
+	case res.Failed() && !e.run.CancelAt().IsZero():
 		out.Signal = "cancelled"
-	case res.Error != "" && out.Signal == "":
+	case res.Failed() && out.Signal == "":
 		// The agent stopped the job itself (its link was gone, G9), could
 		// not run it, or could not hand over its predictions (413): the run
 		// fails with the agent's words, whatever the trainer reported.

@@ -15,7 +15,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -44,9 +43,10 @@ type Run struct {
 	Hold bool
 	// OnClaim, when set, is called once the run is handed out.
 	OnClaim func(agentproto.ClaimRequest)
-	// Authorize, when set, accepts tokens besides the run's own (the
-	// agent backend's token, for the claim).
-	Authorize func(token string) bool
+	// AuthorizeClaim, when set, accepts tokens besides the run's own for
+	// the claim alone (the agent backend's token): every route after the
+	// claim wants the run's token, which only the claiming agent has.
+	AuthorizeClaim func(token string) bool
 
 	token    string
 	tokenSum [32]byte
@@ -84,7 +84,8 @@ func (r *Run) Serve(token string) error {
 	if path != r.Run.Dir.Path(rundir.SocketFile) {
 		_ = r.Run.Dir.Update(func(rec *rundir.Record) { rec.AgentSocket = path })
 	}
-	h := agentproto.NewHandler(r, agentproto.HandlerOptions{Authorize: r.authorize, MaxPredictionsMB: r.Run.Config.Training.MaxPredictionsMB})
+	h := agentproto.NewHandler(r, agentproto.HandlerOptions{Authorize: r.authorize, AuthorizeClaim: r.AuthorizeClaim,
+		MaxPredictionsMB: r.Run.Config.Training.MaxPredictionsMB})
 	r.server = agentproto.Serve(l, h)
 	r.Heard()
 	return nil
@@ -103,10 +104,7 @@ func (r *Run) Path() string {
 
 func (r *Run) authorize(tok string) bool {
 	sum := sha256.Sum256([]byte(tok))
-	if subtle.ConstantTimeCompare(sum[:], r.tokenSum[:]) == 1 {
-		return true
-	}
-	return r.Authorize != nil && r.Authorize(tok)
+	return subtle.ConstantTimeCompare(sum[:], r.tokenSum[:]) == 1
 }
 
 // Close stops serving.
@@ -171,13 +169,7 @@ func (r *Run) CancelAt() time.Time {
 // Outcome is how the agent's result says the training process ended:
 // SIGKILL is the killed outcome (out of memory) of every backend.
 func Outcome(res *agentproto.Result) backend.Outcome {
-	out := backend.Outcome{ExitCode: res.ExitCode}
-	if strings.Contains(res.Error, "SIGKILL") {
-		out.Killed, out.Signal = true, "killed by SIGKILL"
-	} else if strings.HasPrefix(res.Error, "killed by") {
-		out.Signal = res.Error
-	}
-	return out
+	return backend.Outcome{ExitCode: res.ExitCode, Killed: res.Killed(), Signal: res.KilledBy()}
 }
 
 // The agentproto.Run half.

@@ -107,7 +107,7 @@ func (f *flavor) AgentArgs(ctx context.Context, conn *sshx.Conn, jobDir string) 
 // (M7, F9), or that the job left no exit_code, into the run's failure,
 // whatever events the training process sent.
 func (f *flavor) ResultError(res agentproto.Result) error {
-	if slurm.IsJobFailure(res.Error) {
+	if res.JobFailure() {
 		return errors.New(res.Error)
 	}
 	return nil

@@ -22,7 +22,6 @@ import (
 	"strings"
 	"time"
 
-	"potato-training/lib/agent"
 	"potato-training/lib/agentproto"
 	"potato-training/lib/backend"
 	"potato-training/lib/backend/remote"
@@ -559,7 +558,7 @@ func (s *execution) Relay(ctx context.Context) (backend.Outcome, error) {
 // stopped because its session ended makes the run fail with that reason.
 func (s *execution) outcome() (backend.Outcome, error) {
 	res := s.agent.Reported()
-	if strings.HasPrefix(res.Error, agent.LostSession) {
+	if res.Code == agentproto.CodeLostSession {
 		return backend.Outcome{ExitCode: -1}, fmt.Errorf(msgSession, s.b.Host, res.Error)
 	}
 	if s.flavor != nil {

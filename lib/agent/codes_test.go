@@ -1,0 +1,127 @@
+package agent_test
+
+// The result's code of each way a job of potato-agent(1) fails, caused
+// for real against an agent started with --socket, as a dispatch starts
+// it.
+
+import (
+	"io"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"potato-training/internal/testcli"
+	"potato-training/internal/testproject"
+	"potato-training/lib/agentproto"
+)
+
+// socketResult runs one job of an exec: trainer of body through an agent
+// started with --socket --once, changed first by prepare, and returns its
+// result. lose, when set, is called once the training process has
+// started, with the agent's standard input, whose end is the end of its
+// ssh session.
+func socketResult(t *testing.T, trainerName, body string, prepare func(*socketRun), lose func(io.Closer)) (*agentproto.Result, *pollAgent) {
+	t.Helper()
+	cwd := t.TempDir()
+	if body != "" {
+		trainerName = testproject.Trainer(t, cwd, body)
+	}
+	r := serveSocketRun(t, trainerName, nil)
+	if prepare != nil {
+		prepare(r)
+	}
+	bin := testcli.Binaries(t)
+	a := &pollAgent{cmd: exec.Command(filepath.Join(bin, "potato-agent"), "--socket", r.sock, "--once", "--backend", "gpu",
+		"--workdir", filepath.Join(cwd, "wd")), stderr: &lockedBuffer{}, exited: make(chan struct{})}
+	a.cmd.Dir = cwd
+	a.cmd.Stderr = a.stderr
+	stdin, err := a.cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stdin.Write([]byte(r.token + "\n"))
+	go func() {
+		a.err = a.cmd.Wait()
+		stdin.Close()
+		close(a.exited)
+	}()
+	t.Cleanup(func() {
+		a.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-a.exited:
+		case <-time.After(30 * time.Second):
+			a.cmd.Process.Kill()
+			<-a.exited
+		}
+	})
+	if lose != nil {
+		testproject.WaitFor(t, "the training process to start", func() bool { return r.logHas("training process ") })
+		lose(stdin)
+	}
+	if code := a.wait(t); code != 1 {
+		t.Errorf("exit %d, want 1\n%s", code, a.stderr)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.result == nil {
+		t.Fatalf("no result\n%s", a.stderr)
+	}
+	return r.result, a
+}
+
+// Each failure of a job: the result's code, its signal, and what the
+// backends decide from them.
+func TestResultCodes(t *testing.T) {
+	for _, c := range []struct {
+		name, trainer, body string
+		prepare             func(*socketRun)
+		lose                func(io.Closer)
+		code                string
+		signal              syscall.Signal
+		killedBy            string
+		error               string
+	}{
+		{name: "SIGKILL", body: "kill -KILL $$", code: agentproto.CodeKilledBySignal, signal: syscall.SIGKILL,
+			killedBy: "killed by SIGKILL", error: "killed by SIGKILL"},
+		{name: "SIGTERM", body: "kill -TERM $$", code: agentproto.CodeKilledBySignal, signal: syscall.SIGTERM,
+			killedBy: "killed by SIGTERM", error: "killed by SIGTERM"},
+		{name: "no program", trainer: "exec:bin/none", code: agentproto.CodeStartFailed,
+			error: "cannot start the training process: "},
+		{name: "bad bundle", body: testproject.ResultLines, code: agentproto.CodeBundleFailed,
+			prepare: func(r *socketRun) { r.claim.Bundle.SHA256 = strings.Repeat("0", 64) }, error: "the bundle: "},
+		{name: "lost session", body: "sleep 300", lose: func(stdin io.Closer) { stdin.Close() },
+			code: agentproto.CodeLostSession, signal: syscall.SIGTERM, error: "the agent's ssh session ended: it stopped the training process (killed by SIGTERM)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			res, a := socketResult(t, c.trainer, c.body, c.prepare, c.lose)
+			if res.Code != c.code || res.Signal != int(c.signal) || !strings.HasPrefix(res.Error, c.error) {
+				t.Errorf("result %+v, want code %q, signal %d, error %q\n%s", res, c.code, c.signal, c.error, a.stderr)
+			}
+			if !res.Failed() || res.KilledBy() != c.killedBy || res.Killed() != (c.signal == syscall.SIGKILL) || res.JobFailure() {
+				t.Errorf("result %+v: failed %v, killed %v, killed by %q, job failure %v", res, res.Failed(), res.Killed(), res.KilledBy(), res.JobFailure())
+			}
+		})
+	}
+}
+
+// A polling agent refuses an exec: trainer. Expected: exit status 2 in
+// the result, with code exec_refused.
+func TestResultCodeExecRefused(t *testing.T) {
+	s := newPollServer(t, nil)
+	s.claim.Spec.Trainer = "exec:/bin/true"
+	addr, _ := s.serve("127.0.0.1:0")
+	a := startAgent(t, addr, t.TempDir(), tokenEnv(s), "--once")
+	if code := a.wait(t); code != 1 {
+		t.Errorf("exit %d, want 1\n%s", code, a.stderr)
+	}
+	res := s.result()
+	if res == nil || res.ExitCode != 2 || res.Code != agentproto.CodeExecRefused || !strings.Contains(res.Error, "runs only the toolkit's trainers") {
+		t.Fatalf("result %+v\n%s", res, a.stderr)
+	}
+}

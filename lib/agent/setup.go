@@ -1,0 +1,181 @@
+package agent
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"potato-training/lib/agentproto"
+	"potato-training/lib/slurm"
+)
+
+// UsageError is a setting the agent cannot start with (potato-agent(1),
+// EXIT STATUS 2): no server, no token, a path or a SLURM config it cannot
+// use.
+type UsageError struct{ Err error }
+
+func (e *UsageError) Error() string { return e.Err.Error() }
+func (e *UsageError) Unwrap() error { return e.Err }
+
+func usagef(format string, args ...any) error {
+	return &UsageError{Err: fmt.Errorf(format, args...)}
+}
+
+// Settings are the agent's settings as its command line gives them.
+type Settings struct {
+	Server    string // http://HOST:PORT or unix:PATH: a polling agent
+	Socket    string // a dispatch's socket: the token is on standard input
+	Backend   string
+	TokenFile string
+	Python    string
+	Once      bool
+	Workdir   string
+	Keep      bool
+	// SLURMConfig is a JSON file of the backend's SLURM keys: the agent
+	// then submits each job with sbatch (SPEC M5, M9).
+	SLURMConfig string
+	// Name is the program's name for Options.Name.
+	Name string
+}
+
+// Options turns the settings into the options of Run: every path made
+// absolute, once, since jobs run in directories of their own, where a
+// relative one would name something else; the token read; the SLURM keys
+// read. Started with Socket, the agent reads the run's token from the
+// first line of stdin, and stdin reaching EOF afterwards (the ssh session
+// gone) closes Options.Lost. A setting it cannot use is a *UsageError.
+func (s Settings) Options(stdin io.Reader, log io.Writer) (Options, error) {
+	if err := s.absPaths(); err != nil {
+		return Options{}, &UsageError{Err: err}
+	}
+	server, token, lost, err := s.credentials(stdin)
+	if err != nil {
+		return Options{}, err
+	}
+	client, err := agentproto.NewClient(server, token)
+	if err != nil {
+		return Options{}, &UsageError{Err: err}
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return Options{}, err
+	}
+	var so *slurm.Options
+	if s.SLURMConfig != "" {
+		o, err := slurm.ReadOptions(s.SLURMConfig)
+		if err != nil {
+			return Options{}, usagef("--slurm-config: %v", err)
+		}
+		if o.JobPython, err = ProgramPath(o.JobPython); err != nil {
+			return Options{}, usagef("--slurm-config: job_python: %v", err)
+		}
+		so = &o
+	}
+	return Options{Client: client, Backend: s.Backend, Workdir: s.Workdir, Python: s.Python,
+		Once: s.Once, Keep: s.Keep, Worker: self, Lost: lost, Log: log, Name: s.Name, AllowExec: s.Socket != "", SLURM: so,
+		Unreachable: unreachable(), Polling: s.Socket == ""}, nil
+}
+
+// absPaths makes the path settings absolute, against the directory the
+// agent was started in, and expands a leading ~/. Python stays a name to
+// look up on PATH when it has no slash. Socket is left as it is: only the
+// agent itself dials it, from where it was started, and a unix socket's
+// address has room for 107 bytes, which the absolute form of a short
+// relative path can exceed.
+func (s *Settings) absPaths() error {
+	for _, f := range []struct {
+		name string
+		p    *string
+	}{{"--workdir", &s.Workdir}, {"--token-file", &s.TokenFile}, {"--slurm-config", &s.SLURMConfig}} {
+		if *f.p == "" {
+			continue
+		}
+		abs, err := AbsPath(*f.p)
+		if err != nil {
+			return fmt.Errorf("%s %s: %v", f.name, *f.p, err)
+		}
+		*f.p = abs
+	}
+	python, err := ProgramPath(s.Python)
+	if err != nil {
+		return fmt.Errorf("--python %s: %v", s.Python, err)
+	}
+	s.Python = python
+	return nil
+}
+
+func (s *Settings) credentials(stdin io.Reader) (server, token string, lost chan struct{}, err error) {
+	lost = make(chan struct{})
+	switch {
+	case s.Socket != "":
+		server = "unix:" + s.Socket
+		r := bufio.NewReader(stdin)
+		line, rerr := r.ReadString('\n')
+		token = strings.TrimSpace(line)
+		if token == "" {
+			return "", "", nil, usagef("--socket: no token on standard input (%v)", rerr)
+		}
+		go func() {
+			_, _ = io.Copy(io.Discard, r)
+			close(lost)
+		}()
+		return server, token, lost, nil
+	case s.Server == "":
+		return "", "", nil, usagef("give --server URL (or --socket PATH)")
+	}
+	server = s.Server
+	if s.TokenFile != "" {
+		token, err = readTokenFile(s.TokenFile)
+		if err != nil {
+			return "", "", nil, usagef("--token-file: %v", err)
+		}
+	} else {
+		token = strings.TrimSpace(os.Getenv("POTATO_TRAINING_TOKEN"))
+	}
+	if token == "" {
+		return "", "", nil, usagef("no token: set POTATO_TRAINING_TOKEN or give --token-file")
+	}
+	return server, token, lost, nil
+}
+
+// readTokenFile reads a token file, refusing one that other users could
+// read or change, as ssh refuses such a key: chmod 600 it.
+func readTokenFile(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return "", err
+	}
+	if !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("%q is not a regular file", path)
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		return "", fmt.Errorf("%q is readable or writable by group or others (mode %04o): run chmod 600 %q", path, perm, path)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, 64<<10))
+	if err != nil {
+		return "", err
+	}
+	token := strings.TrimSpace(string(b))
+	if token == "" {
+		return "", fmt.Errorf("%q is empty", path)
+	}
+	return token, nil
+}
+
+// unreachable is how long the server may be out of reach during a job;
+// POTATO_TRAINING_UNREACHABLE_S shortens G9's 300 s (for tests).
+func unreachable() time.Duration {
+	if n, err := strconv.Atoi(os.Getenv("POTATO_TRAINING_UNREACHABLE_S")); err == nil && n > 0 {
+		return time.Duration(n) * time.Second
+	}
+	return DefaultUnreachable
+}
