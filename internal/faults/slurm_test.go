@@ -349,6 +349,36 @@ func TestSLURMPreemptedRequeued(t *testing.T) {
 		fmt.Sprintf("urgent job %s; %s; %q; %s; %s", urgent, f, line, s.kept(t, id), s.nextRunSucceeds()))
 }
 
+// The fault: the run's job is preempted and requeued, and while it waits
+// to run again someone cancels it from outside (scancel), as an admin
+// clearing the queue does. Its slurm.out still holds the first attempt's
+// "DUE TO PREEMPTION" line: SLURM truncates it only when the job starts
+// again. Expected: the job's end is the scancel, so M7's "SLURM job N
+// ended before the worker finished: it was cancelled from outside
+// (scancel)" in run.json, the store and the page; no prediction was
+// produced; the next run succeeds.
+func TestSLURMScancelWhileRequeued(t *testing.T) {
+	s := newSLURMProject(t, "      gres: gpu:2\n", "")
+	id := s.Detach(slurmEndless...)
+	job := s.job(t, id)
+	s.fitting(t, id)
+	s.preempt(t)
+	requeued := slurmRequeued(job, "after a preemption")
+	testproject.WaitFor(t, "the requeue in the run log", func() bool {
+		return requeued.MatchString(s.File(id, rundir.LogFile)) || s.Info(id).Finished
+	})
+	if out, err := s.slurmAsUser("scancel", job); err != nil {
+		t.Fatalf("scancel: %v %s", err, out)
+	}
+	f := s.settled(id, rundir.StateError, "backend", 2*time.Minute)
+	want := "SLURM job " + job + " ended before the worker finished: it was cancelled from outside (scancel)"
+	if got := s.Info(id).Error; got != want {
+		t.Errorf("error %q, want %q\n%s", got, want, s.slurmDump(id))
+	}
+	record(t, "SLURM scancel of a job waiting after its preemption", "error/backend: "+want,
+		fmt.Sprintf("%s: %s; %s; %s", f, s.Info(id).Error, s.none(t, id), s.nextRunSucceeds()))
+}
+
 // The fault: as above, but the run's job may not be requeued
 // (SBATCH_NO_REQUEUE=1 in the backend's env, which sbatch reads as
 // --no-requeue), so preemption ends it: JobState=PREEMPTED. Expected: M7,
