@@ -441,6 +441,51 @@ fi
 	}
 }
 
+// A job requeued after a preemption, then cancelled from outside, ended
+// by the scancel: the first attempt's "DUE TO PREEMPTION" still in
+// slurm.out is not its end. Whether it waits to run again (slurm.out as
+// the first attempt left it) or runs again (the shim appends to
+// slurm.out, as slurmstepd does with --open-mode=append).
+func TestScancelAfterRequeue(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		delay string // the shim's requeue delay
+		step  string // the step the scancel waits for
+	}{
+		{"while it waits", "300", ""},
+		{"while it runs again", "3", "second"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := shim(t, 2)
+			c.admin("init", "--slots", "2", "--gpus", "0,1", "--kill-wait", "1", "--node", "node07", "--requeue-delay", tc.delay)
+			e := setup(t, c, "")
+			marker := sharedDir(t, "/tmp")
+			os.Chmod(marker, 0o777)
+			tr := testproject.Trainer(t, sharedDir(t, "/tmp"), `step=second
+[ -e `+marker+`/first ] || step=first
+: > `+marker+`/first
+echo '{"v":1,"event":"status","state":"fitting","step":"'$step'"}'
+sleep 300`)
+			id := e.Detach("--trainer", tr, "--schemas", "sentiment")
+			job := e.waitJob(id)
+			testproject.WaitFor(t, "the first attempt", func() bool { return e.Info(id).Step == "first" })
+			c.admin("fail", job, "preempted", "--requeue")
+			testproject.WaitFor(t, "the requeue", func() bool { return e.logHas(id, "requeued by the scheduler after a preemption") })
+			if tc.step != "" {
+				testproject.WaitFor(t, "the second attempt", func() bool { return e.Info(id).Step == tc.step })
+			}
+			if out, err := c.cmd("scancel", job).CombinedOutput(); err != nil {
+				t.Fatalf("scancel: %v %s", err, out)
+			}
+			info := e.wait(id)
+			want := "SLURM job " + job + " ended before the worker finished: it was cancelled from outside (scancel)"
+			if info.State != rundir.StateError || info.Error != want {
+				t.Errorf("state %s error %q, want %q\n%s", info.State, info.Error, want, e.dump(id))
+			}
+		})
+	}
+}
+
 // The job leaves the queue but its exit_code never appears (the batch
 // shell was killed): the run fails saying so; success is never guessed.
 func TestJobVanishesBeforeExitCode(t *testing.T) {

@@ -76,6 +76,9 @@ type slurmJob struct {
 	// spoke is true once the training process has written an event since
 	// the job last started: its own steps then make the step line.
 	spoke bool
+	// staleOut is slurm.out when a requeue was last seen: an earlier
+	// attempt's lines, which say nothing of how a later one ended.
+	staleOut []byte
 }
 
 // slurmEnv is the agent's environment less its token, for the scheduler's
@@ -358,6 +361,9 @@ func (sj *slurmJob) requeued(ctx context.Context) string {
 	restarts := fmt.Sprintf(", Restarts=%d", job.Restarts)
 	why := ""
 	if b, err := os.ReadFile(filepath.Join(sj.dir, jobSlurmOut)); err == nil {
+		sj.mu.Lock()
+		sj.staleOut = b
+		sj.mu.Unlock()
 		switch slurm.Reason("", b, false) {
 		case slurm.ReasonNodeFail:
 			why = " after a node failure"
@@ -394,6 +400,7 @@ func (sj *slurmJob) ended(ctx context.Context, t *tailer) (int, error) {
 	slurmOut, _ := os.ReadFile(filepath.Join(sj.dir, jobSlurmOut))
 	sj.mu.Lock()
 	cancelled := sj.cancelled
+	slurmOut = thisAttempt(slurmOut, sj.staleOut)
 	sj.mu.Unlock()
 	if r := slurm.Reason(state, slurmOut, cancelled); r != "" {
 		return -1, fail(reasonCode[r], errors.New(slurm.Ended(sj.id, r)))
@@ -430,6 +437,18 @@ func (sj *slurmJob) ended(ctx context.Context, t *tailer) (int, error) {
 		state = "state unknown to scontrol"
 	}
 	return -1, fail(agentproto.CodeNoExitCode, errors.New(slurm.NoExitCode(sj.id, state, sj.dir, wait)))
+}
+
+// thisAttempt is what the last attempt of a requeued job wrote into
+// slurm.out, given the file as it was when the requeue was seen. SLURM
+// truncates the file when the job starts again (appends to it with
+// --open-mode=append); a job cancelled while it waits to start again has
+// only the earlier attempt's "DUE TO PREEMPTION", which is not its end.
+func thisAttempt(out, stale []byte) []byte {
+	if len(stale) > 0 && bytes.HasPrefix(out, stale) {
+		return out[len(stale):]
+	}
+	return out
 }
 
 // reasonCode is the result's code of each reason the scheduler ended a
