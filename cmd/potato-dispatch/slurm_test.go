@@ -458,7 +458,7 @@ func TestScancelAfterRequeue(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := shim(t, 2)
 			c.admin("init", "--slots", "2", "--gpus", "0,1", "--kill-wait", "1", "--node", "node07", "--requeue-delay", tc.delay)
-			e := setup(t, c, "")
+			e := slurmSetup(t, c, "")
 			marker := sharedDir(t, "/tmp")
 			os.Chmod(marker, 0o777)
 			tr := testproject.Trainer(t, sharedDir(t, "/tmp"), `step=second
