@@ -6,7 +6,7 @@ MANDIR = $(DESTDIR)$(PREFIX)/share/man
 # The agents copied to remote hosts, one per architecture.
 LIBDIR = $(DESTDIR)$(PREFIX)/lib/potato-training
 GO ?= go
-GOTEST_FLAGS ?= -count=1 -timeout 30m
+GOTEST_FLAGS ?= -count=1 -timeout 30m -parallel 4
 
 CMDS = $(notdir $(wildcard cmd/*))
 MAN1 = $(wildcard man/*.1)

@@ -110,7 +110,7 @@ func (e *agentEnv) dump(id string) string {
 	return "run.log:\n" + e.File(id, "run.log") + "\nserver:\n" + e.srvLog.String()
 }
 
-func TestAgentRunEndToEnd(t *testing.T) {
+func testAgentRunEndToEnd(t *testing.T) {
 	e := agentSetup(t, "      heartbeat_timeout_s: 30\n")
 	id := e.Detach("--trainer", "tfidf-logreg", "--schemas", "sentiment")
 	testproject.WaitFor(t, "the run to wait for an agent", func() bool { return e.Info(id).Step == "waiting for an agent on lab" })
@@ -146,7 +146,7 @@ func TestAgentRunEndToEnd(t *testing.T) {
 
 // G6: without an agent the run stays queued, then fails after
 // queue_timeout_s.
-func TestQueuedUntilQueueTimeout(t *testing.T) {
+func testQueuedUntilQueueTimeout(t *testing.T) {
 	e := agentSetup(t, "      queue_timeout_s: 2\n")
 	id := e.Detach("--trainer", "tfidf-logreg", "--schemas", "sentiment")
 	info := e.wait(id)
@@ -155,7 +155,7 @@ func TestQueuedUntilQueueTimeout(t *testing.T) {
 	}
 }
 
-func TestCancelWhileWaitingForAnAgent(t *testing.T) {
+func testCancelWhileWaitingForAnAgent(t *testing.T) {
 	e := agentSetup(t, "")
 	id := e.Detach("--trainer", "tfidf-logreg", "--schemas", "sentiment")
 	testproject.WaitFor(t, "the run to wait for an agent", func() bool { return e.Info(id).Step == "waiting for an agent on lab" })
@@ -168,7 +168,7 @@ func TestCancelWhileWaitingForAnAgent(t *testing.T) {
 }
 
 // A wrong or replaced token gets 401 and nothing else.
-func TestWrongTokenGets401(t *testing.T) {
+func testWrongTokenGets401(t *testing.T) {
 	e := agentSetup(t, "")
 	old := e.token
 	if _, err := e.Root().IssueToken("lab", time.Now()); err != nil {
@@ -194,7 +194,7 @@ func TestWrongTokenGets401(t *testing.T) {
 }
 
 // Two agents poll one backend: one run, one claim.
-func TestTwoAgentsOneClaims(t *testing.T) {
+func testTwoAgentsOneClaims(t *testing.T) {
 	e := agentSetup(t, "      heartbeat_timeout_s: 30\n")
 	a1 := e.agent(e.token, "--once")
 	a2 := e.agent(e.token, "--once")
@@ -228,7 +228,7 @@ func TestTwoAgentsOneClaims(t *testing.T) {
 
 // The server restarts while the run goes on: the run completes and its
 // predictions arrive (the dispatch, not the server, holds the run).
-func TestServerRestartMidRun(t *testing.T) {
+func testServerRestartMidRun(t *testing.T) {
 	e := agentSetup(t, "      heartbeat_timeout_s: 60\n")
 	id := e.Detach("--trainer", "tfidf-logreg", "--schemas", "sentiment")
 	testproject.WaitFor(t, "the run to wait for an agent", func() bool { return e.Info(id).Step == "waiting for an agent on lab" })
@@ -247,7 +247,7 @@ func TestServerRestartMidRun(t *testing.T) {
 
 // G9 on the server's side: an agent that falls silent (stopped with
 // SIGSTOP) fails the run with the exact text.
-func TestAgentSilentAgentFailsTheRun(t *testing.T) {
+func testAgentSilentAgentFailsTheRun(t *testing.T) {
 	e := agentSetup(t, "      heartbeat_timeout_s: 3\n")
 	id := e.Detach("--trainer", "tfidf-logreg", "--schemas", "sentiment", "--param", "epochs=100000")
 	a := e.agent(e.token, "--once")
@@ -258,5 +258,26 @@ func TestAgentSilentAgentFailsTheRun(t *testing.T) {
 	want := fmt.Sprintf("No word from the agent on lab for %d seconds", 3)
 	if info.Error != want && !strings.Contains(info.Error, want) {
 		t.Errorf("state %s error %q, want %q\n%s", info.State, info.Error, want, e.dump(id))
+	}
+}
+
+// TestAgent runs the agent backend's tests, NAT included, one after the
+// other, beside the other backends' groups.
+func TestAgent(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		run  func(*testing.T)
+	}{
+		{"TestAgentRunEndToEnd", testAgentRunEndToEnd},
+		{"TestQueuedUntilQueueTimeout", testQueuedUntilQueueTimeout},
+		{"TestCancelWhileWaitingForAnAgent", testCancelWhileWaitingForAnAgent},
+		{"TestWrongTokenGets401", testWrongTokenGets401},
+		{"TestTwoAgentsOneClaims", testTwoAgentsOneClaims},
+		{"TestServerRestartMidRun", testServerRestartMidRun},
+		{"TestAgentSilentAgentFailsTheRun", testAgentSilentAgentFailsTheRun},
+		{"TestBehindNAT", testBehindNAT},
+	} {
+		t.Run(c.name, c.run)
 	}
 }

@@ -47,7 +47,7 @@ func reach(ns, addr string) bool {
 	return inNS(ns, "timeout", "3", "bash", "-c", fmt.Sprintf("exec 3<>/dev/tcp/%s/%s", host, port)).Run() == nil
 }
 
-func TestBehindNAT(t *testing.T) {
+func testBehindNAT(t *testing.T) {
 	ns := netns(t)
 	srvNS, labNS := ns+"-srv", ns+"-lab"
 	runs := &testproject.Runs{T: t, Bin: testcli.Binaries(t), Dir: t.TempDir()}

@@ -247,7 +247,7 @@ sed 's|"trainer": *"[^"]*"|"trainer": "tfidf-logreg"|' "$2" >spec-builtin.json
 exec "$(ls `+e.remoteDir+`/code/*/potato-agent | head -n 1)" worker --spec spec-builtin.json`)
 }
 
-func TestEndToEndPendingThenRunning(t *testing.T) {
+func testEndToEndPendingThenRunning(t *testing.T) {
 	c := shim(t, 1)
 	e := slurmSetup(t, c, "      gres: gpu:1\n      time: \"10:00\"\n      partition: debug\n      job_python: /usr/bin/python3\n")
 	_, unblock := c.blocker()
@@ -297,7 +297,7 @@ func TestEndToEndPendingThenRunning(t *testing.T) {
 // own step, goes to the run log and leaves the step line to the process
 // (seen as a flake of TestRealCancel, where the real scheduler starts a
 // job between two polls of squeue).
-func TestStepLineStaysTheTrainers(t *testing.T) {
+func testStepLineStaysTheTrainers(t *testing.T) {
 	c := shim(t, 1)
 	e := slurmSetup(t, c, "")
 	_, unblock := c.blocker()
@@ -314,7 +314,7 @@ func TestStepLineStaysTheTrainers(t *testing.T) {
 	}
 }
 
-func TestCancelWhilePending(t *testing.T) {
+func testCancelWhilePending(t *testing.T) {
 	c := shim(t, 1)
 	e := slurmSetup(t, c, "")
 	_, unblock := c.blocker()
@@ -337,7 +337,7 @@ func TestCancelWhilePending(t *testing.T) {
 
 // A running job gets scancel --full --signal=TERM; a training process
 // that ignores it is ended by the plain scancel after grace_seconds.
-func TestCancelWhileRunningIgnoringTERM(t *testing.T) {
+func testCancelWhileRunningIgnoringTERM(t *testing.T) {
 	c, e, id, job := cancelWhileRunning(t, false)
 	testproject.WaitFor(t, "the job to leave the queue", func() bool {
 		s := c.state(job)
@@ -351,7 +351,7 @@ func TestCancelWhileRunningIgnoringTERM(t *testing.T) {
 // scancel --full --signal=TERM to a training process that exits on TERM:
 // SLURM calls the job COMPLETED; the run is still cancelled, not a
 // success, because the agent remembers it asked.
-func TestCancelWhileRunningTrappingTERM(t *testing.T) {
+func testCancelWhileRunningTrappingTERM(t *testing.T) {
 	c, _, _, job := cancelWhileRunning(t, true)
 	testproject.WaitFor(t, "the job to leave the queue", func() bool { s := c.state(job); return s != "RUNNING" && s != "" })
 }
@@ -376,7 +376,7 @@ func cancelWhileRunning(t *testing.T, trap bool) (c *cluster, e *slurmEnv, id, j
 }
 
 // The scheduler ends the job: each fault's run error is F9's sentence.
-func TestSchedulerEndsTheJob(t *testing.T) {
+func testSchedulerEndsTheJob(t *testing.T) {
 	cases := []struct {
 		name, backend string
 		fault         []string // the shim's admin verb, after the job id
@@ -415,7 +415,7 @@ func TestSchedulerEndsTheJob(t *testing.T) {
 
 // A job requeued after a node failure goes back to PENDING; the run log
 // says so and the run keeps waiting, then succeeds on the second attempt.
-func TestRequeuedJobRunsAgain(t *testing.T) {
+func testRequeuedJobRunsAgain(t *testing.T) {
 	c := shim(t, 2)
 	e := slurmSetup(t, c, "")
 	marker := sharedDir(t, "/tmp")
@@ -446,7 +446,7 @@ fi
 // slurm.out is not its end. Whether it waits to run again (slurm.out as
 // the first attempt left it) or runs again (the shim appends to
 // slurm.out, as slurmstepd does with --open-mode=append).
-func TestScancelAfterRequeue(t *testing.T) {
+func testScancelAfterRequeue(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		delay string // the shim's requeue delay
@@ -488,7 +488,7 @@ sleep 300`)
 
 // The job leaves the queue but its exit_code never appears (the batch
 // shell was killed): the run fails saying so; success is never guessed.
-func TestJobVanishesBeforeExitCode(t *testing.T) {
+func testJobVanishesBeforeExitCode(t *testing.T) {
 	c := shim(t, 2)
 	e := slurmSetup(t, c, "")
 	tr := testproject.Trainer(t, sharedDir(t, "/tmp"), testproject.ResultLines+`
@@ -502,7 +502,7 @@ kill -KILL $PPID`)
 
 // The ssh session to the login node is killed: the agent cancels its job
 // so the GPU is released.
-func TestSSHSessionKilledCancelsTheJob(t *testing.T) {
+func testSSHSessionKilledCancelsTheJob(t *testing.T) {
 	c := shim(t, 2)
 	e := slurmSetup(t, c, "")
 	id := e.Detach("--trainer", sleeper(t, true), "--schemas", "sentiment")
@@ -535,7 +535,7 @@ func TestSSHSessionKilledCancelsTheJob(t *testing.T) {
 
 // F8: a login node without sbatch on PATH; the run and the check both say
 // so, with the fix.
-func TestNoSbatchOnPath(t *testing.T) {
+func testNoSbatchOnPath(t *testing.T) {
 	// A PATH with every program of /usr/bin but SLURM's (/bin is /usr/bin
 	// on Debian, and this machine may have the real scheduler).
 	c := &cluster{t: t, bin: sharedDir(t, "/tmp")}
@@ -571,7 +571,7 @@ func TestNoSbatchOnPath(t *testing.T) {
 	}
 }
 
-func TestCheckCluster(t *testing.T) {
+func testCheckCluster(t *testing.T) {
 	c := shim(t, 1)
 	e := slurmSetup(t, c, "      job_python: /opt/conda/bin/python3\n      gres: gpu:1\n")
 	var out bytes.Buffer
@@ -614,7 +614,7 @@ func (c *cluster) node() string {
 
 // The whole sequence on the real scheduler: submission with its options,
 // PENDING while both GPUs are taken, RUNNING, events relayed, success.
-func TestRealSubmitQueueRelay(t *testing.T) {
+func testRealSubmitQueueRelay(t *testing.T) {
 	c := realSLURM(t)
 	e := slurmSetup(t, c, "      gres: gpu:1\n      time: \"10:00\"\n")
 	_, unblock := c.blocker("--gres=gpu:2")
@@ -642,7 +642,7 @@ func TestRealSubmitQueueRelay(t *testing.T) {
 	t.Logf("run log of a real SLURM run:\n%s", log)
 }
 
-func TestRealCancel(t *testing.T) {
+func testRealCancel(t *testing.T) {
 	c := realSLURM(t)
 	e := slurmSetup(t, c, "")
 	id := e.Detach("--trainer", sleeper(t, true), "--schemas", "sentiment")
@@ -663,7 +663,7 @@ func TestRealCancel(t *testing.T) {
 
 // A one-minute time limit, which the real scheduler enforces within
 // about 74 to 86 s.
-func TestRealTimeLimit(t *testing.T) {
+func testRealTimeLimit(t *testing.T) {
 	c := realSLURM(t)
 	e := slurmSetup(t, c, "      time: \"1\"\n")
 	id := e.Detach("--trainer", sleeper(t, true), "--schemas", "sentiment")
@@ -676,7 +676,7 @@ func TestRealTimeLimit(t *testing.T) {
 	t.Logf("run log of the time-limit run:\n%s", e.File(id, "run.log"))
 }
 
-func TestRealExternalScancel(t *testing.T) {
+func testRealExternalScancel(t *testing.T) {
 	c := realSLURM(t)
 	e := slurmSetup(t, c, "")
 	id := e.Detach("--trainer", sleeper(t, true), "--schemas", "sentiment")
@@ -695,7 +695,7 @@ func TestRealExternalScancel(t *testing.T) {
 // The node is set down while the job runs: the real scheduler requeues
 // the job (Restarts=1); the run log says so, the run keeps waiting, and
 // once the node is back the second attempt finishes.
-func TestRealNodeDownRequeues(t *testing.T) {
+func testRealNodeDownRequeues(t *testing.T) {
 	c := realSLURM(t)
 	e := slurmSetup(t, c, "")
 	node := c.node()
@@ -727,5 +727,37 @@ fi
 	}
 	if !regexp.MustCompile(`SLURM job ` + job + `: PENDING( \(\w+\))?: requeued by the scheduler after a node failure, Restarts=1`).MatchString(log) {
 		t.Errorf("the run log does not say the job was requeued after the node failure\n%s", log)
+	}
+}
+
+// TestSLURM runs the SLURM backend's tests one after the other (they share
+// one scheduler, whose node some of them set down), beside the other
+// backends' groups: the package's end-to-end tests would otherwise take
+// their sum.
+func TestSLURM(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		run  func(*testing.T)
+	}{
+		{"TestEndToEndPendingThenRunning", testEndToEndPendingThenRunning},
+		{"TestStepLineStaysTheTrainers", testStepLineStaysTheTrainers},
+		{"TestCancelWhilePending", testCancelWhilePending},
+		{"TestCancelWhileRunningIgnoringTERM", testCancelWhileRunningIgnoringTERM},
+		{"TestCancelWhileRunningTrappingTERM", testCancelWhileRunningTrappingTERM},
+		{"TestSchedulerEndsTheJob", testSchedulerEndsTheJob},
+		{"TestRequeuedJobRunsAgain", testRequeuedJobRunsAgain},
+		{"TestScancelAfterRequeue", testScancelAfterRequeue},
+		{"TestJobVanishesBeforeExitCode", testJobVanishesBeforeExitCode},
+		{"TestSSHSessionKilledCancelsTheJob", testSSHSessionKilledCancelsTheJob},
+		{"TestNoSbatchOnPath", testNoSbatchOnPath},
+		{"TestCheckCluster", testCheckCluster},
+		{"TestRealSubmitQueueRelay", testRealSubmitQueueRelay},
+		{"TestRealCancel", testRealCancel},
+		{"TestRealTimeLimit", testRealTimeLimit},
+		{"TestRealExternalScancel", testRealExternalScancel},
+		{"TestRealNodeDownRequeues", testRealNodeDownRequeues},
+	} {
+		t.Run(c.name, c.run)
 	}
 }
