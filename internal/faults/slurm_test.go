@@ -221,7 +221,7 @@ func slurmRequeued(job, why string) *regexp.Regexp {
 // queue, and once the node is resumed the second attempt succeeds; its
 // predictions all survive, run.json, the store and the page say success,
 // and the next run succeeds.
-func TestSLURMNodeDown(t *testing.T) {
+func testSLURMNodeDown(t *testing.T) {
 	s := newSLURMProject(t, "", "")
 	id := s.Detach(append([]string{"--trainer", s.requeueTrainer(t)}, slurmEndless[2:]...)...)
 	job := s.job(t, id)
@@ -247,7 +247,7 @@ func TestSLURMNodeDown(t *testing.T) {
 // Expected: M7, error "SLURM job N ended before the worker finished: its
 // node failed" in run.json, the store and the page; no prediction was
 // produced; once the node is resumed the next run succeeds.
-func TestSLURMNodeDownNoRequeue(t *testing.T) {
+func testSLURMNodeDownNoRequeue(t *testing.T) {
 	s := newSLURMProject(t, "", `SBATCH_NO_REQUEUE: "1"`)
 	id := s.Detach(slurmEndless...)
 	job := s.job(t, id)
@@ -289,7 +289,7 @@ func (s *slurmProject) resume(t *testing.T) {
 // ended before the worker finished: it reached its time limit" in
 // run.json, the same state in the store and the page, no prediction
 // (none was produced), and the next run succeeds.
-func TestSLURMTimeLimit(t *testing.T) {
+func testSLURMTimeLimit(t *testing.T) {
 	s := newSLURMProject(t, "      time: \"1\"\n", "")
 	id := s.Detach(slurmEndless...)
 	job := s.job(t, id)
@@ -330,7 +330,7 @@ func (s *slurmProject) preempt(t *testing.T) string {
 // Restarts=1", the run waits and its second attempt succeeds with every
 // prediction kept; run.json, the store and the page say success, and the
 // next run succeeds.
-func TestSLURMPreemptedRequeued(t *testing.T) {
+func testSLURMPreemptedRequeued(t *testing.T) {
 	s := newSLURMProject(t, "      gres: gpu:2\n", "")
 	id := s.Detach(append([]string{"--trainer", s.requeueTrainer(t)}, slurmEndless[2:]...)...)
 	job := s.job(t, id)
@@ -357,7 +357,7 @@ func TestSLURMPreemptedRequeued(t *testing.T) {
 // ended before the worker finished: it was cancelled from outside
 // (scancel)" in run.json, the store and the page; no prediction was
 // produced; the next run succeeds.
-func TestSLURMScancelWhileRequeued(t *testing.T) {
+func testSLURMScancelWhileRequeued(t *testing.T) {
 	s := newSLURMProject(t, "      gres: gpu:2\n", "")
 	id := s.Detach(slurmEndless...)
 	job := s.job(t, id)
@@ -385,7 +385,7 @@ func TestSLURMScancelWhileRequeued(t *testing.T) {
 // error "SLURM job N ended before the worker finished: it was preempted"
 // in run.json, the store and the page; no prediction was produced; the
 // next run succeeds.
-func TestSLURMPreemptedNoRequeue(t *testing.T) {
+func testSLURMPreemptedNoRequeue(t *testing.T) {
 	s := newSLURMProject(t, "      gres: gpu:2\n", `SBATCH_NO_REQUEUE: "1"`)
 	id := s.Detach(slurmEndless...)
 	job := s.job(t, id)
@@ -414,7 +414,7 @@ func TestSLURMPreemptedNoRequeue(t *testing.T) {
 // process was killed (SIGKILL), which usually means the machine ran out of
 // memory" in run.json, the store and the page; no prediction was
 // produced; the next run succeeds.
-func TestSLURMOutOfMemory(t *testing.T) {
+func testSLURMOutOfMemory(t *testing.T) {
 	root := "/sys/fs/cgroup/memory"
 	if _, err := os.Stat(filepath.Join(root, "memory.limit_in_bytes")); err != nil {
 		t.Skipf("no cgroup v1 memory controller at %s: %v", root, err)
@@ -469,4 +469,25 @@ exec tail /dev/zero`)
 	state := s.jobField(job, "JobState") + " ExitCode=" + s.jobField(job, "ExitCode")
 	record(t, "SLURM job out of memory (kernel OOM kill)", "error/out_of_memory: "+want,
 		fmt.Sprintf("job %s; %s: %s; %s; %s", state, f, s.Info(id).Error, s.none(t, id), s.nextRunSucceeds()))
+}
+
+// TestSLURMFaults runs the SLURM faults one after the other (they share
+// one scheduler, whose node some of them set down), beside the other
+// faults, which touch no SLURM job.
+func TestSLURMFaults(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		run  func(*testing.T)
+	}{
+		{"TestSLURMNodeDown", testSLURMNodeDown},
+		{"TestSLURMNodeDownNoRequeue", testSLURMNodeDownNoRequeue},
+		{"TestSLURMTimeLimit", testSLURMTimeLimit},
+		{"TestSLURMPreemptedRequeued", testSLURMPreemptedRequeued},
+		{"TestSLURMScancelWhileRequeued", testSLURMScancelWhileRequeued},
+		{"TestSLURMPreemptedNoRequeue", testSLURMPreemptedNoRequeue},
+		{"TestSLURMOutOfMemory", testSLURMOutOfMemory},
+	} {
+		t.Run(c.name, c.run)
+	}
 }
