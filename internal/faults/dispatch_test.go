@@ -31,7 +31,7 @@ func (p *project) killDispatch(id string) {
 // Expected: within 5 s of the kill, status --json and run.json say error
 // (dispatch_lost), the trainer is gone with its dispatch, and the next
 // run succeeds.
-func TestKillDispatchMidFit(t *testing.T) {
+func testKillDispatchMidFit(t *testing.T) {
 	p := newProject(t, "", 120, 100, "")
 	id := p.Detach("--trainer", "tfidf-logreg", "--schemas", "sentiment", "--param", "epochs=1000000", "--param", "patience=-1")
 	testproject.WaitFor(t, "the fit", func() bool {
@@ -52,4 +52,28 @@ func TestKillDispatchMidFit(t *testing.T) {
 	stored, kept := p.predictions(id)
 	record(t, "kill -9 of the dispatch mid-fit", "error/dispatch_lost within 5 s; next run succeeds",
 		fmt.Sprintf("%s after %.1f s; %d predictions produced; %s", f, took.Seconds(), stored+kept, p.nextRunSucceeds()))
+}
+
+// TestHostFaults runs the faults that involve no SLURM job one after the
+// other, beside TestSLURMFaults.
+func TestHostFaults(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		run  func(*testing.T)
+	}{
+		{"TestKillDispatchMidFit", testKillDispatchMidFit},
+		{"TestLocalKillDispatchMidBuild", testLocalKillDispatchMidBuild},
+		{"TestLocalKillDispatchMidWriteback", testLocalKillDispatchMidWriteback},
+		{"TestLocalKillTrainer", testLocalKillTrainer},
+		{"TestLocalDiskFull", testLocalDiskFull},
+		{"TestLocalStoreLocked", testLocalStoreLocked},
+		{"TestRemoteKillDispatchDuringCopyBack", testRemoteKillDispatchDuringCopyBack},
+		{"TestRemoteKillSSHAgentMidFit", testRemoteKillSSHAgentMidFit},
+		{"TestRemoteKillNATAgentMidFit", testRemoteKillNATAgentMidFit},
+		{"TestRemoteServerRestartMidRun", testRemoteServerRestartMidRun},
+		{"TestRemoteLinkCutDuringCopyBack", testRemoteLinkCutDuringCopyBack},
+	} {
+		t.Run(c.name, c.run)
+	}
 }

@@ -78,7 +78,7 @@ func (p *project) localWriteback(id string) string {
 // Expected: error (dispatch_lost) in run.json, the store and the page; no
 // prediction was produced; the half-built bundle blocks nothing, and the
 // next run succeeds.
-func TestLocalKillDispatchMidBuild(t *testing.T) {
+func testLocalKillDispatchMidBuild(t *testing.T) {
 	p := newProject(t, "", 4000, 200, "")
 	data := filepath.Join(p.Dir, "data", "items.jsonl")
 	items, err := os.ReadFile(data)
@@ -146,7 +146,7 @@ func TestLocalKillDispatchMidBuild(t *testing.T) {
 // still in the run directory, and potato-dispatch writeback then writes
 // every one of its predictions and makes the run a success; the next run
 // succeeds.
-func TestLocalKillDispatchMidWriteback(t *testing.T) {
+func testLocalKillDispatchMidWriteback(t *testing.T) {
 	p := newProject(t, "", 200000, 200, "")
 	id := p.Detach("--trainer", "tfidf-logreg", "--schemas", "sentiment")
 	testproject.WaitFor(t, "the write-back", func() bool { return p.localLogHas(id, "held-out score of sentiment") })
@@ -181,7 +181,7 @@ func TestLocalKillDispatchMidWriteback(t *testing.T) {
 // OOM killer does. Expected: error (out_of_memory) in run.json, the store
 // and the page, with the message that the process was killed (SIGKILL);
 // it had produced no prediction; the next run succeeds.
-func TestLocalKillTrainer(t *testing.T) {
+func testLocalKillTrainer(t *testing.T) {
 	p := newProject(t, "", 120, 100, "")
 	id := p.Detach("--trainer", "tfidf-logreg", "--schemas", "sentiment", "--param", "epochs=1000000", "--param", "patience=-1")
 	testproject.WaitFor(t, "the fit", func() bool {
@@ -243,7 +243,7 @@ func localFill(t *testing.T, path string, free int64) {
 // 1 with an error on stderr that says so, and leaves no run behind.
 // Potato's store stays intact (integrity_check ok) and keeps the first
 // run's prelabels; once the file is removed, the next run succeeds.
-func TestLocalDiskFull(t *testing.T) {
+func testLocalDiskFull(t *testing.T) {
 	p := newProject(t, "", 2000, 200, "")
 	dir := p.Root().Dir
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -396,7 +396,7 @@ func (p *project) localLockedFit() (id string, release func()) {
 // run's end, and run.json, the store and the page say error
 // (store_failed); potato-dispatch writeback then writes them all and the
 // three say success.
-func TestLocalStoreLocked(t *testing.T) {
+func testLocalStoreLocked(t *testing.T) {
 	p := newProject(t, "", 2000, 200, "")
 
 	id, release := p.localLockedFit()

