@@ -450,16 +450,34 @@ func (c *Conn) Close() error {
 	return c.closeErr
 }
 
-// Upload copies a local file to remotePath with mode: it is written to
-// remotePath.tmp.<random> and renamed into place, so nobody sees half a
-// file; a failed upload removes its temporary file. The remote directory
-// must exist. A leading ~/ means the remote home.
-func (c *Conn) Upload(ctx context.Context, localPath, remotePath string, mode os.FileMode) error {
+// Upload copies a local file to remotePath with mode: it is written under
+// a temporary name and renamed into place, so nobody sees half a file; a
+// failed upload removes its temporary file. The remote directory must
+// exist. A leading ~/ means the remote home.
+//
+// With how RsyncAuto, rsync copies the file where both ends have it (one
+// more command asks the host); otherwise, and with RsyncNever, the host's
+// sh writes remotePath.tmp.<random> with cat, then chmod and mv.
+func (c *Conn) Upload(ctx context.Context, localPath, remotePath string, mode os.FileMode, how Rsync) error {
 	f, err := os.Open(localPath)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
+	if how == RsyncAlways || how == RsyncAuto && localRsync() {
+		has := how == RsyncAlways
+		if !has {
+			if has, err = c.hostRsync(ctx); err != nil {
+				return fmt.Errorf("upload of %s to %s:%s: %w", localPath, c.t.Host, remotePath, err)
+			}
+		}
+		if has {
+			if err := c.uploadRsync(ctx, localPath, remotePath, mode); err != nil {
+				return fmt.Errorf("upload of %s to %s:%s: %w", localPath, c.t.Host, remotePath, err)
+			}
+			return nil
+		}
+	}
 	dst := homeRelative(remotePath)
 	tmp := shell.Quote(dst + ".tmp." + randomHex(6))
 	script := fmt.Sprintf("umask 077 && cat > %[1]s && chmod %[2]o %[1]s && mv -f %[1]s %[3]s || { rc=$?; rm -f %[1]s; exit $rc; }",

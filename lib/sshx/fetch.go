@@ -50,10 +50,21 @@ type FetchOptions struct {
 	// Prefix goes before the remote command, e.g. a backend's env as
 	// exports ("export PATH=...; ").
 	Prefix string
+
+	// Rsync chooses between rsync and the tar stream; the zero value,
+	// RsyncAuto, takes rsync where both ends have it.
+	Rsync Rsync
+
+	// Wire, when set, is called once a copy by rsync ends, even a failed
+	// one, with the bytes that came over the connection as rsync counts
+	// them (its "Total bytes received").
+	Wire func(received int64)
 }
 
 // Fetch copies the regular files of the remote directory into localDir
-// through the master. The host runs, on one session,
+// through the master: with rsync where this machine and the host both
+// have it (see fetchRsync), else as a tar stream written by the remote
+// agent. For the tar stream the host runs, on one session,
 //
 //	PREFIX AGENT send-tree --max-bytes BYTES --direct-min 16777216 -- DIR
 //
@@ -78,6 +89,14 @@ func (c *Conn) Fetch(ctx context.Context, agent, remoteDir, localDir string, opt
 	if agent == "" || remoteDir == "" || localDir == "" {
 		return errors.New("fetch needs the remote agent, a remote and a local directory")
 	}
+	if opt.Rsync == RsyncNever || opt.Rsync == RsyncAuto && !localRsync() {
+		return c.fetchTree(ctx, agent, remoteDir, localDir, opt)
+	}
+	return c.fetchRsync(ctx, agent, remoteDir, localDir, opt)
+}
+
+// fetchTree is Fetch's tar stream.
+func (c *Conn) fetchTree(ctx context.Context, agent, remoteDir, localDir string, opt FetchOptions) error {
 	maxBytes := int64(0)
 	if opt.MaxSizeMB > 0 {
 		maxBytes = int64(opt.MaxSizeMB) << 20

@@ -445,7 +445,7 @@ func (s *execution) copyCode(ctx context.Context) error {
 	if _, _, err := s.conn.Run(ctx, "mkdir -p "+tmp, nil); err != nil {
 		return err
 	}
-	if err := s.conn.Upload(ctx, local, tmpPath+"/potato-agent", 0o755); err != nil {
+	if err := s.conn.Upload(ctx, local, tmpPath+"/potato-agent", 0o755, sshx.RsyncAuto); err != nil {
 		_, _, _ = s.conn.Run(ctx, "rm -rf "+tmp, nil)
 		return fmt.Errorf("copying the agent to %s: %w", s.b.Host, err)
 	}
