@@ -55,6 +55,10 @@ type FetchOptions struct {
 	// RsyncAuto, takes rsync where both ends have it.
 	Rsync Rsync
 
+	// Using, when set, is called once the method is chosen, with
+	// "rsync" or "tar stream".
+	Using func(method string)
+
 	// Wire, when set, is called once a copy by rsync ends, even a failed
 	// one, with the bytes that came over the connection as rsync counts
 	// them (its "Total bytes received").
@@ -90,9 +94,16 @@ func (c *Conn) Fetch(ctx context.Context, agent, remoteDir, localDir string, opt
 		return errors.New("fetch needs the remote agent, a remote and a local directory")
 	}
 	if opt.Rsync == RsyncNever || opt.Rsync == RsyncAuto && !localRsync() {
+		opt.using("tar stream")
 		return c.fetchTree(ctx, agent, remoteDir, localDir, opt)
 	}
 	return c.fetchRsync(ctx, agent, remoteDir, localDir, opt)
+}
+
+func (o FetchOptions) using(method string) {
+	if o.Using != nil {
+		o.Using(method)
+	}
 }
 
 // fetchTree is Fetch's tar stream.

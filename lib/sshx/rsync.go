@@ -97,8 +97,10 @@ func (c *Conn) fetchRsync(ctx context.Context, agent, remoteDir, localDir string
 		return err
 	}
 	if !hostHas && opt.Rsync == RsyncAuto {
+		opt.using("tar stream")
 		return c.fetchTree(ctx, agent, remoteDir, localDir, opt)
 	}
+	opt.using("rsync")
 	if err := os.MkdirAll(localDir, 0o755); err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"potato-training/lib/shell"
+	"potato-training/lib/sshx"
 )
 
 // testFetchWrapper names a remote program that the copy back's command
@@ -16,4 +17,13 @@ func testFetchWrapper() string {
 		return shell.Quote(w) + " "
 	}
 	return ""
+}
+
+// testRsync keeps the copies off rsync when POTATO_TRAINING_TEST_NO_RSYNC
+// is set, so the tests run the tar stream on a machine that has rsync.
+func testRsync() sshx.Rsync {
+	if os.Getenv("POTATO_TRAINING_TEST_NO_RSYNC") != "" {
+		return sshx.RsyncNever
+	}
+	return sshx.RsyncAuto
 }

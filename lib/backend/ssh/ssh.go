@@ -445,7 +445,7 @@ func (s *execution) copyCode(ctx context.Context) error {
 	if _, _, err := s.conn.Run(ctx, "mkdir -p "+tmp, nil); err != nil {
 		return err
 	}
-	if err := s.conn.Upload(ctx, local, tmpPath+"/potato-agent", 0o755, sshx.RsyncAuto); err != nil {
+	if err := s.conn.Upload(ctx, local, tmpPath+"/potato-agent", 0o755, testRsync()); err != nil {
 		_, _, _ = s.conn.Run(ctx, "rm -rf "+tmp, nil)
 		return fmt.Errorf("copying the agent to %s: %w", s.b.Host, err)
 	}
@@ -612,12 +612,18 @@ func (s *execution) Collect(ctx context.Context, _ events.Result) (backend.Colle
 		stall = time.Duration(v) * time.Second
 	}
 	last := time.Time{}
-	// The agent that ran the job writes the files as a tar stream on the
-	// connection; the backend's env applies to it as to the agent.
+	// rsync where both ends have it, so a copy cut by a dropped link
+	// resumes on the next attempt; else the agent that ran the job writes
+	// the files as a tar stream on the connection. The backend's env
+	// applies to the remote side as to the agent.
 	err = s.conn.Fetch(ctx, s.codeDir+"/potato-agent", remoteArtifacts, s.run.Dir.Path(rundir.ArtifactsDir), sshx.FetchOptions{
 		Prefix:       s.envPrefix() + testFetchWrapper(),
 		MaxSizeMB:    s.b.MaxArtifactMB,
 		StallTimeout: stall,
+		Rsync:        testRsync(),
+		Using: func(method string) {
+			s.run.Sink.Logf("copying the model from %s by %s", s.b.Host, method)
+		},
 		Progress: func(done, total int64) {
 			if time.Since(last) < 250*time.Millisecond && done < total {
 				return
