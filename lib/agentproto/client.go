@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"net"
 	"net/http"
@@ -306,6 +307,9 @@ func (c *Client) PostResult(ctx context.Context, runID string, res Result) error
 // each. The file must then have want's size and sha256, or it is removed
 // and that is the error; it is renamed to dst only when it does. progress,
 // when set, is called as bytes arrive.
+//
+// The sha256 is computed as the bytes are written, across the attempts,
+// so the file is never read back; it is synced once, before the rename.
 func (c *Client) DownloadBundle(ctx context.Context, runID, dst string, want BundleInfo, progress func(done, total int64)) (err error) {
 	defer func() {
 		if err != nil {
@@ -337,7 +341,7 @@ func (c *Client) DownloadBundle(ctx context.Context, runID, dst string, want Bun
 		}
 	}()
 
-	d := &download{c: c, route: route, f: f, total: want.Bytes, progress: progress}
+	d := &download{c: c, route: route, f: f, h: sha256.New(), total: want.Bytes, progress: progress}
 	var last error
 	attempt := 0
 	for ; attempt < BundleAttempts && !d.complete; attempt++ {
@@ -362,22 +366,14 @@ func (c *Client) DownloadBundle(ctx context.Context, runID, dst string, want Bun
 		return fmt.Errorf("gave up after %d attempts: %w", attempt, last)
 	}
 
+	if d.done != want.Bytes {
+		return fmt.Errorf("got %d bytes, the claim says %d", d.done, want.Bytes)
+	}
+	if got := hex.EncodeToString(d.h.Sum(nil)); !strings.EqualFold(got, want.SHA256) {
+		return fmt.Errorf("sha256 mismatch: got %s, the claim says %s", got, want.SHA256)
+	}
 	if err := f.Sync(); err != nil {
 		return err
-	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return err
-	}
-	h := sha256.New()
-	n, err := io.Copy(h, f)
-	if err != nil {
-		return err
-	}
-	if n != want.Bytes {
-		return fmt.Errorf("got %d bytes, the claim says %d", n, want.Bytes)
-	}
-	if got := hex.EncodeToString(h.Sum(nil)); !strings.EqualFold(got, want.SHA256) {
-		return fmt.Errorf("sha256 mismatch: got %s, the claim says %s", got, want.SHA256)
 	}
 	err = f.Close()
 	f = nil
@@ -396,6 +392,7 @@ type download struct {
 	c         *Client
 	route     string
 	f         *os.File
+	h         hash.Hash // sha256 of the bytes in f
 	total     int64
 	done      int64  // bytes in f
 	validator string // ETag or Last-Modified of the first answer, for If-Range
@@ -467,7 +464,7 @@ func (d *download) attempt(ctx context.Context) (retry bool, err error) {
 			d.validator = resp.Header.Get("Last-Modified")
 		}
 	}
-	buf := make([]byte, 64<<10)
+	buf := make([]byte, 256<<10)
 	body := io.LimitReader(resp.Body, end-d.done)
 	for {
 		n, rerr := body.Read(buf)
@@ -475,6 +472,7 @@ func (d *download) attempt(ctx context.Context) (retry bool, err error) {
 			if _, err := d.f.Write(buf[:n]); err != nil {
 				return false, err
 			}
+			d.h.Write(buf[:n])
 			d.done += int64(n)
 			if d.progress != nil {
 				d.progress(d.done, d.total)
@@ -500,6 +498,7 @@ func (d *download) attempt(ctx context.Context) (retry bool, err error) {
 // restart empties the file, for an answer that starts at byte 0.
 func (d *download) restart() error {
 	d.done, d.validator = 0, ""
+	d.h.Reset()
 	if err := d.f.Truncate(0); err != nil {
 		return err
 	}
