@@ -194,6 +194,8 @@ func (c *Conn) clearStale(ctx context.Context) error {
 }
 
 // waitReady waits for the control socket, then confirms with -O check.
+// It looks every 10 ms at most: every step of a run waits for the login,
+// and a longer poll is time added to each.
 func (c *Conn) waitReady(ctx context.Context) error {
 	delay := 5 * time.Millisecond
 	for {
@@ -211,7 +213,7 @@ func (c *Conn) waitReady(ctx context.Context) error {
 			return fmt.Errorf("ssh to %s: %w", c.t.Host, context.Cause(ctx))
 		case <-time.After(delay):
 		}
-		delay = min(2*delay, 100*time.Millisecond)
+		delay = min(2*delay, 10*time.Millisecond)
 	}
 	if err := c.control(ctx, "check"); err != nil {
 		select {
