@@ -389,10 +389,10 @@ func TestUpload(t *testing.T) {
 }
 
 func methodName(how Rsync) string {
-	if how == RsyncNever {
-		return "tar"
+	if how == RsyncAlways {
+		return "rsync"
 	}
-	return "rsync"
+	return "tar"
 }
 
 // needRsync skips where this machine has no rsync; the test host is this
@@ -689,14 +689,23 @@ func localFiles(t *testing.T, dir string) []string {
 	return names
 }
 
-// TestFetchRsyncResume: the link drops in the middle of a large file (its
-// ssh client is killed once a third has arrived); the next Fetch into the
-// same directory completes the file, with the same content, and the bytes
-// that came over the connection the second time are well under the file's
-// size: rsync resumed from the part kept in .potato-partial/.
-func TestFetchRsyncResume(t *testing.T) {
+// TestFetchResume: the link drops in the middle of a large file (its ssh
+// client is killed once a third has arrived), copied by the tar stream
+// (the first copy's way) or by rsync; the next Fetch into the same
+// directory takes rsync, completes the file, with the same content, and
+// the bytes that came over the connection the second time are well under
+// the file's size: rsync resumed from the part kept in .potato-partial/.
+func TestFetchResume(t *testing.T) {
 	needRsync(t)
-	t.Parallel()
+	for _, first := range []Rsync{RsyncAuto, RsyncAlways} {
+		t.Run(methodName(first), func(t *testing.T) {
+			t.Parallel()
+			testFetchResume(t, first)
+		})
+	}
+}
+
+func testFetchResume(t *testing.T, first Rsync) {
 	const size = 64 << 20
 	agent := shell.Quote(remoteAgent(t))
 	c := dial(t, testTarget(t), "")
@@ -728,7 +737,9 @@ func TestFetchRsyncResume(t *testing.T) {
 			}
 		}
 	}()
-	err := c.Fetch(guard(t), agent, rd, local, FetchOptions{Rsync: RsyncAlways, Prefix: ": " + marker + "; "})
+	var used []string
+	using := func(m string) { used = append(used, m) }
+	err := c.Fetch(guard(t), agent, rd, local, FetchOptions{Rsync: first, Prefix: ": " + marker + "; ", Using: using})
 	close(stop)
 	if !<-dropped {
 		t.Fatalf("the copy ended before the link could be dropped: %v", err)
@@ -746,8 +757,11 @@ func TestFetchRsyncResume(t *testing.T) {
 	}
 
 	var wire int64 = -1
-	if err := c.Fetch(guard(t), agent, rd, local, FetchOptions{Rsync: RsyncAlways, Wire: func(n int64) { wire = n }}); err != nil {
+	if err := c.Fetch(guard(t), agent, rd, local, FetchOptions{Using: using, Wire: func(n int64) { wire = n }}); err != nil {
 		t.Fatal(err)
+	}
+	if want := []string{map[Rsync]string{RsyncAuto: "tar stream", RsyncAlways: "rsync"}[first], "rsync"}; !reflect.DeepEqual(used, want) {
+		t.Errorf("methods %q, want %q", used, want)
 	}
 	got, err := os.ReadFile(filepath.Join(local, "model.bin"))
 	if err != nil || fmt.Sprintf("%x", sha256.Sum256(got)) != sum {

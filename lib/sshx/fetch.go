@@ -8,6 +8,8 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"path"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -66,9 +68,14 @@ type FetchOptions struct {
 }
 
 // Fetch copies the regular files of the remote directory into localDir
-// through the master: with rsync where this machine and the host both
-// have it (see fetchRsync), else as a tar stream written by the remote
-// agent. For the tar stream the host runs, on one session,
+// through the master. A first copy is a tar stream written by the remote
+// agent, the fastest way: on the 2-core loopback test machine 1.1 to 1.3
+// times "ssh host cat", rsync 0.8 to 0.95. A copy that breaks off keeps
+// what arrived of a file sent apart in .potato-partial/ beside it, and a
+// Fetch that finds such a part takes rsync, where this machine and the
+// host both have it, which sends only what the part lacks (fetchRsync).
+// opt.Rsync can choose either way instead. For the tar stream the host
+// runs, on one session,
 //
 //	PREFIX AGENT send-tree --max-bytes BYTES --direct-min 16777216 -- DIR
 //
@@ -93,11 +100,43 @@ func (c *Conn) Fetch(ctx context.Context, agent, remoteDir, localDir string, opt
 	if agent == "" || remoteDir == "" || localDir == "" {
 		return errors.New("fetch needs the remote agent, a remote and a local directory")
 	}
-	if opt.Rsync == RsyncNever || opt.Rsync == RsyncAuto && !localRsync() {
+	if opt.Rsync == RsyncNever || opt.Rsync == RsyncAuto && (!localRsync() || !hasPartial(localDir)) {
 		opt.using("tar stream")
 		return c.fetchTree(ctx, agent, remoteDir, localDir, opt)
 	}
 	return c.fetchRsync(ctx, agent, remoteDir, localDir, opt)
+}
+
+// keepPartial keeps what arrived of a file sent apart whose copy broke
+// off, f, as .potato-partial/BASE beside it, where rsync finds it (a hard
+// link: the unpacker removes f's own name). A later Fetch resumes from it.
+func keepPartial(f *os.File, name string) {
+	st, err := f.Stat()
+	if err != nil || st.Size() == 0 {
+		return
+	}
+	dir := filepath.Join(filepath.Dir(f.Name()), PartialDir)
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return
+	}
+	dst := filepath.Join(dir, path.Base(name))
+	os.Remove(dst)
+	os.Link(f.Name(), dst)
+}
+
+// removePartials removes the .potato-partial directories under dir.
+func removePartials(dir string) {
+	var found []string
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() && d.Name() == PartialDir {
+			found = append(found, p)
+			return filepath.SkipDir
+		}
+		return nil
+	})
+	for _, p := range found {
+		os.RemoveAll(p)
+	}
 }
 
 func (o FetchOptions) using(method string) {
@@ -157,13 +196,17 @@ func (c *Conn) fetchTree(ctx context.Context, agent, remoteDir, localDir string,
 			},
 			Direct: func(name string, size int64, f *os.File) error {
 				base := done.Load()
-				return c.fetchFile(ctx, opt.Prefix+agent+" "+SendTreeCommand+" --file "+shell.Quote(name)+
+				err := c.fetchFile(ctx, opt.Prefix+agent+" "+SendTreeCommand+" --file "+shell.Quote(name)+
 					" --size "+strconv.FormatInt(size, 10)+" -- "+dir, f, quit, in.moved, func(n int64) {
 					done.Store(base + n)
 					if opt.Progress != nil {
 						opt.Progress(base+n, max(total.Load(), base+n))
 					}
 				})
+				if err != nil {
+					keepPartial(f, name)
+				}
+				return err
 			},
 		})
 		if err == nil {
@@ -219,6 +262,8 @@ func (c *Conn) fetchTree(ctx context.Context, agent, remoteDir, localDir string,
 			if t := total.Load(); opt.Progress != nil && t >= 0 && done.Load() < t {
 				opt.Progress(t, t)
 			}
+			// Every file is whole: parts kept by earlier copies are of no use.
+			removePartials(localDir)
 			return nil
 		case <-in.moved:
 			if timer != nil {

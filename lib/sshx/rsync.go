@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -27,7 +28,8 @@ const rsyncProgram = "rsync"
 type Rsync int
 
 const (
-	// RsyncAuto uses rsync where this machine and the host both have it.
+	// RsyncAuto uses rsync where this machine and the host both have it:
+	// always for Upload; for Fetch, to resume a copy that broke off.
 	RsyncAuto Rsync = iota
 	// RsyncNever keeps to what needs nothing on the host: the agent's tar
 	// stream for Fetch, sh and cat for Upload.
@@ -36,10 +38,10 @@ const (
 	RsyncAlways
 )
 
-// PartialDir is where rsync keeps the part of a file whose copy broke off:
-// a directory of that name beside the file, in localDir's tree, never the
+// PartialDir is where a copy keeps the part of a file that broke off: a
+// directory of that name beside the file, in localDir's tree, never the
 // file's own name, so a cut file never looks whole. The next Fetch into
-// the same directory resumes from it and removes it.
+// the same directory resumes from it, by rsync, and removes it.
 const PartialDir = ".potato-partial"
 
 // noRsyncMark is what the plan of a Fetch writes on its standard error
@@ -71,7 +73,7 @@ func localRsync() bool {
 // the host lacks rsync and opt.Rsync is RsyncAuto, the tar stream follows;
 // otherwise
 //
-//	rsync -rt -s --partial-dir=.potato-partial --max-size=BYTES
+//	rsync -rt -s --partial-dir=.potato-partial [--whole-file] --max-size=BYTES
 //	      --info=progress2 --stats -e "ssh -S ctl ..." -- host:DIR/ localDir/
 //
 // through the master, the remote rsync started as PREFIX rsync. Only
@@ -79,7 +81,8 @@ func localRsync() bool {
 // the host. rsync writes each file under a temporary name and renames it
 // once whole. A copy that breaks off, a dropped link, a stall or ctx,
 // leaves the part in .potato-partial/ beside the file, and the next Fetch
-// sends only what that part lacks (rsync's delta transfer against it).
+// sends only what that part lacks (rsync's delta transfer against it);
+// with no part under localDir, --whole-file spares the delta transfer.
 // The progress counts rsync's bytes, checked against the plan's total; a
 // silence of StallTimeout, no progress line, stops rsync with SIGTERM.
 //
@@ -105,6 +108,11 @@ func (c *Conn) fetchRsync(ctx context.Context, agent, remoteDir, localDir string
 		return err
 	}
 	args := []string{"-rt", "-s", "--partial-dir=" + PartialDir, "--info=progress2", "--stats"}
+	if !hasPartial(localDir) {
+		// Nothing to resume from: rsync's delta transfer has no use, and
+		// --whole-file spares its bookkeeping.
+		args = append(args, "--whole-file")
+	}
 	if maxBytes > 0 {
 		args = append(args, "--max-size="+strconv.FormatInt(maxBytes, 10))
 	}
@@ -214,6 +222,19 @@ func (c *Conn) fetchRsync(ctx context.Context, agent, remoteDir, localDir string
 			return fmt.Errorf("fetch from %s: %w", c.t.Host, context.Cause(ctx))
 		}
 	}
+}
+
+// hasPartial says whether a copy left a part under dir.
+func hasPartial(dir string) bool {
+	found := false
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() && d.Name() == PartialDir {
+			found = true
+			return filepath.SkipAll
+		}
+		return nil
+	})
+	return found
 }
 
 // fetchPlan runs the plan of fetchRsync: the total to copy and whether the

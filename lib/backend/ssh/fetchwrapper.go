@@ -8,6 +8,6 @@ import "potato-training/lib/sshx"
 // normal build there is none.
 func testFetchWrapper() string { return "" }
 
-// testRsync is how the copies use rsync; in a normal build, where both
-// ends have it.
+// testRsync is how the copies use rsync; in a normal build, as
+// sshx.RsyncAuto says.
 func testRsync() sshx.Rsync { return sshx.RsyncAuto }

@@ -19,11 +19,15 @@ func testFetchWrapper() string {
 	return ""
 }
 
-// testRsync keeps the copies off rsync when POTATO_TRAINING_TEST_NO_RSYNC
-// is set, so the tests run the tar stream on a machine that has rsync.
+// testRsync is how the copies use rsync: POTATO_TRAINING_TEST_RSYNC
+// "never" or "always" overrides the choice, so the tests run either way on
+// a machine that has rsync.
 func testRsync() sshx.Rsync {
-	if os.Getenv("POTATO_TRAINING_TEST_NO_RSYNC") != "" {
+	switch os.Getenv("POTATO_TRAINING_TEST_RSYNC") {
+	case "never":
 		return sshx.RsyncNever
+	case "always":
+		return sshx.RsyncAlways
 	}
 	return sshx.RsyncAuto
 }

@@ -690,9 +690,9 @@ func (s *execution) Collect(ctx context.Context, _ events.Result) (backend.Colle
 		stall = time.Duration(v) * time.Second
 	}
 	last := time.Time{}
-	// rsync where both ends have it, so a copy cut by a dropped link
-	// resumes on the next attempt; else the agent that ran the job writes
-	// the files as a tar stream on the connection. The backend's env
+	// The agent that ran the job writes the files as a tar stream on the
+	// connection; a copy into artifacts/ that finds the part of a cut one
+	// resumes it by rsync, where both ends have it. The backend's env
 	// applies to the remote side as to the agent.
 	err = s.conn.Fetch(ctx, s.codeDir+"/potato-agent", remoteArtifacts, s.run.Dir.Path(rundir.ArtifactsDir), sshx.FetchOptions{
 		Prefix:       s.envPrefix() + testFetchWrapper(),
