@@ -315,13 +315,25 @@ func (s *execution) probe(ctx context.Context) (probe.Facts, error) {
 	if needPython {
 		pkgs = TrainerPackages(s.spec.Trainer, s.spec.Params)
 	}
-	// torch's facts matter only to a trainer that uses torch on this host.
-	f, out, err := probeWith(ctx, s.conn, s.b, pkgs, s.flavor == nil && NeedsTorch(s.spec.Trainer, s.spec.Params), s.probeTail())
+	// A run that uses no Python on the host (a built-in or exec: trainer,
+	// no packages) starts none to report it, a tenth of a second less
+	// before its first event; torch's facts matter only to a trainer that
+	// uses torch on this host.
+	noPython := !needPython && s.flavor == nil && len(s.b.Packages) == 0
+	b := s.b
+	if noPython {
+		c := *s.b
+		c.Python = ""
+		b = &c
+	}
+	f, out, err := probeWith(ctx, s.conn, b, pkgs, s.flavor == nil && NeedsTorch(s.spec.Trainer, s.spec.Params), s.probeTail())
 	if err != nil {
 		return f, err
 	}
 	s.codeThere, s.venvThere = hasLine(out, codeThereMark), hasLine(out, venvThereMark)
 	switch {
+	case noPython:
+		s.run.Sink.Logf("%s: %s %s", s.b.Host, f.OS, f.Arch)
 	case f.PythonMissing && needPython:
 		return f, f.PythonError(s.b.Host)
 	case f.PythonMissing:
