@@ -355,9 +355,27 @@ sleep 60`)
 
 // A model file over max_artifact_mb stays on the host and is named in the
 // run log; the small one and the one over 16 MiB, which comes on a session
-// of its own, come back whole; the job directory is kept.
+// of its own (tar stream), come back whole; the job directory is kept. The
+// same by the tar stream, a first copy's way, and by rsync, which resumes
+// a cut copy, chosen through the test build's seam
+// POTATO_TRAINING_TEST_RSYNC.
 func TestArtifactOverTheLimit(t *testing.T) {
+	for _, method := range []string{"tar stream", "rsync"} {
+		t.Run(method, func(t *testing.T) { testArtifactOverTheLimit(t, method) })
+	}
+}
+
+func testArtifactOverTheLimit(t *testing.T, method string) {
 	e := sshSetup(t, "", "      max_artifact_mb: 20\n", "")
+	if method == "rsync" {
+		if _, err := exec.LookPath("rsync"); err != nil {
+			if os.Getenv("CI") != "" {
+				t.Fatal("no rsync: .ci/run installs it with scripts/install-deps")
+			}
+			t.Skip("no rsync: scripts/install-deps installs it")
+		}
+		e.Env = append(e.Env, "POTATO_TRAINING_TEST_RSYNC=always")
+	}
 	tr := testproject.Trainer(t, testcli.SharedDir(t, 0o755), `mkdir -p artifacts/sub
 head -c 22000000 /dev/zero > artifacts/big.bin
 head -c 17000000 /dev/urandom > artifacts/sub/direct.bin
@@ -365,7 +383,8 @@ echo small > artifacts/small.txt
 `+testproject.ResultLines)
 	r := e.Run("--trainer", tr, "--schemas", "sentiment")
 	log := e.File(r.ID, "run.log")
-	if r.Code != 0 || !strings.Contains(log, "big.bin is over max_artifact_mb (20 MB): it stays on potato-test") {
+	if r.Code != 0 || !strings.Contains(log, "big.bin is over max_artifact_mb (20 MB): it stays on potato-test") ||
+		!strings.Contains(log, "copying the model from potato-test by "+method) {
 		t.Errorf("exit %d:\n%s", r.Code, log)
 	}
 	art := filepath.Join(e.Root().RunDir(r.ID), "artifacts")

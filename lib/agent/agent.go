@@ -335,6 +335,9 @@ type job struct {
 	abort     context.CancelFunc
 	ctx       context.Context
 	stopPosts func()
+	// queued is told of each event emit queues, so the poster sends it
+	// without waiting for its tick.
+	queued chan struct{}
 	// fetched: the job's bundle is in the cache.
 	fetched bool
 	// errMsg is the message of the training process's last error event.
@@ -348,7 +351,8 @@ func runJob(ctx context.Context, s *state, claim *agentproto.Claim) error {
 	// (G9); the result is then kept in the spool.
 	jctx, abort := context.WithCancel(ctx)
 	defer abort()
-	j := &job{o: o, a: s, claim: claim, dir: dir, grace: time.Duration(claim.GraceSeconds) * time.Second, abort: abort}
+	j := &job{o: o, a: s, claim: claim, dir: dir, grace: time.Duration(claim.GraceSeconds) * time.Second, abort: abort,
+		queued: make(chan struct{}, 1)}
 	if o.Polling && claim.RunToken != "" {
 		// The run's own token: the run goes on if the backend's token is
 		// replaced (registered again) meanwhile.
@@ -616,6 +620,12 @@ func report(ctx context.Context, o Options, claim *agentproto.Claim, code int, u
 }
 
 func (j *job) emit(e events.Event) {
+	defer func() {
+		select {
+		case j.queued <- struct{}{}:
+		default:
+		}
+	}()
 	j.mu.Lock()
 	j.queue = append(j.queue, e)
 	switch e.Kind {
@@ -630,17 +640,31 @@ func (j *job) emit(e events.Event) {
 // startPosting sends queued events at least every heartbeat period and
 // soon after each event, and applies a cancel from a reply; after a
 // failed post it waits as Backoff says. stopPosting flushes what is left
-// and stops it.
+// and stops it. An event is sent at once when the last post is a tick
+// (250 ms) old, else on the next tick: the run's first event does not
+// wait, and a chatty trainer still makes at most four posts a second.
 func (j *job) startPosting(ctx context.Context) {
 	j.ctx = ctx
 	done := make(chan struct{})
 	flushed := make(chan struct{})
 	go func() {
 		defer close(flushed)
-		tick := time.NewTicker(250 * time.Millisecond)
+		// gap is the least time between two posts of events; a little
+		// under the tick, which may come a little early.
+		const period, gap = 250 * time.Millisecond, 200 * time.Millisecond
+		tick := time.NewTicker(period)
 		defer tick.Stop()
 		last, next := time.Time{}, time.Time{}
 		var bo backoff
+		send := func() {
+			if j.post(ctx) {
+				bo.reset()
+				next = time.Time{}
+			} else {
+				next = time.Now().Add(bo.next())
+			}
+			last = time.Now()
+		}
 		for {
 			select {
 			case <-done:
@@ -648,18 +672,17 @@ func (j *job) startPosting(ctx context.Context) {
 				return
 			case <-ctx.Done():
 				return
+			case <-j.queued:
+				if time.Now().Before(next) || time.Since(last) < gap {
+					continue // the next tick sends it
+				}
+				send()
 			case <-tick.C:
 				if time.Now().Before(next) {
 					continue
 				}
-				if j.pending() > 0 || time.Since(last) >= j.o.Heartbeat {
-					if j.post(ctx) {
-						bo.reset()
-						next = time.Time{}
-					} else {
-						next = time.Now().Add(bo.next())
-					}
-					last = time.Now()
+				if since := time.Since(last); j.pending() > 0 && since >= gap || since >= j.o.Heartbeat {
+					send()
 				}
 			}
 		}

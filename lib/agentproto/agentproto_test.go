@@ -479,6 +479,33 @@ func TestBundleResumesAfterDrop(t *testing.T) {
 	}
 }
 
+// TestBundleRestartsWhenRangeIgnored: a server (or a proxy) that answers
+// the resumed request with the whole file, 200 and not 206. The client
+// starts the file over, its running sha256 with it, and the bundle passes
+// its check.
+func TestBundleRestartsWhenRangeIgnored(t *testing.T) {
+	f := newFake(t)
+	f.bundle = filepath.Join(f.dir, "bundle.tar.gz")
+	want := writeRandom(t, f.bundle, 500_000)
+	h := NewHandler(f, testOptions(HandlerOptions{}))
+	noRange := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Header.Del("Range")
+		h.ServeHTTP(w, r)
+	})
+	d := &dropping{h: noRange, n: 123_456, drops: 1}
+	c := client(t, serve(t, d), testToken)
+
+	dst := filepath.Join(t.TempDir(), "bundle.tar.gz")
+	if err := c.DownloadBundle(context.Background(), testRun, dst, want, nil); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := os.ReadFile(f.bundle)
+	b, _ := os.ReadFile(dst)
+	if !bytes.Equal(a, b) || len(d.ranges) != 2 {
+		t.Errorf("bundle equal %v after %d requests (%q), want equal after 2", bytes.Equal(a, b), len(d.ranges), d.ranges)
+	}
+}
+
 func TestBundleGivesUpAfterFiveAttempts(t *testing.T) {
 	f := newFake(t)
 	f.bundle = filepath.Join(f.dir, "bundle.tar.gz")

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"net"
 	"net/http"
@@ -306,6 +307,9 @@ func (c *Client) PostResult(ctx context.Context, runID string, res Result) error
 // each. The file must then have want's size and sha256, or it is removed
 // and that is the error; it is renamed to dst only when it does. progress,
 // when set, is called as bytes arrive.
+//
+// The sha256 is computed as the bytes are written, across the attempts,
+// so the file is never read back; it is synced once, before the rename.
 func (c *Client) DownloadBundle(ctx context.Context, runID, dst string, want BundleInfo, progress func(done, total int64)) (err error) {
 	defer func() {
 		if err != nil {
@@ -337,7 +341,8 @@ func (c *Client) DownloadBundle(ctx context.Context, runID, dst string, want Bun
 		}
 	}()
 
-	d := &download{c: c, route: route, f: f, total: want.Bytes, progress: progress}
+	d := &download{c: c, route: route, f: f, h: newHasher(), total: want.Bytes, progress: progress}
+	defer d.h.close()
 	var last error
 	attempt := 0
 	for ; attempt < BundleAttempts && !d.complete; attempt++ {
@@ -362,22 +367,14 @@ func (c *Client) DownloadBundle(ctx context.Context, runID, dst string, want Bun
 		return fmt.Errorf("gave up after %d attempts: %w", attempt, last)
 	}
 
+	if d.done != want.Bytes {
+		return fmt.Errorf("got %d bytes, the claim says %d", d.done, want.Bytes)
+	}
+	if got := hex.EncodeToString(d.h.sum()); !strings.EqualFold(got, want.SHA256) {
+		return fmt.Errorf("sha256 mismatch: got %s, the claim says %s", got, want.SHA256)
+	}
 	if err := f.Sync(); err != nil {
 		return err
-	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return err
-	}
-	h := sha256.New()
-	n, err := io.Copy(h, f)
-	if err != nil {
-		return err
-	}
-	if n != want.Bytes {
-		return fmt.Errorf("got %d bytes, the claim says %d", n, want.Bytes)
-	}
-	if got := hex.EncodeToString(h.Sum(nil)); !strings.EqualFold(got, want.SHA256) {
-		return fmt.Errorf("sha256 mismatch: got %s, the claim says %s", got, want.SHA256)
 	}
 	err = f.Close()
 	f = nil
@@ -396,6 +393,8 @@ type download struct {
 	c         *Client
 	route     string
 	f         *os.File
+	h         *hasher // sha256 of the bytes in f
+	synced    int64   // bytes of f whose writing to disk has been started
 	total     int64
 	done      int64  // bytes in f
 	validator string // ETag or Last-Modified of the first answer, for If-Range
@@ -467,18 +466,27 @@ func (d *download) attempt(ctx context.Context) (retry bool, err error) {
 			d.validator = resp.Header.Get("Last-Modified")
 		}
 	}
-	buf := make([]byte, 64<<10)
 	body := io.LimitReader(resp.Body, end-d.done)
 	for {
+		buf := d.h.buffer()
 		n, rerr := body.Read(buf)
 		if n > 0 {
 			if _, err := d.f.Write(buf[:n]); err != nil {
+				d.h.give(buf[:0])
 				return false, err
 			}
+			d.h.give(buf[:n])
 			d.done += int64(n)
+			if d.done-d.synced >= writebackChunk {
+				startWriteback(d.f, d.synced, d.done-d.synced)
+				d.synced = d.done
+			}
 			if d.progress != nil {
 				d.progress(d.done, d.total)
 			}
+		}
+		if n == 0 {
+			d.h.give(buf[:0])
 		}
 		if rerr == io.EOF {
 			break
@@ -499,13 +507,74 @@ func (d *download) attempt(ctx context.Context) (retry bool, err error) {
 
 // restart empties the file, for an answer that starts at byte 0.
 func (d *download) restart() error {
-	d.done, d.validator = 0, ""
+	d.done, d.validator, d.synced = 0, "", 0
+	d.h.reset()
 	if err := d.f.Truncate(0); err != nil {
 		return err
 	}
 	_, err := d.f.Seek(0, io.SeekStart)
 	return err
 }
+
+// writebackChunk is how many bytes the download writes before it asks
+// the kernel to start writing them to disk (where it can: Linux), so the
+// fsync at the end finds little left to write.
+const writebackChunk = 8 << 20
+
+// hasher computes the download's sha256 on a goroutine of its own, over
+// the buffers the download reads into and writes from: the loop that
+// reads and writes does not wait for the hash, and no byte is copied
+// for it. A buffer comes from buffer and goes back through give, with the
+// bytes to hash.
+type hasher struct {
+	h    hash.Hash
+	work chan []byte
+	free chan []byte
+}
+
+const hashBuffers, hashBufferSize = 4, 256 << 10
+
+func newHasher() *hasher {
+	x := &hasher{h: sha256.New(), work: make(chan []byte, hashBuffers), free: make(chan []byte, hashBuffers)}
+	for range hashBuffers {
+		x.free <- make([]byte, hashBufferSize)
+	}
+	go func() {
+		for b := range x.work {
+			x.h.Write(b)
+			x.free <- b[:cap(b)]
+		}
+	}()
+	return x
+}
+
+func (x *hasher) buffer() []byte { return <-x.free }
+
+// give hashes b, a buffer from buffer, and then takes it back.
+func (x *hasher) give(b []byte) { x.work <- b }
+
+// wait returns once every buffer given has been hashed.
+func (x *hasher) wait() {
+	var bufs [hashBuffers][]byte
+	for i := range bufs {
+		bufs[i] = <-x.free
+	}
+	for _, b := range bufs {
+		x.free <- b
+	}
+}
+
+func (x *hasher) sum() []byte {
+	x.wait()
+	return x.h.Sum(nil)
+}
+
+func (x *hasher) reset() {
+	x.wait()
+	x.h.Reset()
+}
+
+func (x *hasher) close() { close(x.work) }
 
 // parseContentRange reads "bytes first-last/total".
 func parseContentRange(s string) (first, last int64, ok bool) {

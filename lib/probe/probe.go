@@ -146,8 +146,21 @@ type Facts struct {
 // (a leading "~/" is the host's home); packages are import names, which
 // cannot hold white space.
 func Script(python string, packages []string) string {
+	return ScriptFor(python, packages, true)
+}
+
+// ScriptFor is Script, with torch's facts (Torch, TorchArch, TorchError,
+// NvrtcCUDA) only when torch is true or packages names torch: importing
+// torch takes seconds, which a run whose trainer does not use it need not
+// wait.
+func ScriptFor(python string, packages []string, torch bool) string {
+	t := "torch"
+	if !torch {
+		t = "no-torch"
+	}
 	return "PYTHON=" + shell.SingleQuote(python) + "\n" +
 		"PACKAGES=" + shell.SingleQuote(strings.Join(packages, " ")) + "\n" +
+		"TORCH=" + t + "\n" +
 		script
 }
 

@@ -1,8 +1,9 @@
 # potato-training's probe: reports this host's facts for an ssh backend.
 #
 # sh reads it on ssh's standard input after a preamble that sets PYTHON, the
-# interpreter for Python trainers, and PACKAGES, the trainer's import names
-# separated by spaces. It prints one fact a line between potato-probe-begin
+# interpreter for Python trainers, PACKAGES, the trainer's import names
+# separated by spaces, and TORCH, "no-torch" when torch's facts are not
+# wanted (its import takes seconds) unless PACKAGES names it. It prints one fact a line between potato-probe-begin
 # and potato-probe-end (lib/probe's Parse reads them) and changes nothing on
 # the host. Every command reads /dev/null, so that none eats the rest of
 # this script from standard input, and the work is one function called on
@@ -54,10 +55,13 @@ def report_torch(torch):
     say("torch-arch: " + " ".join(arch))
 
 
-def probe(names):
+def probe(names, torch_wanted):
     import importlib.util
     missing = [n for n in names if not find(importlib, n)]
-    if find(importlib, "torch"):
+    # Importing torch takes seconds, importlib.metadata a tenth of one;
+    # they are done when the facts of torch matter.
+    torch_wanted = torch_wanted or "torch" in names
+    if torch_wanted and find(importlib, "torch"):
         try:
             import torch
         except Exception as e:
@@ -68,6 +72,8 @@ def probe(names):
         if torch is not None:
             report_torch(torch)
     say("missing: " + " ".join(missing))
+    if not torch_wanted:
+        return
     from importlib import metadata
     for dist in ("nvidia-cuda-nvrtc-cu12", "nvidia-cuda-nvrtc-cu13", "nvidia-cuda-nvrtc"):
         try:
@@ -79,7 +85,7 @@ def probe(names):
 v = sys.version_info
 say("python: %s %d.%d.%d" % (sys.executable or sys.argv[1], v[0], v[1], v[2]))
 if tuple(v[:2]) >= (3, 8):
-    probe(sys.argv[2:])
+    probe(sys.argv[3:], sys.argv[2] != "no-torch")
 '
 
 potato_probe() {
@@ -105,7 +111,7 @@ potato_probe() {
 	?*) command -v "$python" >/dev/null 2>&1 && found=true ;;
 	esac
 	if $found; then
-		$limit "$python" -c "$potato_probe_py" "$python" $PACKAGES </dev/null
+		$limit "$python" -c "$potato_probe_py" "$python" "${TORCH:-torch}" $PACKAGES </dev/null
 		status=$?
 		if [ "$status" -ne 0 ]; then
 			echo "python-failed: $status $PYTHON"

@@ -475,3 +475,39 @@ func TestScriptShells(t *testing.T) {
 		t.Error("no shell ran the probe")
 	}
 }
+
+// TestScriptForWithoutTorch: a run whose trainer does not use torch skips
+// its import, which takes seconds with a real torch; a torch that would
+// fail to import says nothing then. Named in PACKAGES, torch is imported
+// all the same.
+func TestScriptForWithoutTorch(t *testing.T) {
+	t.Parallel()
+	python, _ := realPython(t)
+	h := newHost(t)
+	h.pythonPath = t.TempDir()
+	writeFile(t, filepath.Join(h.pythonPath, "torch", "__init__.py"), "raise ImportError('imported')\n")
+	run := func(packages []string, torch bool) Facts {
+		t.Helper()
+		cmd := exec.Command("sh", "-s")
+		cmd.Stdin = strings.NewReader(ScriptFor(python, packages, torch))
+		cmd.Env = []string{"PATH=" + h.bin, "HOME=" + t.TempDir(), "PYTHONDONTWRITEBYTECODE=1", "PYTHONPATH=" + h.pythonPath}
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		f, err := Parse(out)
+		if err != nil {
+			t.Fatalf("Parse: %v\n%s", err, out)
+		}
+		return f
+	}
+	if f := run(nil, false); f.TorchError != "" || f.PythonVersion == "" {
+		t.Errorf("without torch: torch error %q, python %q; want no import and the version", f.TorchError, f.PythonVersion)
+	}
+	if f := run(nil, true); !strings.Contains(f.TorchError, "imported") {
+		t.Errorf("with torch: torch error %q, want the import's", f.TorchError)
+	}
+	if f := run([]string{"torch"}, false); !strings.Contains(f.TorchError, "imported") || !reflect.DeepEqual(f.Missing, []string{"torch"}) {
+		t.Errorf("torch named: torch error %q, missing %q", f.TorchError, f.Missing)
+	}
+}

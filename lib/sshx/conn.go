@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -54,14 +55,15 @@ type Conn struct {
 
 // Dial starts the master, `ssh -M -S DIR/%C -o ControlPersist=no -N ...
 // -- host`, in its own process group, and returns once it is logged in and
-// answers `ssh -O check`. When the master exits first, the error is a
+// answers on its control socket. When the master exits first, the error is a
 // *ConnError made from its stderr ("ssh to HOST failed: Permission denied").
 //
 // dir holds the control socket; it should be a short private directory
 // (0700), made if missing. The socket's name is ssh's %C, a 40-character
 // hash, so the path stays short. When dir is "", or the path in it would
 // pass the 107-byte limit of a unix socket, Dial makes a private directory
-// under $XDG_RUNTIME_DIR or /tmp instead and Close removes it.
+// under $XDG_RUNTIME_DIR or /tmp instead, the socket named "master" in it,
+// and Close removes it.
 //
 // ctx bounds the login only; the connection lives until Close.
 func Dial(ctx context.Context, t Target, dir string) (*Conn, error) {
@@ -144,6 +146,14 @@ func (c *Conn) chooseControl(ctx context.Context, dir string) error {
 		if err != nil {
 			continue
 		}
+		// The directory is this connection's alone, so the socket needs
+		// no name of ssh's (%C) and ssh -G, a process started and a
+		// config read, is spared; the master reads the config itself,
+		// and fails on a missing one as ssh -G would.
+		if p := filepath.Join(d, "master"); len(p) <= maxControlPath && !strings.ContainsAny(p, "%$") {
+			c.dir, c.ctl, c.ownDir = d, p, true
+			return nil
+		}
 		p, err := c.expandControlPath(ctx, d)
 		if err != nil {
 			os.Remove(d)
@@ -193,7 +203,9 @@ func (c *Conn) clearStale(ctx context.Context) error {
 	return os.Remove(c.ctl)
 }
 
-// waitReady waits for the control socket, then confirms with -O check.
+// waitReady waits for the control socket, then connects to it.
+// It looks every 10 ms at most: every step of a run waits for the login,
+// and a longer poll is time added to each.
 func (c *Conn) waitReady(ctx context.Context) error {
 	delay := 5 * time.Millisecond
 	for {
@@ -211,16 +223,22 @@ func (c *Conn) waitReady(ctx context.Context) error {
 			return fmt.Errorf("ssh to %s: %w", c.t.Host, context.Cause(ctx))
 		case <-time.After(delay):
 		}
-		delay = min(2*delay, 100*time.Millisecond)
+		delay = min(2*delay, 10*time.Millisecond)
 	}
-	if err := c.control(ctx, "check"); err != nil {
+	// The master renames its socket into place once it listens, so a
+	// connection to it confirms the master, at a fraction of the cost of
+	// starting `ssh -O check` (a run's every step waits for Dial).
+	var d net.Dialer
+	s, err := d.DialContext(ctx, "unix", c.ctl)
+	if err != nil {
 		select {
 		case <-c.done:
 			return c.err
 		default:
-			return err
+			return fmt.Errorf("ssh to %s: the control socket does not answer: %w", c.t.Host, err)
 		}
 	}
+	s.Close()
 	return nil
 }
 
@@ -450,16 +468,34 @@ func (c *Conn) Close() error {
 	return c.closeErr
 }
 
-// Upload copies a local file to remotePath with mode: it is written to
-// remotePath.tmp.<random> and renamed into place, so nobody sees half a
-// file; a failed upload removes its temporary file. The remote directory
-// must exist. A leading ~/ means the remote home.
-func (c *Conn) Upload(ctx context.Context, localPath, remotePath string, mode os.FileMode) error {
+// Upload copies a local file to remotePath with mode: it is written under
+// a temporary name and renamed into place, so nobody sees half a file; a
+// failed upload removes its temporary file. The remote directory must
+// exist. A leading ~/ means the remote home.
+//
+// With how RsyncAuto, rsync copies the file where both ends have it (one
+// more command asks the host); otherwise, and with RsyncNever, the host's
+// sh writes remotePath.tmp.<random> with cat, then chmod and mv.
+func (c *Conn) Upload(ctx context.Context, localPath, remotePath string, mode os.FileMode, how Rsync) error {
 	f, err := os.Open(localPath)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
+	if how == RsyncAlways || how == RsyncAuto && localRsync() {
+		has := how == RsyncAlways
+		if !has {
+			if has, err = c.hostRsync(ctx); err != nil {
+				return fmt.Errorf("upload of %s to %s:%s: %w", localPath, c.t.Host, remotePath, err)
+			}
+		}
+		if has {
+			if err := c.uploadRsync(ctx, localPath, remotePath, mode); err != nil {
+				return fmt.Errorf("upload of %s to %s:%s: %w", localPath, c.t.Host, remotePath, err)
+			}
+			return nil
+		}
+	}
 	dst := homeRelative(remotePath)
 	tmp := shell.Quote(dst + ".tmp." + randomHex(6))
 	script := fmt.Sprintf("umask 077 && cat > %[1]s && chmod %[2]o %[1]s && mv -f %[1]s %[3]s || { rc=$?; rm -f %[1]s; exit $rc; }",

@@ -9,6 +9,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"net"
@@ -16,8 +17,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -323,7 +326,7 @@ func TestReverseForward(t *testing.T) {
 		t.Fatal(err)
 	}
 	helper := rd + "/sshx.test"
-	if err := c.Upload(guard(t), exe, helper, 0o755); err != nil {
+	if err := c.Upload(guard(t), exe, helper, 0o755, RsyncAuto); err != nil {
 		t.Fatal(err)
 	}
 	sock := "/tmp/potato-sshx-" + randomHex(4) + ".sock"
@@ -372,8 +375,40 @@ func TestForwardRefused(t *testing.T) {
 	}
 }
 
+// TestUpload: by rsync and by sh and cat, the same contract.
 func TestUpload(t *testing.T) {
-	t.Parallel()
+	for _, how := range []Rsync{RsyncNever, RsyncAlways} {
+		t.Run(methodName(how), func(t *testing.T) {
+			t.Parallel()
+			if how == RsyncAlways {
+				needRsync(t)
+			}
+			testUpload(t, how)
+		})
+	}
+}
+
+func methodName(how Rsync) string {
+	if how == RsyncAlways {
+		return "rsync"
+	}
+	return "tar"
+}
+
+// needRsync skips where this machine has no rsync (the test host is this
+// machine), except under CI, which installs it (scripts/install-deps) and
+// where a missing rsync fails the test.
+func needRsync(t *testing.T) {
+	t.Helper()
+	if !localRsync() {
+		if os.Getenv("CI") != "" {
+			t.Fatal("no rsync on PATH: .ci/run installs it with scripts/install-deps")
+		}
+		t.Skip("no rsync on PATH: scripts/install-deps installs it")
+	}
+}
+
+func testUpload(t *testing.T, how Rsync) {
 	c := dial(t, testTarget(t), "")
 	rd := remoteDir(t, c)
 	local := filepath.Join(t.TempDir(), "model.bin")
@@ -382,7 +417,7 @@ func TestUpload(t *testing.T) {
 		t.Fatal(err)
 	}
 	dst := rd + "/it's up.bin"
-	if err := c.Upload(guard(t), local, dst, 0o640); err != nil {
+	if err := c.Upload(guard(t), local, dst, 0o640, how); err != nil {
 		t.Fatal(err)
 	}
 	if got := run(t, c, "cat "+shell.Quote(dst)); got != string(content) {
@@ -392,7 +427,7 @@ func TestUpload(t *testing.T) {
 		t.Errorf("remote mode %q, want 640", got)
 	}
 	// Again over the same name, through ~/.
-	if err := c.Upload(guard(t), local, "~/"+dst, 0o600); err != nil {
+	if err := c.Upload(guard(t), local, "~/"+dst, 0o600, how); err != nil {
 		t.Fatal(err)
 	}
 	if got := run(t, c, "stat -c %a "+shell.Quote(dst)); got != "600\n" {
@@ -402,12 +437,12 @@ func TestUpload(t *testing.T) {
 		t.Errorf("remote directory holds %q; want only the file, no temporary", got)
 	}
 
-	err := c.Upload(guard(t), local, rd+"/missing/x.bin", 0o644)
+	err := c.Upload(guard(t), local, rd+"/missing/x.bin", 0o644, how)
 	var re *RemoteError
 	if !errors.As(err, &re) {
 		t.Errorf("upload into a missing directory: %v (%T), want a *RemoteError", err, err)
 	}
-	if err := c.Upload(guard(t), filepath.Join(t.TempDir(), "absent"), rd+"/y", 0o644); !errors.Is(err, os.ErrNotExist) {
+	if err := c.Upload(guard(t), filepath.Join(t.TempDir(), "absent"), rd+"/y", 0o644, how); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("upload of a missing local file: %v", err)
 	}
 }
@@ -457,10 +492,22 @@ func sshProcsWith(t *testing.T, s string) int {
 }
 
 // Not parallel: it lowers directMin, so the 1.5 MB file goes on a session
-// of its own, straight into its local file.
+// of its own, straight into its local file. The same checks hold for the
+// tar stream and for rsync.
 func TestFetch(t *testing.T) {
 	defer func(d int64) { directMin = d }(directMin)
 	directMin = 1 << 20
+	for _, how := range []Rsync{RsyncNever, RsyncAlways} {
+		t.Run(methodName(how), func(t *testing.T) {
+			if how == RsyncAlways {
+				needRsync(t)
+			}
+			testFetch(t, how)
+		})
+	}
+}
+
+func testFetch(t *testing.T, how Rsync) {
 	agent := shell.Quote(remoteAgent(t))
 	c := dial(t, testTarget(t), "")
 	rd := remoteDir(t, c)
@@ -474,6 +521,7 @@ func TestFetch(t *testing.T) {
 	local := filepath.Join(t.TempDir(), "art ifacts")
 	var calls [][2]int64
 	err := c.Fetch(guard(t), agent, "~/"+rd, local, FetchOptions{
+		Rsync:        how,
 		MaxSizeMB:    2,
 		StallTimeout: 20 * time.Second,
 		Progress:     func(done, total int64) { calls = append(calls, [2]int64{done, total}) },
@@ -523,7 +571,7 @@ func TestFetch(t *testing.T) {
 		t.Errorf("ListLarge over 3 MB = %q, %v; want none", large, err)
 	}
 
-	err = c.Fetch(guard(t), agent, rd+"/missing", t.TempDir(), FetchOptions{})
+	err = c.Fetch(guard(t), agent, rd+"/missing", t.TempDir(), FetchOptions{Rsync: how})
 	var re *RemoteError
 	if !errors.As(err, &re) || !strings.Contains(err.Error(), "no such file or directory") {
 		t.Errorf("fetch of a missing directory: %v, want a *RemoteError naming the missing directory", err)
@@ -556,6 +604,7 @@ func TestFetchStall(t *testing.T) {
 			local := filepath.Join(t.TempDir(), "stalled")
 			marker := "potato-stall-" + randomHex(4)
 			err := c.Fetch(guard(t), tc.agent, rd, local, FetchOptions{
+				Rsync:        RsyncNever,
 				StallTimeout: 2 * time.Second,
 				Prefix:       ": " + marker + "; " + tc.prefix,
 				Progress:     func(done, total int64) {},
@@ -584,5 +633,163 @@ func TestFetchStall(t *testing.T) {
 				t.Errorf("master after the stopped copy: %q", got)
 			}
 		})
+	}
+}
+
+// TestFetchRsyncStall: rsync's side of F7. A wrapper holds the remote
+// rsync for 6 s, the plan before it passes; the watchdog, at 2 s, stops
+// the copy with F7's message, leaves no ssh client of it and no file that
+// looks whole: what was cut is only under .potato-partial/.
+func TestFetchRsyncStall(t *testing.T) {
+	needRsync(t)
+	t.Parallel()
+	agent := remoteAgent(t)
+	c := dial(t, testTarget(t), "")
+	rd := remoteDir(t, c)
+	run(t, c, "cd "+shell.Quote(rd)+" && printf data > a.txt")
+	wrapper := filepath.Join(filepath.Dir(agent), "slow-rsync-"+randomHex(4))
+	os.WriteFile(wrapper, []byte("#!/bin/sh\ncase \" $* \" in *\" --server \"*) sleep 6 ;; esac\nexec \"$@\"\n"), 0o755)
+	local := filepath.Join(t.TempDir(), "stalled")
+	marker := "potato-stall-" + randomHex(4)
+	err := c.Fetch(guard(t), shell.Quote(agent), rd, local, FetchOptions{
+		Rsync:        RsyncAlways,
+		StallTimeout: 2 * time.Second,
+		Prefix:       ": " + marker + "; " + shell.Quote(wrapper) + " ",
+		Progress:     func(done, total int64) {},
+	})
+	var se *StallError
+	if !errors.As(err, &se) {
+		t.Fatalf("Fetch: %v (%T), want a *StallError", err, err)
+	}
+	if got, want := err.Error(), "The copy from potato-test sent nothing for 2 s"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if n := sshProcsWith(t, marker); n != 0 {
+		t.Errorf("%d ssh clients of the stopped copy are left", n)
+	}
+	if names := localFiles(t, local); len(names) != 0 {
+		t.Errorf("local files %q, want none", names)
+	}
+	if got := run(t, c, "echo up"); got != "up\n" {
+		t.Errorf("master after the stopped copy: %q", got)
+	}
+}
+
+// localFiles names the regular files under dir, relative to it, leaving
+// out rsync's partial directories.
+func localFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	var names []string
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() && d.Name() == PartialDir {
+			return filepath.SkipDir
+		}
+		if err == nil && !d.IsDir() {
+			rel, _ := filepath.Rel(dir, p)
+			names = append(names, rel)
+		}
+		return nil
+	})
+	return names
+}
+
+// TestFetchResume: the link drops in the middle of a large file (its ssh
+// client is killed once a third has arrived), copied by the tar stream
+// (the first copy's way) or by rsync; the next Fetch into the same
+// directory takes rsync, completes the file, with the same content, and
+// the bytes that came over the connection the second time are well under
+// the file's size: rsync resumed from the part kept in .potato-partial/.
+func TestFetchResume(t *testing.T) {
+	needRsync(t)
+	for _, first := range []Rsync{RsyncAuto, RsyncAlways} {
+		t.Run(methodName(first), func(t *testing.T) {
+			t.Parallel()
+			testFetchResume(t, first)
+		})
+	}
+}
+
+func testFetchResume(t *testing.T, first Rsync) {
+	const size = 64 << 20
+	agent := shell.Quote(remoteAgent(t))
+	c := dial(t, testTarget(t), "")
+	rd := remoteDir(t, c)
+	run(t, c, "cd "+shell.Quote(rd)+" && head -c "+fmt.Sprint(size)+" /dev/urandom > model.bin && printf hi > b.txt")
+	sum := strings.Fields(run(t, c, "sha256sum "+shell.Quote(rd+"/model.bin")))[0]
+	local := filepath.Join(t.TempDir(), "artifacts")
+	marker := "potato-drop-" + randomHex(4)
+
+	// The dropped link: the copy's ssh client is killed once rsync's
+	// temporary file holds a third of the model.
+	stop := make(chan struct{})
+	dropped := make(chan bool, 1)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				dropped <- false
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+			tmps, _ := filepath.Glob(filepath.Join(local, ".model.bin.*"))
+			for _, p := range tmps {
+				if st, err := os.Stat(p); err == nil && st.Size() >= size/3 {
+					killSSH(t, marker)
+					dropped <- true
+					return
+				}
+			}
+		}
+	}()
+	var used []string
+	using := func(m string) { used = append(used, m) }
+	err := c.Fetch(guard(t), agent, rd, local, FetchOptions{Rsync: first, Prefix: ": " + marker + "; ", Using: using})
+	close(stop)
+	if !<-dropped {
+		t.Fatalf("the copy ended before the link could be dropped: %v", err)
+	}
+	if err == nil {
+		t.Fatal("Fetch with its link dropped: no error")
+	}
+	t.Logf("first copy: %v", err)
+	part, err := os.Stat(filepath.Join(local, PartialDir, "model.bin"))
+	if err != nil || part.Size() == 0 || part.Size() >= size {
+		t.Fatalf("the part kept: %v, %v; want a partial model.bin in %s", part, err, PartialDir)
+	}
+	if _, err := os.Stat(filepath.Join(local, "model.bin")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("model.bin is there after a cut copy: %v", err)
+	}
+
+	var wire int64 = -1
+	if err := c.Fetch(guard(t), agent, rd, local, FetchOptions{Using: using, Wire: func(n int64) { wire = n }}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{map[Rsync]string{RsyncAuto: "tar stream", RsyncAlways: "rsync"}[first], "rsync"}; !reflect.DeepEqual(used, want) {
+		t.Errorf("methods %q, want %q", used, want)
+	}
+	got, err := os.ReadFile(filepath.Join(local, "model.bin"))
+	if err != nil || fmt.Sprintf("%x", sha256.Sum256(got)) != sum {
+		t.Fatalf("model.bin after the resumed copy: %d bytes, %v; want the remote file", len(got), err)
+	}
+	remaining := size - part.Size()
+	t.Logf("kept %d bytes; the resumed copy received %d bytes for the %d missing (%.3f)", part.Size(), wire, remaining, float64(wire)/float64(remaining))
+	if wire < 0 || wire > size-part.Size()/2 {
+		t.Errorf("the resumed copy received %d bytes of a %d-byte file whose first %d were kept: it did not resume", wire, size, part.Size())
+	}
+	if _, err := os.Stat(filepath.Join(local, PartialDir)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s is left after a complete copy: %v", PartialDir, err)
+	}
+}
+
+// killSSH kills this machine's ssh clients whose command line holds s.
+func killSSH(t *testing.T, s string) {
+	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, f := range cmdlines {
+		b, err := os.ReadFile(f)
+		if err == nil && bytes.HasPrefix(b, []byte("ssh\x00")) && bytes.Contains(b, []byte(s)) {
+			if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(f))); err == nil {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
 	}
 }

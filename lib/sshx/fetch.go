@@ -8,6 +8,8 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"path"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -50,10 +52,30 @@ type FetchOptions struct {
 	// Prefix goes before the remote command, e.g. a backend's env as
 	// exports ("export PATH=...; ").
 	Prefix string
+
+	// Rsync chooses between rsync and the tar stream; the zero value,
+	// RsyncAuto, takes rsync where both ends have it.
+	Rsync Rsync
+
+	// Using, when set, is called once the method is chosen, with
+	// "rsync" or "tar stream".
+	Using func(method string)
+
+	// Wire, when set, is called once a copy by rsync ends, even a failed
+	// one, with the bytes that came over the connection as rsync counts
+	// them (its "Total bytes received").
+	Wire func(received int64)
 }
 
 // Fetch copies the regular files of the remote directory into localDir
-// through the master. The host runs, on one session,
+// through the master. A first copy is a tar stream written by the remote
+// agent, the fastest way: on the 2-core loopback test machine 1.1 to 1.3
+// times "ssh host cat", rsync 0.8 to 0.95. A copy that breaks off keeps
+// what arrived of a file sent apart in .potato-partial/ beside it, and a
+// Fetch that finds such a part takes rsync, where this machine and the
+// host both have it, which sends only what the part lacks (fetchRsync).
+// opt.Rsync can choose either way instead. For the tar stream the host
+// runs, on one session,
 //
 //	PREFIX AGENT send-tree --max-bytes BYTES --direct-min 16777216 -- DIR
 //
@@ -78,6 +100,53 @@ func (c *Conn) Fetch(ctx context.Context, agent, remoteDir, localDir string, opt
 	if agent == "" || remoteDir == "" || localDir == "" {
 		return errors.New("fetch needs the remote agent, a remote and a local directory")
 	}
+	if opt.Rsync == RsyncNever || opt.Rsync == RsyncAuto && (!localRsync() || !hasPartial(localDir)) {
+		opt.using("tar stream")
+		return c.fetchTree(ctx, agent, remoteDir, localDir, opt)
+	}
+	return c.fetchRsync(ctx, agent, remoteDir, localDir, opt)
+}
+
+// keepPartial keeps what arrived of a file sent apart whose copy broke
+// off, f, as .potato-partial/BASE beside it, where rsync finds it (a hard
+// link: the unpacker removes f's own name). A later Fetch resumes from it.
+func keepPartial(f *os.File, name string) {
+	st, err := f.Stat()
+	if err != nil || st.Size() == 0 {
+		return
+	}
+	dir := filepath.Join(filepath.Dir(f.Name()), PartialDir)
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return
+	}
+	dst := filepath.Join(dir, path.Base(name))
+	os.Remove(dst)
+	os.Link(f.Name(), dst)
+}
+
+// removePartials removes the .potato-partial directories under dir.
+func removePartials(dir string) {
+	var found []string
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() && d.Name() == PartialDir {
+			found = append(found, p)
+			return filepath.SkipDir
+		}
+		return nil
+	})
+	for _, p := range found {
+		os.RemoveAll(p)
+	}
+}
+
+func (o FetchOptions) using(method string) {
+	if o.Using != nil {
+		o.Using(method)
+	}
+}
+
+// fetchTree is Fetch's tar stream.
+func (c *Conn) fetchTree(ctx context.Context, agent, remoteDir, localDir string, opt FetchOptions) error {
 	maxBytes := int64(0)
 	if opt.MaxSizeMB > 0 {
 		maxBytes = int64(opt.MaxSizeMB) << 20
@@ -127,13 +196,17 @@ func (c *Conn) Fetch(ctx context.Context, agent, remoteDir, localDir string, opt
 			},
 			Direct: func(name string, size int64, f *os.File) error {
 				base := done.Load()
-				return c.fetchFile(ctx, opt.Prefix+agent+" "+SendTreeCommand+" --file "+shell.Quote(name)+
+				err := c.fetchFile(ctx, opt.Prefix+agent+" "+SendTreeCommand+" --file "+shell.Quote(name)+
 					" --size "+strconv.FormatInt(size, 10)+" -- "+dir, f, quit, in.moved, func(n int64) {
 					done.Store(base + n)
 					if opt.Progress != nil {
 						opt.Progress(base+n, max(total.Load(), base+n))
 					}
 				})
+				if err != nil {
+					keepPartial(f, name)
+				}
+				return err
 			},
 		})
 		if err == nil {
@@ -189,6 +262,8 @@ func (c *Conn) Fetch(ctx context.Context, agent, remoteDir, localDir string, opt
 			if t := total.Load(); opt.Progress != nil && t >= 0 && done.Load() < t {
 				opt.Progress(t, t)
 			}
+			// Every file is whole: parts kept by earlier copies are of no use.
+			removePartials(localDir)
 			return nil
 		case <-in.moved:
 			if timer != nil {

@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"potato-training/lib/shell"
+	"potato-training/lib/sshx"
 )
 
 // testFetchWrapper names a remote program that the copy back's command
@@ -16,4 +17,17 @@ func testFetchWrapper() string {
 		return shell.Quote(w) + " "
 	}
 	return ""
+}
+
+// testRsync is how the copies use rsync: POTATO_TRAINING_TEST_RSYNC
+// "never" or "always" overrides the choice, so the tests run either way on
+// a machine that has rsync.
+func testRsync() sshx.Rsync {
+	switch os.Getenv("POTATO_TRAINING_TEST_RSYNC") {
+	case "never":
+		return sshx.RsyncNever
+	case "always":
+		return sshx.RsyncAlways
+	}
+	return sshx.RsyncAuto
 }

@@ -99,6 +99,11 @@ type execution struct {
 	jobDir  string // remote, a shell word
 	jobPath string // the same directory as a path, for sshx
 	sock    string // the forwarded socket on the host
+	// localAgent is this machine's architecture's agent and its digest,
+	// found while the connection is made; codeThere and venvThere are the
+	// answers of the probe's tail (probeTail) for it and the venv.
+	localAgent           chan agentFile
+	codeThere, venvThere bool
 	// keepJob is set once Collect decides the job directory stays on the
 	// host (keep_remote, a file over the limit, a stalled copy); else
 	// Close removes it, whatever the run's end.
@@ -143,7 +148,11 @@ func envPrefix(b *config.Backend) string {
 // Prepare connects, reads the host's facts, chooses the GPU (SPEC S4),
 // packs the bundle and copies the agent when the host lacks this version.
 func (b *Backend) Prepare(ctx context.Context, run backend.Run) (_ backend.Execution, err error) {
-	s := &execution{b: b.b, flavor: b.flavor, run: run, spec: run.Spec, sessDone: make(chan error, 1)}
+	s := &execution{b: b.b, flavor: b.flavor, run: run, spec: run.Spec, sessDone: make(chan error, 1),
+		localAgent: make(chan agentFile, 1)}
+	// The agent's digest is taken while ssh logs in, so the probe can ask
+	// whether the host has that version.
+	go func() { s.localAgent <- findAgent(runtime.GOARCH) }()
 	host := s.b.Host
 	run.Sink.Step(fmt.Sprintf(stepConnect, host))
 	// sshx makes the control socket's private directory and removes it.
@@ -211,11 +220,10 @@ func (s *execution) makeVenv(ctx context.Context) error {
 	if s.facts.PythonMissing {
 		return s.facts.PythonError(s.b.Host)
 	}
-	sum := sha256.Sum256([]byte(s.b.Python + "\x00" + strings.Join(s.b.Packages, "\x00")))
-	name := "venv-" + hex.EncodeToString(sum[:6])
+	name := venvName(s.b)
 	root := remoteWord(s.b.RemoteDir)
 	dir := root + "/" + name
-	if _, _, err := s.conn.Run(ctx, "test -x "+dir+"/bin/python", nil); err == nil {
+	if s.venvThere {
 		s.run.Sink.Logf("packages: using %s on %s", name, s.b.Host)
 		s.python = s.b.RemoteDir + "/" + name + "/bin/python" // the agent expands a leading ~/
 		return nil
@@ -238,18 +246,63 @@ func (s *execution) makeVenv(ctx context.Context) error {
 	return nil
 }
 
+// venvName is the name of the backend's venv under remote_dir: it hashes
+// the interpreter and the package list.
+func venvName(b *config.Backend) string {
+	sum := sha256.Sum256([]byte(b.Python + "\x00" + strings.Join(b.Packages, "\x00")))
+	return "venv-" + hex.EncodeToString(sum[:6])
+}
+
 // Probe runs the probe script on the host with the backend's env.
 func Probe(ctx context.Context, conn *sshx.Conn, b *config.Backend, packages []string) (probe.Facts, error) {
-	script := envPrefix(b) + probe.Script(b.Python, packages)
+	f, _, err := probeWith(ctx, conn, b, packages, true, "")
+	return f, err
+}
+
+// probeWith is Probe, with torch's facts only when torch is true or
+// packages names torch, and tail, shell commands run after the probe in
+// the same session, whose output follows the report; it returns that
+// output too.
+func probeWith(ctx context.Context, conn *sshx.Conn, b *config.Backend, packages []string, torch bool, tail string) (probe.Facts, []byte, error) {
+	script := envPrefix(b) + probe.ScriptFor(b.Python, packages, torch) + tail
 	out, _, err := conn.Run(ctx, "sh -s", strings.NewReader(script))
 	if err != nil {
-		return probe.Facts{}, err
+		return probe.Facts{}, nil, err
 	}
 	f, err := probe.Parse(out)
 	if err != nil {
-		return f, fmt.Errorf("%s: %w", b.Host, err)
+		return f, nil, fmt.Errorf("%s: %w", b.Host, err)
 	}
-	return f, nil
+	return f, out, nil
+}
+
+// Marks of the probe's tail.
+const (
+	codeThereMark = "potato-code-there"
+	venvThereMark = "potato-venv-there"
+)
+
+// probeTail asks, in the probe's session rather than in commands of their
+// own, whether the host has this machine's agent (when its digest is
+// known) and the backend's venv: each a round trip less before the run
+// starts. The answers count only where the host's architecture turns
+// out to be this machine's (the agent) and where a venv is wanted.
+func (s *execution) probeTail() string {
+	tail := ""
+	if a := <-s.localAgent; a.err == nil {
+		s.localAgent <- a
+		tail += "if test -x " + remoteWord(strings.TrimSuffix(s.b.RemoteDir, "/")+"/code/"+a.sum) + "/potato-agent; then echo " + codeThereMark + "; fi\n"
+	} else {
+		s.localAgent <- a
+	}
+	if len(s.b.Packages) > 0 && s.flavor == nil {
+		tail += "if test -x " + remoteWord(s.b.RemoteDir) + "/" + venvName(s.b) + "/bin/python; then echo " + venvThereMark + "; fi\n"
+	}
+	return tail
+}
+
+func hasLine(out []byte, mark string) bool {
+	return slices.Contains(strings.Split(string(out), "\n"), mark)
 }
 
 func (s *execution) probe(ctx context.Context) (probe.Facts, error) {
@@ -262,11 +315,25 @@ func (s *execution) probe(ctx context.Context) (probe.Facts, error) {
 	if needPython {
 		pkgs = TrainerPackages(s.spec.Trainer, s.spec.Params)
 	}
-	f, err := Probe(ctx, s.conn, s.b, pkgs)
+	// A run that uses no Python on the host (a built-in or exec: trainer,
+	// no packages) starts none to report it, a tenth of a second less
+	// before its first event; torch's facts matter only to a trainer that
+	// uses torch on this host.
+	noPython := !needPython && s.flavor == nil && len(s.b.Packages) == 0
+	b := s.b
+	if noPython {
+		c := *s.b
+		c.Python = ""
+		b = &c
+	}
+	f, out, err := probeWith(ctx, s.conn, b, pkgs, s.flavor == nil && NeedsTorch(s.spec.Trainer, s.spec.Params), s.probeTail())
 	if err != nil {
 		return f, err
 	}
+	s.codeThere, s.venvThere = hasLine(out, codeThereMark), hasLine(out, venvThereMark)
 	switch {
+	case noPython:
+		s.run.Sink.Logf("%s: %s %s", s.b.Host, f.OS, f.Arch)
 	case f.PythonMissing && needPython:
 		return f, f.PythonError(s.b.Host)
 	case f.PythonMissing:
@@ -390,6 +457,21 @@ func agentBinary(goarch string) (string, error) {
 	return "", fmt.Errorf("no potato-agent built for linux/%s: run make build", goarch)
 }
 
+// agentFile is an agent binary and its sha256.
+type agentFile struct {
+	path, sum string
+	err       error
+}
+
+func findAgent(goarch string) agentFile {
+	p, err := agentBinary(goarch)
+	if err != nil {
+		return agentFile{err: err}
+	}
+	sum, err := fileSHA256(p)
+	return agentFile{path: p, sum: sum, err: err}
+}
+
 func goarchOf(unameM string) (string, error) {
 	switch unameM {
 	case "x86_64", "amd64":
@@ -421,19 +503,27 @@ func (s *execution) copyCode(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	local, err := agentBinary(goarch)
-	if err != nil {
-		return err
+	// The probe asked about this machine's agent; an agent of another
+	// architecture is asked about here.
+	a, asked := <-s.localAgent, goarch == runtime.GOARCH
+	s.localAgent <- a
+	if !asked {
+		a = findAgent(goarch)
 	}
-	sum, err := fileSHA256(local)
-	if err != nil {
-		return err
+	if a.err != nil {
+		return a.err
 	}
+	local, sum := a.path, a.sum
 	rootPath := strings.TrimSuffix(s.b.RemoteDir, "/")
 	s.jobPath = rootPath + "/jobs/" + s.run.Dir.ID
 	s.codeDir = remoteWord(rootPath + "/code/" + sum)
 	s.jobDir = remoteWord(s.jobPath)
-	if _, _, err := s.conn.Run(ctx, "test -x "+s.codeDir+"/potato-agent", nil); err == nil {
+	there := s.codeThere
+	if !asked {
+		_, _, err := s.conn.Run(ctx, "test -x "+s.codeDir+"/potato-agent", nil)
+		there = err == nil
+	}
+	if there {
 		s.run.Sink.Logf("code %s is on %s already", sum[:12], s.b.Host)
 		return nil
 	}
@@ -445,7 +535,7 @@ func (s *execution) copyCode(ctx context.Context) error {
 	if _, _, err := s.conn.Run(ctx, "mkdir -p "+tmp, nil); err != nil {
 		return err
 	}
-	if err := s.conn.Upload(ctx, local, tmpPath+"/potato-agent", 0o755); err != nil {
+	if err := s.conn.Upload(ctx, local, tmpPath+"/potato-agent", 0o755, testRsync()); err != nil {
 		_, _, _ = s.conn.Run(ctx, "rm -rf "+tmp, nil)
 		return fmt.Errorf("copying the agent to %s: %w", s.b.Host, err)
 	}
@@ -612,11 +702,17 @@ func (s *execution) Collect(ctx context.Context, _ events.Result) (backend.Colle
 	}
 	last := time.Time{}
 	// The agent that ran the job writes the files as a tar stream on the
-	// connection; the backend's env applies to it as to the agent.
+	// connection; a copy into artifacts/ that finds the part of a cut one
+	// resumes it by rsync, where both ends have it. The backend's env
+	// applies to the remote side as to the agent.
 	err = s.conn.Fetch(ctx, s.codeDir+"/potato-agent", remoteArtifacts, s.run.Dir.Path(rundir.ArtifactsDir), sshx.FetchOptions{
 		Prefix:       s.envPrefix() + testFetchWrapper(),
 		MaxSizeMB:    s.b.MaxArtifactMB,
 		StallTimeout: stall,
+		Rsync:        testRsync(),
+		Using: func(method string) {
+			s.run.Sink.Logf("copying the model from %s by %s", s.b.Host, method)
+		},
 		Progress: func(done, total int64) {
 			if time.Since(last) < 250*time.Millisecond && done < total {
 				return
