@@ -61,7 +61,7 @@ func sshSetup(t *testing.T, gpus, backend, extra string) *sshEnv {
 
 const twoGPUs = "0, GPU-aaaa, NVIDIA H200, 143771, 9000, 80, 9.0\n1, GPU-bbbb, NVIDIA H200, 143771, 120000, 5, 9.0\n"
 
-func TestRunEndToEndAndCodeReuse(t *testing.T) {
+func testRunEndToEndAndCodeReuse(t *testing.T) {
 	e := sshSetup(t, twoGPUs, "", "")
 	r := e.Run("--trainer", "tfidf-logreg", "--schemas", "sentiment")
 	if r.Code != 0 {
@@ -100,7 +100,7 @@ func TestRunEndToEndAndCodeReuse(t *testing.T) {
 
 // The token reaches the agent on standard input only: no process of the
 // remote user has it in its argv or environment, and no log holds it.
-func TestTokenNeverOnACommandLineOrInALog(t *testing.T) {
+func testTokenNeverOnACommandLineOrInALog(t *testing.T) {
 	e := sshSetup(t, "", "", "")
 	tr := testproject.Trainer(t, testcli.SharedDir(t, 0o755), `echo '{"v":1,"event":"status","state":"fitting","step":"holding"}'
 sleep 3
@@ -165,7 +165,7 @@ sleep 3
 	}
 }
 
-func TestKeyRefusedFailsAtOnce(t *testing.T) {
+func testKeyRefusedFailsAtOnce(t *testing.T) {
 	e := sshSetup(t, "", "", "")
 	cfg, _ := os.ReadFile(e.Config)
 	os.WriteFile(e.Config, bytes.Replace(cfg, []byte("host: potato-test\n"), []byte("host: potato-test-pw\n"), 1), 0o644)
@@ -176,7 +176,7 @@ func TestKeyRefusedFailsAtOnce(t *testing.T) {
 	}
 }
 
-func TestGPUChoice(t *testing.T) {
+func testGPUChoice(t *testing.T) {
 	cases := []struct {
 		name, gpus, backend string
 		device, err         string
@@ -211,7 +211,7 @@ func TestGPUChoice(t *testing.T) {
 // need torch: the built-in tfidf-logreg gets the GPU with the most free
 // memory, the H200, and runs even where torch can use no GPU at all. The
 // choice for a torch trainer is TestChooseDeviceForTorch's, in lib/check.
-func TestGPUWithoutTorchKernels(t *testing.T) {
+func testGPUWithoutTorchKernels(t *testing.T) {
 	py := testcli.SharedDir(t, 0o755)
 	os.MkdirAll(filepath.Join(py, "torch", "cuda"), 0o755)
 	os.WriteFile(filepath.Join(py, "torch", "__init__.py"), []byte("__version__ = '2.4.0'\nfrom . import cuda, version\n"), 0o644)
@@ -240,7 +240,7 @@ func TestGPUWithoutTorchKernels(t *testing.T) {
 // transformers (nvidia-smi is the fake: this machine has no GPU). A torch
 // trainer whose model needs torch alone runs there, on the CPU, with the
 // warning; the built-in trainer still gets a GPU.
-func TestTorchTrainerOnACPUTorchHost(t *testing.T) {
+func testTorchTrainerOnACPUTorchHost(t *testing.T) {
 	requireTorch(t)
 	e := sshSetup(t, twoGPUs, "", "")
 	r := e.Run("--trainer", "hf-text-classification", "--param", "model=builtin:ngram", "--param", "epochs=2", "--schemas", "sentiment")
@@ -273,7 +273,7 @@ func requireTorch(t *testing.T) {
 // The fault: a trainer on the host that ignores SIGTERM. Expected: cancel
 // reaches the agent in its next reply, the run ends cancelled after
 // grace_seconds, and the trainer is killed.
-func TestCancelATrainerThatIgnoresTERM(t *testing.T) {
+func testCancelATrainerThatIgnoresTERM(t *testing.T) {
 	e := sshSetup(t, "", "", "")
 	marker := testcli.SharedDir(t, 0o777)
 	tr := testproject.Trainer(t, testcli.SharedDir(t, 0o755), `trap '' TERM
@@ -297,7 +297,7 @@ while :; do sleep 0.2; done`)
 
 // The fault: the agent stops answering (SIGSTOP: a hung agent). Expected:
 // F6 after heartbeat_timeout_s, and agent.log kept.
-func TestSSHSilentAgentFailsTheRun(t *testing.T) {
+func testSSHSilentAgentFailsTheRun(t *testing.T) {
 	e := sshSetup(t, "", "", "")
 	tr := testproject.Trainer(t, testcli.SharedDir(t, 0o755), `echo '{"v":1,"event":"status","state":"fitting","step":"working"}'
 sleep 60`)
@@ -326,7 +326,7 @@ sleep 60`)
 
 // The fault: the ssh session is killed mid-run. Expected: the run fails
 // naming the session, and the agent stops its trainer (stdin EOF).
-func TestSSHSessionKilled(t *testing.T) {
+func testSSHSessionKilled(t *testing.T) {
 	e := sshSetup(t, "", "", "")
 	marker := testcli.SharedDir(t, 0o777)
 	tr := testproject.Trainer(t, testcli.SharedDir(t, 0o755), `echo $$ > `+marker+`/pid
@@ -359,13 +359,13 @@ sleep 60`)
 // same by the tar stream, a first copy's way, and by rsync, which resumes
 // a cut copy, chosen through the test build's seam
 // POTATO_TRAINING_TEST_RSYNC.
-func TestArtifactOverTheLimit(t *testing.T) {
+func testArtifactOverTheLimit(t *testing.T) {
 	for _, method := range []string{"tar stream", "rsync"} {
-		t.Run(method, func(t *testing.T) { testArtifactOverTheLimit(t, method) })
+		t.Run(method, func(t *testing.T) { artifactOverTheLimit(t, method) })
 	}
 }
 
-func testArtifactOverTheLimit(t *testing.T, method string) {
+func artifactOverTheLimit(t *testing.T, method string) {
 	e := sshSetup(t, "", "      max_artifact_mb: 20\n", "")
 	if method == "rsync" {
 		if _, err := exec.LookPath("rsync"); err != nil {
@@ -414,7 +414,7 @@ echo small > artifacts/small.txt
 // POTATO_TRAINING_TEST_FETCH_WRAPPER names the wrapper
 // (fetchwrapper_potatotest.go). The stall timeout is 2 s here. The
 // predictions are kept and published; the model stays on the host.
-func TestStalledCopy(t *testing.T) {
+func testStalledCopy(t *testing.T) {
 	e := sshSetup(t, "", "", "")
 	wrapper := filepath.Join(e.fakes, "slow-sender")
 	pidFile := filepath.Join(e.remoteDir, "sleep.pid")
@@ -495,7 +495,7 @@ func wheel(t *testing.T, dir string) string {
 // packages: a venv made once under remote_dir with the host's own
 // packages visible, the listed packages installed with its pip, and
 // reused by the next run (SPEC S3).
-func TestPackagesVenv(t *testing.T) {
+func testPackagesVenv(t *testing.T) {
 	whl := wheel(t, testcli.SharedDir(t, 0o755))
 	e := sshSetup(t, "", "      python: /usr/bin/python3\n      packages: [\""+whl+"\"]\n", "")
 	r := e.Run("--trainer", "tfidf-logreg", "--schemas", "sentiment")
@@ -524,7 +524,7 @@ func TestPackagesVenv(t *testing.T) {
 // With remote_dir left out, the code and jobs go to ~/.cache/potato-training
 // of the remote user, and nothing of the run is left there afterwards but
 // the code.
-func TestDefaultRemoteDir(t *testing.T) {
+func testDefaultRemoteDir(t *testing.T) {
 	e := sshSetup(t, "", "", "")
 	cfg, _ := os.ReadFile(e.Config)
 	os.WriteFile(e.Config, bytes.Replace(cfg, []byte("      remote_dir: "+e.remoteDir+"\n"), nil, 1), 0o644)
@@ -547,7 +547,7 @@ func TestDefaultRemoteDir(t *testing.T) {
 
 // A relative remote_dir is taken from the remote home directory, as scp
 // takes one, not from the job directory the agent runs in.
-func TestRelativeRemoteDir(t *testing.T) {
+func testRelativeRemoteDir(t *testing.T) {
 	e := sshSetup(t, "", "", "")
 	rel := "potato-rel-" + filepath.Base(e.Dir)
 	cfg, _ := os.ReadFile(e.Config)
@@ -563,5 +563,32 @@ func TestRelativeRemoteDir(t *testing.T) {
 	}
 	if nested, _ := filepath.Glob(filepath.Join(home, "jobs", "*", rel)); len(nested) != 0 {
 		t.Errorf("remote_dir resolved under a job directory: %v", nested)
+	}
+}
+
+// TestSSH runs the ssh backend's tests one after the other, beside the
+// other backends' groups.
+func TestSSH(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		run  func(*testing.T)
+	}{
+		{"TestRunEndToEndAndCodeReuse", testRunEndToEndAndCodeReuse},
+		{"TestTokenNeverOnACommandLineOrInALog", testTokenNeverOnACommandLineOrInALog},
+		{"TestKeyRefusedFailsAtOnce", testKeyRefusedFailsAtOnce},
+		{"TestGPUChoice", testGPUChoice},
+		{"TestGPUWithoutTorchKernels", testGPUWithoutTorchKernels},
+		{"TestTorchTrainerOnACPUTorchHost", testTorchTrainerOnACPUTorchHost},
+		{"TestCancelATrainerThatIgnoresTERM", testCancelATrainerThatIgnoresTERM},
+		{"TestSSHSilentAgentFailsTheRun", testSSHSilentAgentFailsTheRun},
+		{"TestSSHSessionKilled", testSSHSessionKilled},
+		{"TestArtifactOverTheLimit", testArtifactOverTheLimit},
+		{"TestStalledCopy", testStalledCopy},
+		{"TestPackagesVenv", testPackagesVenv},
+		{"TestDefaultRemoteDir", testDefaultRemoteDir},
+		{"TestRelativeRemoteDir", testRelativeRemoteDir},
+	} {
+		t.Run(c.name, c.run)
 	}
 }

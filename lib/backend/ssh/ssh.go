@@ -108,6 +108,9 @@ type execution struct {
 	// host (keep_remote, a file over the limit, a stalled copy); else
 	// Close removes it, whatever the run's end.
 	keepJob bool
+	// stalled is set when the copy back sent nothing for the stall
+	// timeout: the link may be gone, so Close waits less for its cleanup.
+	stalled bool
 
 	// agent is the protocol's server half for this run.
 	agent    remote.Run
@@ -725,6 +728,7 @@ func (s *execution) Collect(ctx context.Context, _ events.Result) (backend.Colle
 	var stallErr *sshx.StallError
 	switch {
 	case errors.As(err, &stallErr):
+		s.stalled = true
 		s.run.Sink.Logf("%v: the run's predictions are already kept; only the model files are missing from artifacts/ (they stay on %s)", err, s.b.Host)
 		collected.ArtifactURI = uri
 		keep = true
@@ -762,7 +766,11 @@ func (s *execution) Close() error {
 	if s.conn != nil {
 		// The job directory (unless Collect kept it) and the forwarded
 		// socket go, whatever the run's end.
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		wait := 30 * time.Second
+		if s.stalled {
+			wait = 5 * time.Second
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
 		cmd := ""
 		if s.jobDir != "" && !s.keepJob && !s.b.KeepRemote {
 			cmd = "rm -rf " + s.jobDir + "; "
