@@ -410,7 +410,8 @@ echo small > artifacts/small.txt
 
 // A stalled copy (F7), a fault hard to cause for real on loopback: the
 // remote agent's copy back runs under a wrapper that sends nothing for
-// 30 s before it starts the sender. The test build's seam
+// 30 s before it starts the sender, at each of the copy's three attempts.
+// The test build's seam
 // POTATO_TRAINING_TEST_FETCH_WRAPPER names the wrapper
 // (fetchwrapper_potatotest.go). The stall timeout is 2 s here. The
 // predictions are kept and published; the model stays on the host.
@@ -418,7 +419,7 @@ func testStalledCopy(t *testing.T) {
 	e := sshSetup(t, "", "", "")
 	wrapper := filepath.Join(e.fakes, "slow-sender")
 	pidFile := filepath.Join(e.remoteDir, "sleep.pid")
-	os.WriteFile(wrapper, []byte("#!/bin/sh\nsleep 30 & echo $! > "+pidFile+"\nwait $!\nexec \"$@\"\n"), 0o755)
+	os.WriteFile(wrapper, []byte("#!/bin/sh\nsleep 30 & echo $! >> "+pidFile+"\nwait $!\nexec \"$@\"\n"), 0o755)
 	tr := testproject.Trainer(t, testcli.SharedDir(t, 0o755), `mkdir -p artifacts
 echo model > artifacts/a.txt
 `+testproject.ResultLines)
@@ -443,9 +444,14 @@ echo model > artifacts/a.txt
 	if _, err := os.Stat(filepath.Join(e.remoteDir, "jobs", id, "artifacts", "a.txt")); err != nil {
 		t.Errorf("the model is not kept on the host: %v", err)
 	}
+	if !strings.Contains(log, "trying again in 5 s, attempt 3 of 3") {
+		t.Errorf("the run log does not say the copy was tried again:\n%s", log)
+	}
 	if b, err := os.ReadFile(pidFile); err == nil {
-		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 0 {
-			syscall.Kill(pid, syscall.SIGKILL)
+		for _, f := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil && pid > 0 {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
 		}
 	}
 }

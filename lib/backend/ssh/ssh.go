@@ -704,27 +704,51 @@ func (s *execution) Collect(ctx context.Context, _ events.Result) (backend.Colle
 		stall = time.Duration(v) * time.Second
 	}
 	last := time.Time{}
+	var done, total int64
 	// The agent that ran the job writes the files as a tar stream on the
 	// connection; a copy into artifacts/ that finds the part of a cut one
 	// resumes it by rsync, where both ends have it. The backend's env
 	// applies to the remote side as to the agent.
-	err = s.conn.Fetch(ctx, s.codeDir+"/potato-agent", remoteArtifacts, s.run.Dir.Path(rundir.ArtifactsDir), sshx.FetchOptions{
-		Prefix:       s.envPrefix() + testFetchWrapper(),
-		MaxSizeMB:    s.b.MaxArtifactMB,
-		StallTimeout: stall,
-		Rsync:        testRsync(),
-		Using: func(method string) {
-			s.run.Sink.Logf("copying the model from %s by %s", s.b.Host, method)
-		},
-		Progress: func(done, total int64) {
-			if time.Since(last) < 250*time.Millisecond && done < total {
-				return
-			}
-			last = time.Now()
-			s.run.Sink.Step(fmt.Sprintf("%s: %s of %s", step, mb(done), mb(total)))
-			s.run.Sink.Progress("fetch", float64(done), float64(total))
-		},
-	})
+	fetch := func() error {
+		return s.conn.Fetch(ctx, s.codeDir+"/potato-agent", remoteArtifacts, s.run.Dir.Path(rundir.ArtifactsDir), sshx.FetchOptions{
+			Prefix:       s.envPrefix() + testFetchWrapper(),
+			MaxSizeMB:    s.b.MaxArtifactMB,
+			StallTimeout: stall,
+			Rsync:        testRsync(),
+			Using: func(method string) {
+				s.run.Sink.Logf("copying the model from %s by %s", s.b.Host, method)
+			},
+			Progress: func(d, t int64) {
+				done, total = d, t
+				if time.Since(last) < 250*time.Millisecond && d < t {
+					return
+				}
+				last = time.Now()
+				s.run.Sink.Step(fmt.Sprintf("%s: %s of %s", step, mb(d), mb(t)))
+				s.run.Sink.Progress("fetch", float64(d), float64(t))
+			},
+		})
+	}
+	err = fetch()
+	// A copy cut by a dropped link is tried again on a new connection,
+	// which resumes it from the part kept; the last attempt's error
+	// decides the run's end. A failed login counts as an attempt.
+	for attempt := 2; attempt <= fetchAttempts && s.brokeOff(err) && ctx.Err() == nil; attempt++ {
+		s.run.Sink.Logf("the copy from %s broke off at %d of %d MB (%v): trying again in %d s, attempt %d of %d",
+			s.b.Host, (done+(1<<19))>>20, (total+(1<<19))>>20, err, int(fetchRetryWait/time.Second), attempt, fetchAttempts)
+		select {
+		case <-time.After(fetchRetryWait):
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		if derr := s.redial(ctx); derr != nil {
+			s.run.Sink.Logf("warning: connecting to %s again: %v", s.b.Host, derr)
+			continue
+		}
+		err = fetch()
+	}
 	var stallErr *sshx.StallError
 	switch {
 	case errors.As(err, &stallErr):
@@ -740,6 +764,41 @@ func (s *execution) Collect(ctx context.Context, _ events.Result) (backend.Colle
 		s.run.Sink.Logf("the job directory stays on %s: %s", s.b.Host, uri)
 	}
 	return collected, nil
+}
+
+// The copy back's attempts after a dropped link: how many in all, the
+// wait before each new one and the bound of its login.
+const (
+	fetchAttempts  = 3
+	fetchRetryWait = 5 * time.Second
+	redialTimeout  = 20 * time.Second
+)
+
+// brokeOff says whether a copy back failed with the link: it stalled, ssh
+// itself failed (exit status 255) or the master died.
+func (s *execution) brokeOff(err error) bool {
+	if err == nil {
+		return false
+	}
+	var stallErr *sshx.StallError
+	var connErr *sshx.ConnError
+	return errors.As(err, &stallErr) || errors.As(err, &connErr) || s.conn.Err() != nil
+}
+
+// redial replaces the connection with a new one, its login bounded by
+// redialTimeout; the old one is closed once the new one is up, and kept
+// when the login fails.
+func (s *execution) redial(ctx context.Context) error {
+	dctx, cancel := context.WithTimeout(ctx, redialTimeout)
+	defer cancel()
+	conn, err := sshx.Dial(dctx, sshx.TargetOf(s.b), "")
+	if err != nil {
+		return err
+	}
+	old := s.conn
+	s.conn = conn
+	_ = old.Close()
+	return nil
 }
 
 func mb(n int64) string {
