@@ -73,6 +73,7 @@ func TestHostFaults(t *testing.T) {
 		{"TestRemoteKillNATAgentMidFit", testRemoteKillNATAgentMidFit},
 		{"TestRemoteServerRestartMidRun", testRemoteServerRestartMidRun},
 		{"TestRemoteLinkCutDuringCopyBack", testRemoteLinkCutDuringCopyBack},
+		{"TestRemoteLinkDropDuringCopyBack", testRemoteLinkDropDuringCopyBack},
 	} {
 		t.Run(c.name, c.run)
 	}

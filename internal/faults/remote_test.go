@@ -10,7 +10,10 @@ package faults
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -672,4 +675,89 @@ func testRemoteLinkCutDuringCopyBack(t *testing.T) {
 		"F7: copy stalls; success with predictions written back; model stays on the host; run log says so; next run succeeds",
 		fmt.Sprintf("%s %.1f s after the cut at %d of %d MB; %d predictions produced, %d kept, %d stored; model %s; log has F7's text; %s, %d forwarded socket(s) left in /tmp; %s",
 			f, took.Seconds(), int64(at.Progress.Current)>>20, int64(at.Progress.Total)>>20, produced, kept, stored, model, cleanup, len(socks), p.nextRunSucceeds()))
+}
+
+// The fault: the link to the ssh host cut (every packet between lab and
+// srv dropped in rtr) while the model, 600 MB, comes back, and restored
+// about 6 s later. Expected: the copy stalls (3 s here), Collect waits 5 s,
+// logs in again and fetches again, which resumes from the part kept; the
+// run succeeds with the model whole, the run log says the copy was tried
+// again, and the next run succeeds.
+func testRemoteLinkDropDuringCopyBack(t *testing.T) {
+	ns := natNetns(t, "d")
+	cfg := natSSHD(t, ns)
+	p, remoteDir := remoteSSHProject(t, "potato-nat", cfg, "POTATO_TRAINING_STALL_TIMEOUT_S=3")
+	p.Bin = natBin(t, p.Bin, ns+"-lab")
+	tr := testproject.Trainer(t, testcli.SharedDir(t, 0o755), remotePredicting(600))
+	id := p.Detach("--trainer", tr, "--schemas", "sentiment")
+	var at rundir.Info
+	testproject.WaitFor(t, "the copy back", func() bool {
+		at = p.Info(id)
+		return at.Finished || at.Progress != nil && at.Progress.Phase == "fetch" && at.Progress.Current > 0
+	})
+	if at.Finished {
+		t.Fatalf("the run ended before the copy back was seen: %s\n%s", at.State, p.File(id, rundir.LogFile))
+	}
+	natScript(t, "cut", ns)
+	cut := time.Now()
+	restored := false
+	defer func() {
+		if !restored {
+			natScript(t, "restore", ns)
+		}
+	}()
+	// The host's model, read while the link is down: after a complete copy
+	// the job directory goes.
+	hostModel := filepath.Join(remoteDir, "jobs", id, "artifacts", "model.bin")
+	wantSize, wantSum, err := fileSum(hostModel)
+	if err != nil {
+		t.Fatalf("the model on the host: %v", err)
+	}
+	time.Sleep(time.Until(cut.Add(6 * time.Second)))
+	natScript(t, "restore", ns)
+	restored = true
+	down := time.Since(cut)
+	f := p.settled(id, rundir.StateSuccess, "", 120*time.Second)
+	took := time.Since(cut)
+	log := p.File(id, rundir.LogFile)
+	if !strings.Contains(log, "the copy from potato-nat broke off at ") || !strings.Contains(log, "trying again in 5 s, attempt 2 of 3") {
+		t.Errorf("the run log does not say the copy was tried again:\n%s", log)
+	}
+	if strings.Contains(log, "sent nothing for 3 s: the run's predictions are already kept") {
+		t.Errorf("the run ended as F7 after all:\n%s", log)
+	}
+	arts := filepath.Join(p.Root().RunDir(id), "artifacts")
+	gotSize, gotSum, err := fileSum(filepath.Join(arts, "model.bin"))
+	if err != nil {
+		t.Errorf("the model did not come back: %v", err)
+	} else if gotSize != wantSize || gotSum != wantSum {
+		t.Errorf("model.bin: %d bytes, sha256 %s; on the host %d bytes, sha256 %s", gotSize, gotSum, wantSize, wantSum)
+	}
+	attempts := strings.Count(log, "the copy from potato-nat broke off at ") + 1
+	method := "tar stream"
+	if strings.Contains(log, "copying the model from potato-nat by rsync") {
+		method = "rsync"
+	}
+	_, partErr := os.Stat(filepath.Join(arts, ".potato-partial"))
+	stored, kept := p.predictions(id)
+	record(t, "link to the ssh host dropped and restored during the copy back (netns)",
+		"copy stalls; tried again on a new connection after 5 s, resuming from the part kept; success; model whole; run log says it tried again; next run succeeds",
+		fmt.Sprintf("%s %.1f s after the cut at %d of %d MB (link down %.1f s); %d attempts, the last by %s; model.bin %d MB, sha256 as on the host: %v; part kept left: %v; %d predictions kept, %d stored; %s",
+			f, took.Seconds(), int64(at.Progress.Current)>>20, int64(at.Progress.Total)>>20, down.Seconds(), attempts, method,
+			gotSize>>20, gotSum == wantSum && gotSize == wantSize, partErr == nil, kept, stored, p.nextRunSucceeds()))
+}
+
+// fileSum is the size and the hex sha256 of the file at path.
+func fileSum(path string) (int64, string, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return 0, "", err
+	}
+	defer fh.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, fh)
+	if err != nil {
+		return 0, "", err
+	}
+	return n, hex.EncodeToString(h.Sum(nil)), nil
 }
