@@ -264,20 +264,14 @@ func testAgentSilentAgentFailsTheRun(t *testing.T) {
 // TestAgent runs the agent backend's tests, NAT included, one after the
 // other, beside the other backends' groups.
 func TestAgent(t *testing.T) {
-	t.Parallel()
-	for _, c := range []struct {
-		name string
-		run  func(*testing.T)
-	}{
-		{"TestAgentRunEndToEnd", testAgentRunEndToEnd},
-		{"TestQueuedUntilQueueTimeout", testQueuedUntilQueueTimeout},
-		{"TestCancelWhileWaitingForAnAgent", testCancelWhileWaitingForAnAgent},
-		{"TestWrongTokenGets401", testWrongTokenGets401},
-		{"TestTwoAgentsOneClaims", testTwoAgentsOneClaims},
-		{"TestServerRestartMidRun", testServerRestartMidRun},
-		{"TestAgentSilentAgentFailsTheRun", testAgentSilentAgentFailsTheRun},
-		{"TestBehindNAT", testBehindNAT},
-	} {
-		t.Run(c.name, c.run)
-	}
+	testcli.Group(t, []testcli.Case{
+		{Name: "TestAgentRunEndToEnd", Run: testAgentRunEndToEnd},
+		{Name: "TestQueuedUntilQueueTimeout", Run: testQueuedUntilQueueTimeout},
+		{Name: "TestCancelWhileWaitingForAnAgent", Run: testCancelWhileWaitingForAnAgent},
+		{Name: "TestWrongTokenGets401", Run: testWrongTokenGets401},
+		{Name: "TestTwoAgentsOneClaims", Run: testTwoAgentsOneClaims},
+		{Name: "TestServerRestartMidRun", Run: testServerRestartMidRun},
+		{Name: "TestAgentSilentAgentFailsTheRun", Run: testAgentSilentAgentFailsTheRun},
+		{Name: "TestBehindNAT", Run: testBehindNAT},
+	})
 }

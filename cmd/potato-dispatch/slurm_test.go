@@ -735,29 +735,23 @@ fi
 // backends' groups: the package's end-to-end tests would otherwise take
 // their sum.
 func TestSLURM(t *testing.T) {
-	t.Parallel()
-	for _, c := range []struct {
-		name string
-		run  func(*testing.T)
-	}{
-		{"TestEndToEndPendingThenRunning", testEndToEndPendingThenRunning},
-		{"TestStepLineStaysTheTrainers", testStepLineStaysTheTrainers},
-		{"TestCancelWhilePending", testCancelWhilePending},
-		{"TestCancelWhileRunningIgnoringTERM", testCancelWhileRunningIgnoringTERM},
-		{"TestCancelWhileRunningTrappingTERM", testCancelWhileRunningTrappingTERM},
-		{"TestSchedulerEndsTheJob", testSchedulerEndsTheJob},
-		{"TestRequeuedJobRunsAgain", testRequeuedJobRunsAgain},
-		{"TestScancelAfterRequeue", testScancelAfterRequeue},
-		{"TestJobVanishesBeforeExitCode", testJobVanishesBeforeExitCode},
-		{"TestSSHSessionKilledCancelsTheJob", testSSHSessionKilledCancelsTheJob},
-		{"TestNoSbatchOnPath", testNoSbatchOnPath},
-		{"TestCheckCluster", testCheckCluster},
-		{"TestRealSubmitQueueRelay", testRealSubmitQueueRelay},
-		{"TestRealCancel", testRealCancel},
-		{"TestRealTimeLimit", testRealTimeLimit},
-		{"TestRealExternalScancel", testRealExternalScancel},
-		{"TestRealNodeDownRequeues", testRealNodeDownRequeues},
-	} {
-		t.Run(c.name, c.run)
-	}
+	testcli.Group(t, []testcli.Case{
+		{Name: "TestEndToEndPendingThenRunning", Run: testEndToEndPendingThenRunning},
+		{Name: "TestStepLineStaysTheTrainers", Run: testStepLineStaysTheTrainers},
+		{Name: "TestCancelWhilePending", Run: testCancelWhilePending},
+		{Name: "TestCancelWhileRunningIgnoringTERM", Run: testCancelWhileRunningIgnoringTERM},
+		{Name: "TestCancelWhileRunningTrappingTERM", Run: testCancelWhileRunningTrappingTERM},
+		{Name: "TestSchedulerEndsTheJob", Run: testSchedulerEndsTheJob},
+		{Name: "TestRequeuedJobRunsAgain", Run: testRequeuedJobRunsAgain},
+		{Name: "TestScancelAfterRequeue", Run: testScancelAfterRequeue},
+		{Name: "TestJobVanishesBeforeExitCode", Run: testJobVanishesBeforeExitCode},
+		{Name: "TestSSHSessionKilledCancelsTheJob", Run: testSSHSessionKilledCancelsTheJob},
+		{Name: "TestNoSbatchOnPath", Run: testNoSbatchOnPath},
+		{Name: "TestCheckCluster", Run: testCheckCluster},
+		{Name: "TestRealSubmitQueueRelay", Run: testRealSubmitQueueRelay},
+		{Name: "TestRealCancel", Run: testRealCancel},
+		{Name: "TestRealTimeLimit", Run: testRealTimeLimit},
+		{Name: "TestRealExternalScancel", Run: testRealExternalScancel},
+		{Name: "TestRealNodeDownRequeues", Run: testRealNodeDownRequeues},
+	})
 }

@@ -575,26 +575,20 @@ func testRelativeRemoteDir(t *testing.T) {
 // TestSSH runs the ssh backend's tests one after the other, beside the
 // other backends' groups.
 func TestSSH(t *testing.T) {
-	t.Parallel()
-	for _, c := range []struct {
-		name string
-		run  func(*testing.T)
-	}{
-		{"TestRunEndToEndAndCodeReuse", testRunEndToEndAndCodeReuse},
-		{"TestTokenNeverOnACommandLineOrInALog", testTokenNeverOnACommandLineOrInALog},
-		{"TestKeyRefusedFailsAtOnce", testKeyRefusedFailsAtOnce},
-		{"TestGPUChoice", testGPUChoice},
-		{"TestGPUWithoutTorchKernels", testGPUWithoutTorchKernels},
-		{"TestTorchTrainerOnACPUTorchHost", testTorchTrainerOnACPUTorchHost},
-		{"TestCancelATrainerThatIgnoresTERM", testCancelATrainerThatIgnoresTERM},
-		{"TestSSHSilentAgentFailsTheRun", testSSHSilentAgentFailsTheRun},
-		{"TestSSHSessionKilled", testSSHSessionKilled},
-		{"TestArtifactOverTheLimit", testArtifactOverTheLimit},
-		{"TestStalledCopy", testStalledCopy},
-		{"TestPackagesVenv", testPackagesVenv},
-		{"TestDefaultRemoteDir", testDefaultRemoteDir},
-		{"TestRelativeRemoteDir", testRelativeRemoteDir},
-	} {
-		t.Run(c.name, c.run)
-	}
+	testcli.Group(t, []testcli.Case{
+		{Name: "TestRunEndToEndAndCodeReuse", Run: testRunEndToEndAndCodeReuse},
+		{Name: "TestTokenNeverOnACommandLineOrInALog", Run: testTokenNeverOnACommandLineOrInALog},
+		{Name: "TestKeyRefusedFailsAtOnce", Run: testKeyRefusedFailsAtOnce},
+		{Name: "TestGPUChoice", Run: testGPUChoice},
+		{Name: "TestGPUWithoutTorchKernels", Run: testGPUWithoutTorchKernels},
+		{Name: "TestTorchTrainerOnACPUTorchHost", Run: testTorchTrainerOnACPUTorchHost},
+		{Name: "TestCancelATrainerThatIgnoresTERM", Run: testCancelATrainerThatIgnoresTERM},
+		{Name: "TestSSHSilentAgentFailsTheRun", Run: testSSHSilentAgentFailsTheRun},
+		{Name: "TestSSHSessionKilled", Run: testSSHSessionKilled},
+		{Name: "TestArtifactOverTheLimit", Run: testArtifactOverTheLimit},
+		{Name: "TestStalledCopy", Run: testStalledCopy},
+		{Name: "TestPackagesVenv", Run: testPackagesVenv},
+		{Name: "TestDefaultRemoteDir", Run: testDefaultRemoteDir},
+		{Name: "TestRelativeRemoteDir", Run: testRelativeRemoteDir},
+	})
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"potato-training/internal/testcli"
 	"potato-training/internal/testproject"
 	"potato-training/lib/rundir"
 )
@@ -57,24 +58,18 @@ func testKillDispatchMidFit(t *testing.T) {
 // TestHostFaults runs the faults that involve no SLURM job one after the
 // other, beside TestSLURMFaults.
 func TestHostFaults(t *testing.T) {
-	t.Parallel()
-	for _, c := range []struct {
-		name string
-		run  func(*testing.T)
-	}{
-		{"TestKillDispatchMidFit", testKillDispatchMidFit},
-		{"TestLocalKillDispatchMidBuild", testLocalKillDispatchMidBuild},
-		{"TestLocalKillDispatchMidWriteback", testLocalKillDispatchMidWriteback},
-		{"TestLocalKillTrainer", testLocalKillTrainer},
-		{"TestLocalDiskFull", testLocalDiskFull},
-		{"TestLocalStoreLocked", testLocalStoreLocked},
-		{"TestRemoteKillDispatchDuringCopyBack", testRemoteKillDispatchDuringCopyBack},
-		{"TestRemoteKillSSHAgentMidFit", testRemoteKillSSHAgentMidFit},
-		{"TestRemoteKillNATAgentMidFit", testRemoteKillNATAgentMidFit},
-		{"TestRemoteServerRestartMidRun", testRemoteServerRestartMidRun},
-		{"TestRemoteLinkCutDuringCopyBack", testRemoteLinkCutDuringCopyBack},
-		{"TestRemoteLinkDropDuringCopyBack", testRemoteLinkDropDuringCopyBack},
-	} {
-		t.Run(c.name, c.run)
-	}
+	testcli.Group(t, []testcli.Case{
+		{Name: "TestKillDispatchMidFit", Run: testKillDispatchMidFit},
+		{Name: "TestLocalKillDispatchMidBuild", Run: testLocalKillDispatchMidBuild},
+		{Name: "TestLocalKillDispatchMidWriteback", Run: testLocalKillDispatchMidWriteback},
+		{Name: "TestLocalKillTrainer", Run: testLocalKillTrainer},
+		{Name: "TestLocalDiskFull", Run: testLocalDiskFull},
+		{Name: "TestLocalStoreLocked", Run: testLocalStoreLocked},
+		{Name: "TestRemoteKillDispatchDuringCopyBack", Run: testRemoteKillDispatchDuringCopyBack},
+		{Name: "TestRemoteKillSSHAgentMidFit", Run: testRemoteKillSSHAgentMidFit},
+		{Name: "TestRemoteKillNATAgentMidFit", Run: testRemoteKillNATAgentMidFit},
+		{Name: "TestRemoteServerRestartMidRun", Run: testRemoteServerRestartMidRun},
+		{Name: "TestRemoteLinkCutDuringCopyBack", Run: testRemoteLinkCutDuringCopyBack},
+		{Name: "TestRemoteLinkDropDuringCopyBack", Run: testRemoteLinkDropDuringCopyBack},
+	})
 }

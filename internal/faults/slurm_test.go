@@ -475,19 +475,13 @@ exec tail /dev/zero`)
 // one scheduler, whose node some of them set down), beside the other
 // faults, which touch no SLURM job.
 func TestSLURMFaults(t *testing.T) {
-	t.Parallel()
-	for _, c := range []struct {
-		name string
-		run  func(*testing.T)
-	}{
-		{"TestSLURMNodeDown", testSLURMNodeDown},
-		{"TestSLURMNodeDownNoRequeue", testSLURMNodeDownNoRequeue},
-		{"TestSLURMTimeLimit", testSLURMTimeLimit},
-		{"TestSLURMPreemptedRequeued", testSLURMPreemptedRequeued},
-		{"TestSLURMScancelWhileRequeued", testSLURMScancelWhileRequeued},
-		{"TestSLURMPreemptedNoRequeue", testSLURMPreemptedNoRequeue},
-		{"TestSLURMOutOfMemory", testSLURMOutOfMemory},
-	} {
-		t.Run(c.name, c.run)
-	}
+	testcli.Group(t, []testcli.Case{
+		{Name: "TestSLURMNodeDown", Run: testSLURMNodeDown},
+		{Name: "TestSLURMNodeDownNoRequeue", Run: testSLURMNodeDownNoRequeue},
+		{Name: "TestSLURMTimeLimit", Run: testSLURMTimeLimit},
+		{Name: "TestSLURMPreemptedRequeued", Run: testSLURMPreemptedRequeued},
+		{Name: "TestSLURMScancelWhileRequeued", Run: testSLURMScancelWhileRequeued},
+		{Name: "TestSLURMPreemptedNoRequeue", Run: testSLURMPreemptedNoRequeue},
+		{Name: "TestSLURMOutOfMemory", Run: testSLURMOutOfMemory},
+	})
 }

@@ -208,3 +208,19 @@ func Main(m *testing.M) int {
 	}
 	return code
 }
+
+// Case is one test of a Group: its name and its function.
+type Case struct {
+	Name string
+	Run  func(*testing.T)
+}
+
+// Group runs cases one after the other, as subtests of t, and t itself
+// beside the package's other parallel tests: tests that share a part (one
+// SLURM node, one sshd) run in turn, and a package's groups side by side.
+func Group(t *testing.T, cases []Case) {
+	t.Parallel()
+	for _, c := range cases {
+		t.Run(c.Name, c.Run)
+	}
+}
