@@ -136,6 +136,44 @@ func (p *project) remoteWriteback(id string) string {
 	return s
 }
 
+// remoteUntilCopyBack starts a run whose trainer predicts, then writes a
+// 600 MB model, and waits until its copy back has moved bytes: the window
+// of the copy-back faults.
+func (p *project) remoteUntilCopyBack() (string, rundir.Info) {
+	p.t.Helper()
+	tr := testproject.Trainer(p.t, testcli.SharedDir(p.t, 0o755), remotePredicting(600))
+	id := p.Detach("--trainer", tr, "--schemas", "sentiment")
+	var at rundir.Info
+	testproject.WaitFor(p.t, "the copy back", func() bool {
+		at = p.Info(id)
+		return at.Finished || at.Progress != nil && at.Progress.Phase == "fetch" && at.Progress.Current > 0
+	})
+	if at.Finished {
+		p.t.Fatalf("the run ended before the copy back was seen: %s\n%s", at.State, p.File(id, rundir.LogFile))
+	}
+	return id, at
+}
+
+// natCut drops every packet between ns's lab and srv; the returned
+// restore ends the cut, once, and the test's end does if nobody did.
+func natCut(t *testing.T, ns string) (restore func()) {
+	t.Helper()
+	natScript(t, "cut", ns)
+	var once sync.Once
+	restore = func() { once.Do(func() { natScript(t, "restore", ns) }) }
+	t.Cleanup(restore)
+	return restore
+}
+
+// natSSHProject is a project whose ssh host is an sshd in namespace ns's
+// srv, reached from a dispatch in its lab, with a stall timeout of 3 s.
+func natSSHProject(t *testing.T, ns string) (*project, string) {
+	t.Helper()
+	p, remoteDir := remoteSSHProject(t, "potato-nat", natSSHD(t, ns), "POTATO_TRAINING_STALL_TIMEOUT_S=3")
+	p.Bin = natBin(t, p.Bin, ns+"-lab")
+	return p, remoteDir
+}
+
 // The fault: kill -9 of a detached ssh dispatch while it copies the model
 // (a 600 MB artifact) back, with run.json's progress in phase "fetch".
 // Expected: error/dispatch_lost in run.json, the store and the page; the
@@ -148,16 +186,7 @@ func (p *project) remoteWriteback(id string) string {
 func testRemoteKillDispatchDuringCopyBack(t *testing.T) {
 	sd := testcli.SSHD(t)
 	p, remoteDir := remoteSSHProject(t, "potato-test", sd+"/ssh_config")
-	tr := testproject.Trainer(t, testcli.SharedDir(t, 0o755), remotePredicting(600))
-	id := p.Detach("--trainer", tr, "--schemas", "sentiment")
-	var at rundir.Info
-	testproject.WaitFor(t, "the copy back", func() bool {
-		at = p.Info(id)
-		return at.Finished || at.Progress != nil && at.Progress.Phase == "fetch" && at.Progress.Current > 0
-	})
-	if at.Finished {
-		t.Fatalf("the run ended before the copy back was seen: %s\n%s", at.State, p.File(id, rundir.LogFile))
-	}
+	id, at := p.remoteUntilCopyBack()
 	tree := remoteTree(at.PID)
 	p.killDispatch(id)
 	f := p.settled(id, rundir.StateError, "dispatch_lost", 30*time.Second)
@@ -608,27 +637,10 @@ func natBin(t *testing.T, bin, ns string) string {
 // no process of the run is left on the host and the next run succeeds.
 func testRemoteLinkCutDuringCopyBack(t *testing.T) {
 	ns := natNetns(t, "l")
-	cfg := natSSHD(t, ns)
-	p, remoteDir := remoteSSHProject(t, "potato-nat", cfg, "POTATO_TRAINING_STALL_TIMEOUT_S=3")
-	p.Bin = natBin(t, p.Bin, ns+"-lab")
-	tr := testproject.Trainer(t, testcli.SharedDir(t, 0o755), remotePredicting(600))
-	id := p.Detach("--trainer", tr, "--schemas", "sentiment")
-	var at rundir.Info
-	testproject.WaitFor(t, "the copy back", func() bool {
-		at = p.Info(id)
-		return at.Finished || at.Progress != nil && at.Progress.Phase == "fetch" && at.Progress.Current > 0
-	})
-	if at.Finished {
-		t.Fatalf("the run ended before the copy back was seen: %s\n%s", at.State, p.File(id, rundir.LogFile))
-	}
-	natScript(t, "cut", ns)
+	p, remoteDir := natSSHProject(t, ns)
+	id, at := p.remoteUntilCopyBack()
+	restore := natCut(t, ns)
 	cut := time.Now()
-	restored := false
-	defer func() {
-		if !restored {
-			natScript(t, "restore", ns)
-		}
-	}()
 	f := p.settled(id, rundir.StateSuccess, "", 120*time.Second)
 	took := time.Since(cut)
 	log := p.File(id, rundir.LogFile)
@@ -652,8 +664,7 @@ func testRemoteLinkCutDuringCopyBack(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(p.Root().RunDir(id), "artifacts", "model.bin")); err == nil {
 		t.Errorf("a partial model.bin is in the run's artifacts/")
 	}
-	natScript(t, "restore", ns)
-	restored = true
+	restore()
 	var left []string
 	deadline := time.Now().Add(40 * time.Second)
 	for left = remoteLeft(nil, id); len(left) > 0 && time.Now().Before(deadline); left = remoteLeft(nil, id) {
@@ -685,27 +696,10 @@ func testRemoteLinkCutDuringCopyBack(t *testing.T) {
 // again, and the next run succeeds.
 func testRemoteLinkDropDuringCopyBack(t *testing.T) {
 	ns := natNetns(t, "d")
-	cfg := natSSHD(t, ns)
-	p, remoteDir := remoteSSHProject(t, "potato-nat", cfg, "POTATO_TRAINING_STALL_TIMEOUT_S=3")
-	p.Bin = natBin(t, p.Bin, ns+"-lab")
-	tr := testproject.Trainer(t, testcli.SharedDir(t, 0o755), remotePredicting(600))
-	id := p.Detach("--trainer", tr, "--schemas", "sentiment")
-	var at rundir.Info
-	testproject.WaitFor(t, "the copy back", func() bool {
-		at = p.Info(id)
-		return at.Finished || at.Progress != nil && at.Progress.Phase == "fetch" && at.Progress.Current > 0
-	})
-	if at.Finished {
-		t.Fatalf("the run ended before the copy back was seen: %s\n%s", at.State, p.File(id, rundir.LogFile))
-	}
-	natScript(t, "cut", ns)
+	p, remoteDir := natSSHProject(t, ns)
+	id, at := p.remoteUntilCopyBack()
+	restore := natCut(t, ns)
 	cut := time.Now()
-	restored := false
-	defer func() {
-		if !restored {
-			natScript(t, "restore", ns)
-		}
-	}()
 	// The host's model, read while the link is down: after a complete copy
 	// the job directory goes.
 	hostModel := filepath.Join(remoteDir, "jobs", id, "artifacts", "model.bin")
@@ -714,8 +708,7 @@ func testRemoteLinkDropDuringCopyBack(t *testing.T) {
 		t.Fatalf("the model on the host: %v", err)
 	}
 	time.Sleep(time.Until(cut.Add(6 * time.Second)))
-	natScript(t, "restore", ns)
-	restored = true
+	restore()
 	down := time.Since(cut)
 	f := p.settled(id, rundir.StateSuccess, "", 120*time.Second)
 	took := time.Since(cut)
