@@ -216,15 +216,8 @@ func (c *Conn) fetchTree(ctx context.Context, agent, remoteDir, localDir string,
 		unpacked <- err
 	}()
 
-	var (
-		timer *time.Timer
-		stall <-chan time.Time // nil, never ready, without a watchdog
-	)
-	if opt.StallTimeout > 0 {
-		timer = time.NewTimer(opt.StallTimeout)
-		defer timer.Stop()
-		stall = timer.C
-	}
+	stall := newWatchdog(opt.StallTimeout)
+	defer stall.stop()
 	// stop ends the session and the unpacking, which removes the file it
 	// was writing.
 	stop := func() {
@@ -266,10 +259,8 @@ func (c *Conn) fetchTree(ctx context.Context, agent, remoteDir, localDir string,
 			removePartials(localDir)
 			return nil
 		case <-in.moved:
-			if timer != nil {
-				timer.Reset(opt.StallTimeout)
-			}
-		case <-stall:
+			stall.reset()
+		case <-stall.c:
 			stop()
 			return &StallError{Host: c.t.Host, Seconds: int(math.Round(opt.StallTimeout.Seconds()))}
 		case <-ctx.Done():
@@ -434,4 +425,33 @@ func (c *Conn) ListLarge(ctx context.Context, remoteDir string, maxMB int) ([]st
 	}
 	sort.Strings(names)
 	return names, nil
+}
+
+// watchdog is a copy's stall timer: c is ready once nothing came for d
+// since the last reset; with d zero, never.
+type watchdog struct {
+	t *time.Timer
+	c <-chan time.Time
+	d time.Duration
+}
+
+func newWatchdog(d time.Duration) *watchdog {
+	w := &watchdog{d: d}
+	if d > 0 {
+		w.t = time.NewTimer(d)
+		w.c = w.t.C
+	}
+	return w
+}
+
+func (w *watchdog) reset() {
+	if w.t != nil {
+		w.t.Reset(w.d)
+	}
+}
+
+func (w *watchdog) stop() {
+	if w.t != nil {
+		w.t.Stop()
+	}
 }

@@ -183,15 +183,8 @@ func (c *Conn) fetchRsync(ctx context.Context, agent, remoteDir, localDir string
 		}
 	}
 
-	var (
-		timer *time.Timer
-		stall <-chan time.Time // nil, never ready, without a watchdog
-	)
-	if opt.StallTimeout > 0 {
-		timer = time.NewTimer(opt.StallTimeout)
-		defer timer.Stop()
-		stall = timer.C
-	}
+	stall := newWatchdog(opt.StallTimeout)
+	defer stall.stop()
 	for {
 		select {
 		case werr := <-waited:
@@ -209,10 +202,8 @@ func (c *Conn) fetchRsync(ctx context.Context, agent, remoteDir, localDir string
 			}
 			return nil
 		case <-moved:
-			if timer != nil {
-				timer.Reset(opt.StallTimeout)
-			}
-		case <-stall:
+			stall.reset()
+		case <-stall.c:
 			stopGroup(cmd.Process.Pid, waited)
 			wire()
 			return &StallError{Host: c.t.Host, Seconds: int(math.Round(opt.StallTimeout.Seconds()))}
