@@ -10,7 +10,6 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"time"
 
 	"potato-training/lib/backend"
 	agentbackend "potato-training/lib/backend/agent"
@@ -250,9 +249,8 @@ type dispatcher struct {
 	timedOut  bool
 	// claimed is set when an agent claimed a run that was queued for one;
 	// claimMu orders that claim with the end of the start.
-	claimMu   sync.Mutex
-	claimed   bool
-	startedAt time.Time
+	claimMu sync.Mutex
+	claimed bool
 	// finished is set when the run's end is being written: events that
 	// still arrive (a remote agent's last posts) are dropped, so nothing
 	// changes the record after exit_code.

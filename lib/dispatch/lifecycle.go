@@ -118,12 +118,10 @@ type limits struct {
 func (d *dispatcher) limit(ctx context.Context, cancel <-chan struct{}) *limits {
 	l := &limits{cancel: cancel, started: time.Now().UTC(), wallS: d.cfg.Training.MaxWallSeconds}
 	l.wall = time.Duration(l.wallS) * time.Second
-	l.ctx, l.stop = context.WithCancel(ctx)
 	if l.wall > 0 {
-		var dstop context.CancelFunc
-		l.ctx, dstop = context.WithDeadline(l.ctx, l.started.Add(l.wall))
-		stop := l.stop
-		l.stop = func() { dstop(); stop() }
+		l.ctx, l.stop = context.WithDeadline(ctx, l.started.Add(l.wall))
+	} else {
+		l.ctx, l.stop = context.WithCancel(ctx)
 	}
 	go func() {
 		select {
@@ -132,7 +130,6 @@ func (d *dispatcher) limit(ctx context.Context, cancel <-chan struct{}) *limits 
 		case <-l.ctx.Done():
 		}
 	}()
-	d.startedAt = l.started
 	return l
 }
 
@@ -302,11 +299,11 @@ func (d *dispatcher) stopProcess(ctx context.Context, exec backend.Execution, gr
 // judge turns how the process ended into the run's result, or its end.
 func (d *dispatcher) judge(lim *limits, out backend.Outcome, err error) (*events.Result, *ending) {
 	d.mu.Lock()
-	res, fail, cancelled := d.result, d.failure, d.cancelled
+	res, fail, wasCancelled := d.result, d.failure, d.cancelled
 	d.mu.Unlock()
 	switch {
-	case cancelled:
-		return nil, &ending{rundir.StateCancelled, msgCancel, events.CodeCancelled}
+	case wasCancelled:
+		return nil, cancelled(msgCancel)
 	case d.timedOut:
 		return nil, lim.overWall()
 	case err != nil:
