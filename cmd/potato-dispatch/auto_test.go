@@ -13,28 +13,11 @@ import (
 	"potato-training/lib/rundir"
 )
 
-// autoProject is a project of 60 items, 40 of them labelled by one
-// annotator, with auto_retrain set by extra (indented under it).
-func autoProject(t *testing.T, extra string) (dir, cfg string) {
-	return project(t, 60, 40, "  auto_retrain:\n    trainer: tfidf-logreg\n    schemas: [sentiment]\n"+extra)
-}
-
-func writeAutoState(t *testing.T, dir string, st dispatch.AutoState) {
-	t.Helper()
-	b, _ := json.Marshal(st)
-	if err := os.MkdirAll(root(dir).Dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(root(dir).Dir, dispatch.AutoStateFile), b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // potato-dispatch auto end to end: a run started with trigger auto, its id
 // alone on stdout, waited for, auto.json written; then nothing to do, said
 // on stderr (or not, with --quiet), exit 0.
 func TestAutoCommand(t *testing.T) {
-	dir, cfg := autoProject(t, "    enabled: true\n    update_frequency: 10\n    min_interval_s: 0\n")
+	dir, cfg := testproject.AutoProject(t, "    enabled: true\n    update_frequency: 10\n    min_interval_s: 0\n")
 	r := run(t, "auto", cfg)
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
@@ -43,14 +26,14 @@ func TestAutoCommand(t *testing.T) {
 	if !rundir.ValidID(id) || !strings.HasPrefix(r.stderr, "potato-dispatch: run "+id+": success") {
 		t.Fatalf("stdout %q, stderr %q", r.stdout, r.stderr)
 	}
-	info := read(t, dir, id)
+	info := testproject.Read(t, dir, id)
 	if !info.Finished {
 		t.Fatalf("auto returned before its run ended (%s)", info.State)
 	}
 	if info.Trigger != "auto" || info.State != rundir.StateSuccess || info.Backend != "local" {
 		t.Errorf("record: %+v", info.Record)
 	}
-	b, err := os.ReadFile(filepath.Join(root(dir).Dir, dispatch.AutoStateFile))
+	b, err := os.ReadFile(filepath.Join(testproject.Root(dir).Dir, dispatch.AutoStateFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +63,7 @@ func TestAutoCommand(t *testing.T) {
 // autoLog is training/auto.log's lines.
 func autoLog(t *testing.T, dir string) []string {
 	t.Helper()
-	b, _ := os.ReadFile(filepath.Join(root(dir).Dir, dispatch.AutoLogFile))
+	b, _ := os.ReadFile(filepath.Join(testproject.Root(dir).Dir, dispatch.AutoLogFile))
 	return strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
 }
 
@@ -102,7 +85,7 @@ exit 1`)
 	if !strings.Contains(r.stderr, "run "+id+": error: out of luck") || !strings.Contains(r.stderr, "automatic run "+id+" failed; see potato-dispatch status") {
 		t.Errorf("stderr %q", r.stderr)
 	}
-	if info := read(t, dir, id); info.Trigger != "auto" || info.State != rundir.StateError {
+	if info := testproject.Read(t, dir, id); info.Trigger != "auto" || info.State != rundir.StateError {
 		t.Errorf("record: %+v", info.Record)
 	}
 	lines := autoLog(t, dir)
@@ -117,13 +100,15 @@ exit 1`)
 	}
 
 	// --detach returns at once; the run's end still reaches auto.log.
-	writeAutoState(t, dir, dispatch.AutoState{})
+	if err := dispatch.WriteAutoState(testproject.Root(dir), dispatch.AutoState{}); err != nil {
+		t.Fatal(err)
+	}
 	r = run(t, "auto", cfg, "--detach")
 	id = strings.TrimSpace(r.stdout)
 	if r.code != 0 || !rundir.ValidID(id) {
 		t.Fatalf("--detach: exit %d, %q %q", r.code, r.stdout, r.stderr)
 	}
-	testproject.WaitFor(t, "the detached run's end", func() bool { return read(t, dir, id).Finished })
+	testproject.WaitFor(t, "the detached run's end", func() bool { return testproject.Read(t, dir, id).Finished })
 	if lines := autoLog(t, dir); len(lines) != 4 || !strings.Contains(lines[3], " error "+id+": exit 1") {
 		t.Errorf("auto.log after --detach:\n%s", strings.Join(lines, "\n"))
 	}
@@ -144,7 +129,7 @@ func TestAutoConfigProblemsAreSaid(t *testing.T) {
 			if strings.Contains(c.extra, "trainer:") {
 				trainer = ""
 			}
-			dir, cfg := project(t, 60, 40, "  auto_retrain:\n    schemas: [sentiment]\n    update_frequency: 1\n"+trainer+c.extra)
+			dir, cfg := testproject.Project(t, 60, 40, "  auto_retrain:\n    schemas: [sentiment]\n    update_frequency: 1\n"+trainer+c.extra)
 			r := run(t, "auto", cfg, "--quiet")
 			if r.code != 2 || r.stdout != "" || !strings.HasPrefix(r.stderr, "potato-dispatch: error: ") || !strings.Contains(r.stderr, c.want) {
 				t.Errorf("exit %d, stdout %q, stderr %q; want exit 2 and %q", r.code, r.stdout, r.stderr, c.want)
@@ -153,14 +138,14 @@ func TestAutoConfigProblemsAreSaid(t *testing.T) {
 			if len(lines) != 1 || !strings.Contains(lines[0], " config: ") || !strings.Contains(lines[0], c.want) || !autoLine.MatchString(lines[0]) {
 				t.Errorf("auto.log:\n%s", strings.Join(lines, "\n"))
 			}
-			if entries, _ := os.ReadDir(filepath.Join(root(dir).Dir, "runs")); len(entries) != 0 {
+			if entries, _ := os.ReadDir(filepath.Join(testproject.Root(dir).Dir, "runs")); len(entries) != 0 {
 				t.Errorf("%d run directories made", len(entries))
 			}
 		})
 	}
 
 	// Too few new labels: nothing to do, silent with --quiet, logged.
-	dir, cfg := autoProject(t, "    enabled: true\n    update_frequency: 100\n")
+	dir, cfg := testproject.AutoProject(t, "    enabled: true\n    update_frequency: 100\n")
 	if r := run(t, "auto", cfg, "--quiet"); r.code != 0 || r.stdout != "" || r.stderr != "" {
 		t.Errorf("too few labels with --quiet: %+v", r)
 	}

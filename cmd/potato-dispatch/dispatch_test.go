@@ -21,11 +21,6 @@ import (
 	"potato-training/lib/validate"
 )
 
-func project(t *testing.T, n, labelled int, extra string) (dir, cfg string) {
-	dir = t.TempDir()
-	return dir, testproject.Write(t, dir, n, labelled, extra)
-}
-
 func trainerProgram(t *testing.T, dir, body string) string { return testproject.Trainer(t, dir, body) }
 
 const resultLines = testproject.ResultLines
@@ -49,26 +44,13 @@ func run(t *testing.T, args ...string) result {
 	return result{code, out, errb}
 }
 
-func root(dir string) *rundir.Root {
-	return &rundir.Root{Dir: filepath.Join(dir, "annotation_output", "training")}
-}
-
-func read(t *testing.T, dir, id string) rundir.Info {
-	t.Helper()
-	info, err := root(dir).Read(id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return info
-}
-
 func runLog(t *testing.T, dir, id string) string {
-	b, _ := os.ReadFile(filepath.Join(root(dir).RunDir(id), "run.log"))
+	b, _ := os.ReadFile(filepath.Join(testproject.Root(dir).RunDir(id), "run.log"))
 	return string(b)
 }
 
 func TestEndToEndBuiltinTrainer(t *testing.T) {
-	dir, cfg := project(t, 300, 240, "")
+	dir, cfg := testproject.Project(t, 300, 240, "")
 	r := run(t, "run", cfg, "--trainer", "tfidf-logreg", "--schemas", "sentiment")
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
@@ -77,7 +59,7 @@ func TestEndToEndBuiltinTrainer(t *testing.T) {
 	if !rundir.ValidID(id) || strings.Contains(id, "\n") {
 		t.Fatalf("stdout should be the run id alone, got %q", r.stdout)
 	}
-	info := read(t, dir, id)
+	info := testproject.Read(t, dir, id)
 	if info.State != rundir.StateSuccess || info.Heldout == nil || info.Heldout.N == 0 {
 		t.Fatalf("record: %+v", info.Record)
 	}
@@ -88,7 +70,7 @@ func TestEndToEndBuiltinTrainer(t *testing.T) {
 		!strings.Contains(r.stderr, "; Potato shows them after its next start") {
 		t.Errorf("summary on stderr: %q", r.stderr)
 	}
-	code, _ := os.ReadFile(filepath.Join(root(dir).RunDir(id), "exit_code"))
+	code, _ := os.ReadFile(filepath.Join(testproject.Root(dir).RunDir(id), "exit_code"))
 	if string(code) != "0\n" {
 		t.Errorf("exit_code %q", code)
 	}
@@ -117,7 +99,7 @@ func TestEndToEndBuiltinTrainer(t *testing.T) {
 }
 
 func TestQueueRunsOneAtATimeInOrder(t *testing.T) {
-	dir, cfg := project(t, 40, 30, "")
+	dir, cfg := testproject.Project(t, 40, 30, "")
 	tr := trainerProgram(t, dir, `echo "start $(basename "$PWD") $(date +%s%N)" >> `+dir+`/order
 sleep 0.5
 echo "end $(basename "$PWD") $(date +%s%N)" >> `+dir+`/order
@@ -131,7 +113,7 @@ echo "end $(basename "$PWD") $(date +%s%N)" >> `+dir+`/order
 		ids = append(ids, strings.TrimSpace(r.stdout))
 	}
 	for _, id := range ids {
-		testproject.WaitFor(t, "run "+id, func() bool { return read(t, dir, id).Finished })
+		testproject.WaitFor(t, "run "+id, func() bool { return testproject.Read(t, dir, id).Finished })
 	}
 	b, _ := os.ReadFile(filepath.Join(dir, "order"))
 	lines := strings.Fields(string(b))
@@ -144,7 +126,7 @@ echo "end $(basename "$PWD") $(date +%s%N)" >> `+dir+`/order
 		t.Errorf("runs overlapped or went out of order:\n got %q\nwant %q", got, want)
 	}
 	for _, id := range ids {
-		if s := read(t, dir, id).State; s != rundir.StateSuccess {
+		if s := testproject.Read(t, dir, id).State; s != rundir.StateSuccess {
 			t.Errorf("run %s: %s", id, s)
 		}
 	}
@@ -165,17 +147,17 @@ func detachRun(t *testing.T, cfg, tr string) string {
 // The fault: a trainer that ignores SIGTERM. Expected: it is killed after
 // grace_seconds and the run ends cancelled (exit_code 3).
 func TestCancelKillsATrainerThatIgnoresTERM(t *testing.T) {
-	dir, cfg := project(t, 40, 30, "")
+	dir, cfg := testproject.Project(t, 40, 30, "")
 	tr := trainerProgram(t, dir, `trap '' TERM
 echo '{"v":1,"event":"status","state":"fitting","step":"ignoring TERM"}'
 while :; do sleep 0.1; done`)
 	id := detachRun(t, cfg, tr)
-	testproject.WaitFor(t, "running", func() bool { return read(t, dir, id).Step == "ignoring TERM" })
+	testproject.WaitFor(t, "running", func() bool { return testproject.Read(t, dir, id).Step == "ignoring TERM" })
 	if r := run(t, "cancel", cfg, id); r.code != 0 {
 		t.Fatalf("cancel exit %d: %s", r.code, r.stderr)
 	}
-	testproject.WaitFor(t, "the end", func() bool { return read(t, dir, id).Finished })
-	info := read(t, dir, id)
+	testproject.WaitFor(t, "the end", func() bool { return testproject.Read(t, dir, id).Finished })
+	info := testproject.Read(t, dir, id)
 	log := runLog(t, dir, id)
 	if info.State != rundir.StateCancelled || *info.ExitCode != 3 {
 		t.Errorf("state %s exit %v", info.State, info.ExitCode)
@@ -189,35 +171,35 @@ while :; do sleep 0.1; done`)
 }
 
 func TestCancelWhileQueued(t *testing.T) {
-	dir, cfg := project(t, 40, 30, "")
+	dir, cfg := testproject.Project(t, 40, 30, "")
 	tr := trainerProgram(t, dir, "sleep 30")
 	first := detachRun(t, cfg, tr)
 	second := detachRun(t, cfg, tr)
-	testproject.WaitFor(t, "queued behind", func() bool { return strings.Contains(read(t, dir, second).Step, first) })
+	testproject.WaitFor(t, "queued behind", func() bool { return strings.Contains(testproject.Read(t, dir, second).Step, first) })
 	run(t, "cancel", cfg, second)
-	testproject.WaitFor(t, "second ends", func() bool { return read(t, dir, second).Finished })
-	if info := read(t, dir, second); info.State != rundir.StateCancelled || info.StartedAt != nil {
+	testproject.WaitFor(t, "second ends", func() bool { return testproject.Read(t, dir, second).Finished })
+	if info := testproject.Read(t, dir, second); info.State != rundir.StateCancelled || info.StartedAt != nil {
 		t.Errorf("queued run: state %s started %v", info.State, info.StartedAt)
 	}
 	run(t, "cancel", cfg, first)
-	testproject.WaitFor(t, "first ends", func() bool { return read(t, dir, first).Finished })
+	testproject.WaitFor(t, "first ends", func() bool { return testproject.Read(t, dir, first).Finished })
 }
 
 func TestWallLimit(t *testing.T) {
-	dir, cfg := project(t, 40, 30, "  max_wall_seconds: 1\n")
+	dir, cfg := testproject.Project(t, 40, 30, "  max_wall_seconds: 1\n")
 	id := detachRun(t, cfg, trainerProgram(t, dir, "sleep 30"))
-	testproject.WaitFor(t, "the end", func() bool { return read(t, dir, id).Finished })
-	info := read(t, dir, id)
+	testproject.WaitFor(t, "the end", func() bool { return testproject.Read(t, dir, id).Finished })
+	info := testproject.Read(t, dir, id)
 	if info.State != rundir.StateError || info.Error != "the run did not finish within max_wall_seconds (1 s)" {
 		t.Errorf("state %s error %q", info.State, info.Error)
 	}
 }
 
 func TestExitZeroWithoutResultFails(t *testing.T) {
-	dir, cfg := project(t, 40, 30, "")
+	dir, cfg := testproject.Project(t, 40, 30, "")
 	r := run(t, "run", cfg, "--trainer", trainerProgram(t, dir, "exit 0"), "--schemas", "sentiment")
 	id := strings.TrimSpace(r.stdout)
-	info := read(t, dir, id)
+	info := testproject.Read(t, dir, id)
 	if r.code != 1 || info.State != rundir.StateError || info.Error != "the training process ended (exit status 0) without a result" {
 		t.Errorf("exit %d state %s error %q", r.code, info.State, info.Error)
 	}
@@ -226,16 +208,16 @@ func TestExitZeroWithoutResultFails(t *testing.T) {
 // The fault: the trainer is killed by SIGKILL with no cancel asked, as
 // the kernel's OOM killer does.
 func TestKilledTrainerSaysOutOfMemory(t *testing.T) {
-	dir, cfg := project(t, 40, 30, "")
+	dir, cfg := testproject.Project(t, 40, 30, "")
 	r := run(t, "run", cfg, "--trainer", trainerProgram(t, dir, "kill -9 $$"), "--schemas", "sentiment")
-	info := read(t, dir, strings.TrimSpace(r.stdout))
+	info := testproject.Read(t, dir, strings.TrimSpace(r.stdout))
 	if r.code != 1 || !strings.Contains(info.Error, "killed (SIGKILL), which usually means the machine ran out of memory") {
 		t.Errorf("exit %d error %q", r.code, info.Error)
 	}
 }
 
 func TestMalformedEventLinesAreLog(t *testing.T) {
-	dir, cfg := project(t, 40, 30, "")
+	dir, cfg := testproject.Project(t, 40, 30, "")
 	tr := trainerProgram(t, dir, `echo '{"v":1,"event":"progress","phase":"fit","current":1,"total":2}'
 echo 'this is not an event'
 echo '{"v":1,"event":'
@@ -253,7 +235,7 @@ echo '{"v":1,"event":"teleport"}'
 			t.Errorf("run log lacks %q:\n%s", want, log)
 		}
 	}
-	ev, _ := os.ReadFile(filepath.Join(root(dir).RunDir(id), "events.jsonl"))
+	ev, _ := os.ReadFile(filepath.Join(testproject.Root(dir).RunDir(id), "events.jsonl"))
 	if n := strings.Count(string(ev), "\n"); n != 2 {
 		t.Errorf("events.jsonl should hold the progress and result events, has %d lines:\n%s", n, ev)
 	}
@@ -262,15 +244,15 @@ echo '{"v":1,"event":"teleport"}'
 // The fault: kill -9 of a dispatch. Expected: status reports its run
 // failed, and the queue is free for the next run.
 func TestStatusAfterDispatchIsKilled(t *testing.T) {
-	dir, cfg := project(t, 40, 30, "")
+	dir, cfg := testproject.Project(t, 40, 30, "")
 	id := detachRun(t, cfg, trainerProgram(t, dir, "sleep 30"))
-	testproject.WaitFor(t, "running", func() bool { return read(t, dir, id).State == rundir.StateRunning })
-	pid := read(t, dir, id).PID
+	testproject.WaitFor(t, "running", func() bool { return testproject.Read(t, dir, id).State == rundir.StateRunning })
+	pid := testproject.Read(t, dir, id).PID
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	testproject.WaitFor(t, "the dispatch to die", func() bool { return syscall.Kill(pid, 0) != nil })
-	testproject.WaitFor(t, "the run to be reported gone", func() bool { return read(t, dir, id).Gone })
+	testproject.WaitFor(t, "the run to be reported gone", func() bool { return testproject.Read(t, dir, id).Gone })
 	r := run(t, "status", cfg, id, "--json")
 	var rec rundir.Record
 	if err := json.Unmarshal([]byte(r.stdout), &rec); err != nil {
@@ -292,7 +274,7 @@ func TestStatusAfterDispatchIsKilled(t *testing.T) {
 }
 
 func TestRefusals(t *testing.T) {
-	dir, cfg := project(t, 40, 30, `  backends:
+	dir, cfg := testproject.Project(t, 40, 30, `  backends:
     gpu: {type: ssh, host: gpu.example.org}
     cluster: {type: slurm, host: login.example.org, remote_dir: /shared/potato}
     lab: {type: agent}
@@ -323,9 +305,9 @@ func TestRefusals(t *testing.T) {
 }
 
 func TestTooFewLabelsIsValidationFailed(t *testing.T) {
-	dir, cfg := project(t, 40, 6, "")
+	dir, cfg := testproject.Project(t, 40, 6, "")
 	r := run(t, "run", cfg, "--trainer", "tfidf-logreg", "--schemas", "sentiment")
-	info := read(t, dir, strings.TrimSpace(r.stdout))
+	info := testproject.Read(t, dir, strings.TrimSpace(r.stdout))
 	if r.code != 1 || info.ErrorCode != "validation_failed" || !strings.Contains(info.Error, "needs at least 10 items") {
 		t.Errorf("exit %d code %q error %q", r.code, info.ErrorCode, info.Error)
 	}
@@ -334,7 +316,7 @@ func TestTooFewLabelsIsValidationFailed(t *testing.T) {
 // max_ram_mb becomes RLIMIT_AS and num_threads the thread variables; the
 // fake trainer prints what it was given.
 func TestLimitsReachTheTrainer(t *testing.T) {
-	dir, cfg := project(t, 40, 30, "  max_ram_mb: 300\n  num_threads: 3\n")
+	dir, cfg := testproject.Project(t, 40, 30, "  max_ram_mb: 300\n  num_threads: 3\n")
 	tr := trainerProgram(t, dir, `echo "limit $(ulimit -v) threads $OMP_NUM_THREADS $MKL_NUM_THREADS $OPENBLAS_NUM_THREADS device $POTATO_TRAINING_DEVICE"
 `+resultLines)
 	r := run(t, "run", cfg, "--trainer", tr, "--schemas", "sentiment")
@@ -347,7 +329,7 @@ func TestLimitsReachTheTrainer(t *testing.T) {
 // The machine has no GPU: a fake nvidia-smi lists one, and cuda:1 falls
 // back to it with a warning (SPEC L1).
 func TestAbsentDeviceFallsBack(t *testing.T) {
-	dir, cfg := project(t, 40, 30, "  device: cuda:1\n")
+	dir, cfg := testproject.Project(t, 40, 30, "  device: cuda:1\n")
 	fake := fakebin.NvidiaSMI(t, t.TempDir(), "0, GPU-0000, NVIDIA H200, 143771, 140000, 3, 9.0\n")
 	tr := trainerProgram(t, dir, `echo "visible $CUDA_VISIBLE_DEVICES device $POTATO_TRAINING_DEVICE"
 `+resultLines)
@@ -368,7 +350,7 @@ func TestAbsentDeviceFallsBack(t *testing.T) {
 // Ctrl-C (SIGINT) to a dispatch waiting in the foreground cancels its run
 // gracefully: the run ends cancelled and the dispatch exits 3.
 func TestInterruptCancelsTheRun(t *testing.T) {
-	dir, cfg := project(t, 40, 30, "")
+	dir, cfg := testproject.Project(t, 40, 30, "")
 	tr := trainerProgram(t, dir, `echo '{"v":1,"event":"status","state":"fitting","step":"sleeping"}'
 sleep 30`)
 	cmd := dispatchCmd(t, "run", cfg, "--trainer", tr, "--schemas", "sentiment")
@@ -378,13 +360,13 @@ sleep 30`)
 	}
 	line, _ := bufio.NewReader(stdout).ReadString('\n')
 	id := strings.TrimSpace(line)
-	testproject.WaitFor(t, "running", func() bool { return read(t, dir, id).Step == "sleeping" })
+	testproject.WaitFor(t, "running", func() bool { return testproject.Read(t, dir, id).Step == "sleeping" })
 	cmd.Process.Signal(syscall.SIGINT)
 	err := cmd.Wait()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 3 {
 		t.Fatalf("dispatch after SIGINT: %v", err)
 	}
-	if info := read(t, dir, id); info.State != rundir.StateCancelled {
+	if info := testproject.Read(t, dir, id); info.State != rundir.StateCancelled {
 		t.Errorf("state %s", info.State)
 	}
 }
@@ -393,12 +375,12 @@ sleep 30`)
 // standard output. Expected: the wall limit still ends the run, the
 // daemon's open pipe does not hold it.
 func TestDaemonHoldingStdoutDoesNotHoldTheRun(t *testing.T) {
-	dir, cfg := project(t, 40, 30, "  max_wall_seconds: 1\n")
+	dir, cfg := testproject.Project(t, 40, 30, "  max_wall_seconds: 1\n")
 	id := detachRun(t, cfg, trainerProgram(t, dir, `setsid sleep 300 &
 echo $! > `+dir+`/daemon
 sleep 30`))
-	testproject.WaitFor(t, "the end", func() bool { return read(t, dir, id).Finished })
-	if info := read(t, dir, id); info.Error != "the run did not finish within max_wall_seconds (1 s)" {
+	testproject.WaitFor(t, "the end", func() bool { return testproject.Read(t, dir, id).Finished })
+	if info := testproject.Read(t, dir, id); info.Error != "the run did not finish within max_wall_seconds (1 s)" {
 		t.Errorf("error %q", info.Error)
 	}
 	if b, err := os.ReadFile(filepath.Join(dir, "daemon")); err == nil {
@@ -412,14 +394,14 @@ sleep 30`))
 // trainer itself exits on it. Expected: once the run is over, the group's
 // survivors are killed.
 func TestCancelKillsTheWholeGroup(t *testing.T) {
-	dir, cfg := project(t, 40, 30, "")
+	dir, cfg := testproject.Project(t, 40, 30, "")
 	tr := trainerProgram(t, dir, `sh -c 'trap "" TERM; echo $$ > `+dir+`/worker; while :; do sleep 0.2; done' &
 echo '{"v":1,"event":"status","state":"fitting","step":"with a worker"}'
 wait`)
 	id := detachRun(t, cfg, tr)
-	testproject.WaitFor(t, "running", func() bool { return read(t, dir, id).Step == "with a worker" })
+	testproject.WaitFor(t, "running", func() bool { return testproject.Read(t, dir, id).Step == "with a worker" })
 	run(t, "cancel", cfg, id)
-	testproject.WaitFor(t, "the end", func() bool { return read(t, dir, id).Finished })
+	testproject.WaitFor(t, "the end", func() bool { return testproject.Read(t, dir, id).Finished })
 	b, _ := os.ReadFile(filepath.Join(dir, "worker"))
 	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 	if pid == 0 {
@@ -431,7 +413,7 @@ wait`)
 // Without pre_annotation.enabled Potato stores prelabels and never shows
 // them: the summary and the run log say so.
 func TestPrelabelsHiddenWithoutPreAnnotation(t *testing.T) {
-	dir, cfg := project(t, 120, 100, "")
+	dir, cfg := testproject.Project(t, 120, 100, "")
 	text, err := os.ReadFile(cfg)
 	if err != nil {
 		t.Fatal(err)

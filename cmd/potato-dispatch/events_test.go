@@ -17,7 +17,7 @@ import (
 // runEvents parses a run's events.jsonl.
 func runEvents(t *testing.T, dir, id string) (evs []events.Event, size int) {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(root(dir).RunDir(id), rundir.EventsFile))
+	b, err := os.ReadFile(filepath.Join(testproject.Root(dir).RunDir(id), rundir.EventsFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +38,7 @@ func runEvents(t *testing.T, dir, id string) (evs []events.Event, size int) {
 // of the metric are there, before the result. stdout.log holds the
 // program's own line, not a second copy of the events.
 func TestFloodingTrainerIsThrottled(t *testing.T) {
-	dir, cfg := project(t, 40, 30, "")
+	dir, cfg := testproject.Project(t, 40, 30, "")
 	tr := trainerProgram(t, dir, `echo 'a line of the trainer'
 awk 'BEGIN { for (i = 1; i <= 20000; i++) {
   printf "{\"v\":1,\"event\":\"progress\",\"phase\":\"fit\",\"current\":%d,\"total\":30000}\n", i
@@ -74,10 +74,10 @@ awk 'BEGIN { for (i = 1; i <= 20000; i++) {
 	if lastProgress.Number("current") != 20000 || lastMetric.Number("value") != 20000 {
 		t.Errorf("last progress %v, last metric %v: want the last ones sent (20000)", lastProgress.Fields, lastMetric.Fields)
 	}
-	if p := read(t, dir, id).Progress; p == nil || p.Phase != "fit" || p.Total != 30000 {
+	if p := testproject.Read(t, dir, id).Progress; p == nil || p.Phase != "fit" || p.Total != 30000 {
 		t.Errorf("run.json progress %+v", p)
 	}
-	b, _ := os.ReadFile(filepath.Join(root(dir).RunDir(id), rundir.StdoutFile))
+	b, _ := os.ReadFile(filepath.Join(testproject.Root(dir).RunDir(id), rundir.StdoutFile))
 	if stdout := string(b); stdout != "a line of the trainer\n" {
 		t.Errorf("stdout.log is %d bytes, want the trainer's own line alone: %.200q", len(b), stdout)
 	}
@@ -85,7 +85,7 @@ awk 'BEGIN { for (i = 1; i <= 20000; i++) {
 
 // status shows a running run's progress as its percent and ETA.
 func TestStatusShowsPercentAndETA(t *testing.T) {
-	dir, cfg := project(t, 40, 30, "")
+	dir, cfg := testproject.Project(t, 40, 30, "")
 	gate := filepath.Join(dir, "go")
 	tr := trainerProgram(t, dir, `echo '{"v":1,"event":"progress","phase":"fit","current":49994,"total":150000,"eta_s":600}'
 while [ ! -e '`+gate+`' ]; do sleep 0.05; done
@@ -93,7 +93,7 @@ while [ ! -e '`+gate+`' ]; do sleep 0.05; done
 	id := detachRun(t, cfg, tr)
 	defer os.WriteFile(gate, nil, 0o644)
 	testproject.WaitFor(t, "the run's progress", func() bool {
-		p := read(t, dir, id).Progress
+		p := testproject.Read(t, dir, id).Progress
 		return p != nil && p.Current == 49994
 	})
 	r := run(t, "status", cfg, id)
@@ -105,7 +105,7 @@ while [ ! -e '`+gate+`' ]; do sleep 0.05; done
 		t.Errorf("status:\n%s", r.stdout)
 	}
 	os.WriteFile(gate, nil, 0o644)
-	testproject.WaitFor(t, "the run's end", func() bool { return read(t, dir, id).Finished })
+	testproject.WaitFor(t, "the run's end", func() bool { return testproject.Read(t, dir, id).Finished })
 	if r := run(t, "status", cfg, id); strings.Contains(r.stdout, "progress:") {
 		t.Errorf("a finished run shows progress:\n%s", r.stdout)
 	}

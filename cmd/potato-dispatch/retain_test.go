@@ -10,13 +10,14 @@ import (
 	"strings"
 	"testing"
 
+	"potato-training/internal/testproject"
 	"potato-training/lib/dispatch"
 	"potato-training/lib/rundir"
 )
 
 func runIDs(t *testing.T, dir string) []string {
 	t.Helper()
-	infos, err := root(dir).List()
+	infos, err := testproject.Root(dir).List()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +49,7 @@ func storeRows(t *testing.T, dir, table, id string) int {
 // directory and its rows in Potato's store together, and the run log of
 // the run that removed it says so.
 func TestRetentionKeepsTheLatestModel(t *testing.T) {
-	dir, cfg := project(t, 120, 100, "  retain_runs: 2\n")
+	dir, cfg := testproject.Project(t, 120, 100, "  retain_runs: 2\n")
 	var good, bad []string
 	for i := 0; i < 2; i++ {
 		r := run(t, "run", cfg, "--trainer", "tfidf-logreg", "--schemas", "sentiment")
@@ -70,7 +71,7 @@ exit 1`)
 	if got, want := runIDs(t, dir), []string{good[0], good[1], bad[1], bad[2]}; !slices.Equal(got, want) {
 		t.Errorf("runs left %q, want %q (both successes and the two newest failures)", got, want)
 	}
-	if _, err := os.Stat(root(dir).RunDir(bad[0])); !os.IsNotExist(err) {
+	if _, err := os.Stat(testproject.Root(dir).RunDir(bad[0])); !os.IsNotExist(err) {
 		t.Errorf("the oldest failure's directory: %v, want it removed", err)
 	}
 	if n := storeRows(t, dir, "training_runs", bad[0]); n != 0 {
@@ -89,7 +90,7 @@ exit 1`)
 
 	// The runs that stay keep their events, compressed, but the newest.
 	for _, id := range []string{good[0], good[1], bad[1]} {
-		rd := root(dir).RunDir(id)
+		rd := testproject.Root(dir).RunDir(id)
 		if _, err := os.Stat(filepath.Join(rd, rundir.EventsFile)); !os.IsNotExist(err) {
 			t.Errorf("run %s still has an uncompressed events.jsonl (%v)", id, err)
 		}
@@ -98,10 +99,10 @@ exit 1`)
 			t.Errorf("zcat of run %s's events: %v, %q", id, err, out)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(root(dir).RunDir(bad[2]), rundir.EventsFile)); err != nil {
+	if _, err := os.Stat(filepath.Join(testproject.Root(dir).RunDir(bad[2]), rundir.EventsFile)); err != nil {
 		t.Errorf("the ending run's events.jsonl: %v", err)
 	}
-	artifacts := filepath.Join(root(dir).RunDir(good[1]), "artifacts")
+	artifacts := filepath.Join(testproject.Root(dir).RunDir(good[1]), "artifacts")
 	entries, err := os.ReadDir(artifacts)
 	if err != nil || len(entries) == 0 {
 		t.Fatalf("the newest success's model: %v, %d files", err, len(entries))
@@ -116,7 +117,7 @@ exit 1`)
 	if err := json.Unmarshal([]byte(r.stdout), &lr); err != nil || r.code != 0 {
 		t.Fatalf("latest --json: exit %d, %v: %s %s", r.code, err, r.stdout, r.stderr)
 	}
-	link := filepath.Join(root(dir).Dir, "latest", "sentiment")
+	link := filepath.Join(testproject.Root(dir).Dir, "latest", "sentiment")
 	if lr.RunID != good[1] || lr.Artifacts != abs || !lr.Local || lr.Heldout == nil || lr.Link != link {
 		t.Errorf("latest --json: %+v", lr)
 	}
@@ -143,15 +144,15 @@ exit 1`)
 // A project whose runs all failed has no latest model: exit 1, nothing on
 // stdout, no latest/ link.
 func TestLatestWithoutSuccess(t *testing.T) {
-	dir, cfg := project(t, 40, 30, "")
+	dir, cfg := testproject.Project(t, 40, 30, "")
 	if r := run(t, "run", cfg, "--trainer", trainerProgram(t, dir, "exit 3"), "--schemas", "sentiment"); r.code != 1 {
 		t.Fatalf("failing run: exit %d", r.code)
 	}
 	r := run(t, "latest", cfg, "--schema", "sentiment")
-	if r.code != 1 || r.stdout != "" || !strings.Contains(r.stderr, "no successful run of schema sentiment in "+filepath.Join(root(dir).Dir, "runs")) {
+	if r.code != 1 || r.stdout != "" || !strings.Contains(r.stderr, "no successful run of schema sentiment in "+filepath.Join(testproject.Root(dir).Dir, "runs")) {
 		t.Errorf("exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
-	if _, err := os.Lstat(filepath.Join(root(dir).Dir, "latest", "sentiment")); !os.IsNotExist(err) {
+	if _, err := os.Lstat(filepath.Join(testproject.Root(dir).Dir, "latest", "sentiment")); !os.IsNotExist(err) {
 		t.Errorf("latest/sentiment exists without a successful run: %v", err)
 	}
 }
@@ -160,7 +161,7 @@ func TestLatestWithoutSuccess(t *testing.T) {
 // potato-dispatch writeback makes it the success it would have been, it
 // becomes the latest model and latest/ follows.
 func TestWritebackMovesTheLatestLink(t *testing.T) {
-	dir, cfg := project(t, 120, 100, "")
+	dir, cfg := testproject.Project(t, 120, 100, "")
 	first := run(t, "run", cfg, "--trainer", "tfidf-logreg", "--schemas", "sentiment")
 	if first.code != 0 {
 		t.Fatalf("exit %d: %s", first.code, first.stderr)
@@ -169,13 +170,13 @@ func TestWritebackMovesTheLatestLink(t *testing.T) {
 	// A second run that trained but whose store write failed: made by
 	// hand, as a store that fails at the end is hard to cause here.
 	b := pendingCopy(t, dir, a)
-	if id, _ := root(dir).Latest("sentiment"); id != a {
+	if id, _ := testproject.Root(dir).Latest("sentiment"); id != a {
 		t.Fatalf("latest/sentiment is %q, want %s", id, a)
 	}
 	if r := run(t, "writeback", cfg, b); r.code != 0 {
 		t.Fatalf("writeback: exit %d: %s", r.code, r.stderr)
 	}
-	if id, _ := root(dir).Latest("sentiment"); id != b {
+	if id, _ := testproject.Root(dir).Latest("sentiment"); id != b {
 		t.Errorf("after writeback latest/sentiment is %q, want %s", id, b)
 	}
 	if r := run(t, "latest", cfg); !strings.HasPrefix(r.stdout, b+"\t") {
@@ -190,15 +191,15 @@ func TestWritebackMovesTheLatestLink(t *testing.T) {
 // ended store_failed, writeback pending, and returns its id.
 func pendingCopy(t *testing.T, dir, id string) string {
 	t.Helper()
-	src := root(dir).RunDir(id)
+	src := testproject.Root(dir).RunDir(id)
 	nid := id[:len(id)-6] + "ffffff"
-	dst := root(dir).RunDir(nid)
+	dst := testproject.Root(dir).RunDir(nid)
 	if err := os.CopyFS(dst, os.DirFS(src)); err != nil {
 		t.Fatal(err)
 	}
 	os.Remove(filepath.Join(dst, "exit_code"))
-	info := read(t, dir, nid)
-	if err := root(dir).Edit(nid, func(rec *rundir.Record, _ bool) error {
+	info := testproject.Read(t, dir, nid)
+	if err := testproject.Root(dir).Edit(nid, func(rec *rundir.Record, _ bool) error {
 		code := 1
 		*rec = info.Record
 		rec.RunID = nid

@@ -102,7 +102,7 @@ func checkRunRow(t *testing.T, db *sql.DB, id, status string) map[string]float64
 // leaves one run row (success, kinds a list, test_accuracy a number) and
 // its prediction rows; while runs wait and train, their rows say so.
 func TestRunsLandInAStorePotatoCreated(t *testing.T) {
-	dir, cfg := project(t, 300, 240, "")
+	dir, cfg := testproject.Project(t, 300, 240, "")
 	store := potatoStore(t, dir)
 	db := openDB(t, store)
 
@@ -112,14 +112,14 @@ func TestRunsLandInAStorePotatoCreated(t *testing.T) {
 	t.Cleanup(func() { os.WriteFile(stop, nil, 0o644) })
 	first := detachRun(t, cfg, trainerProgram(t, dir, `i=0; while [ ! -e `+stop+` ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
 `+resultLines))
-	testproject.WaitFor(t, "the first run to train", func() bool { return read(t, dir, first).State == rundir.StateRunning })
+	testproject.WaitFor(t, "the first run to train", func() bool { return testproject.Read(t, dir, first).State == rundir.StateRunning })
 	second := run(t, "run", cfg, "--trainer", "tfidf-logreg", "--schemas", "sentiment", "--detach")
 	if second.code != 0 {
 		t.Fatalf("second run: %d %s", second.code, second.stderr)
 	}
 	secondID := strings.TrimSpace(second.stdout)
 	testproject.WaitFor(t, "the second run to queue", func() bool {
-		return strings.Contains(read(t, dir, secondID).Step, "waiting in the queue behind")
+		return strings.Contains(testproject.Read(t, dir, secondID).Step, "waiting in the queue behind")
 	})
 	statusOf := func(id string) string {
 		var s string
@@ -131,10 +131,10 @@ func TestRunsLandInAStorePotatoCreated(t *testing.T) {
 	}
 	os.WriteFile(stop, nil, 0o644)
 	testproject.WaitFor(t, "both runs to end", func() bool {
-		return read(t, dir, first).Finished && read(t, dir, secondID).Finished
+		return testproject.Read(t, dir, first).Finished && testproject.Read(t, dir, secondID).Finished
 	})
 
-	info := read(t, dir, secondID)
+	info := testproject.Read(t, dir, secondID)
 	if info.State != rundir.StateSuccess {
 		t.Fatalf("run %s: %s %s\n%s", secondID, info.State, info.Error, runLog(t, dir, secondID))
 	}
@@ -152,7 +152,7 @@ func TestRunsLandInAStorePotatoCreated(t *testing.T) {
 	}
 	var kinds, artifact string
 	db.QueryRow(`SELECT kinds, artifact_dir FROM training_runs WHERE run_id = ?`, secondID).Scan(&kinds, &artifact)
-	if kinds != `["nominal"]` || artifact != filepath.Join(root(dir).RunDir(secondID), "artifacts") {
+	if kinds != `["nominal"]` || artifact != filepath.Join(testproject.Root(dir).RunDir(secondID), "artifacts") {
 		t.Errorf("kinds %s, artifact_dir %s", kinds, artifact)
 	}
 	var preds int
@@ -166,7 +166,7 @@ func TestRunsLandInAStorePotatoCreated(t *testing.T) {
 // The bar: a failing run leaves a row with status error and its code, in
 // a store Potato created.
 func TestFailedRunsLeaveErrorRows(t *testing.T) {
-	dir, cfg := project(t, 40, 30, "")
+	dir, cfg := testproject.Project(t, 40, 30, "")
 	db := openDB(t, potatoStore(t, dir))
 	for _, c := range []struct{ body, code string }{
 		{`echo '{"v":1,"event":"error","code":"fit_failed","message":"the loss diverged"}'; exit 1`, "fit_failed"},
@@ -208,7 +208,7 @@ func readOnlyCommand(t *testing.T, cmd *exec.Cmd, store string) {
 // The bar: with the store read-only from the start, dispatch exits
 // non-zero and says why: the SQLite error and the store's path.
 func TestReadOnlyStoreFailsTheRun(t *testing.T) {
-	dir, cfg := project(t, 40, 30, "")
+	dir, cfg := testproject.Project(t, 40, 30, "")
 	store := potatoStore(t, dir)
 	cmd := dispatchCmd(t, "run", cfg, "--trainer", "tfidf-logreg", "--schemas", "sentiment")
 	readOnlyCommand(t, cmd, store)
@@ -220,7 +220,7 @@ func TestReadOnlyStoreFailsTheRun(t *testing.T) {
 		t.Errorf("stderr does not give the store's path and the SQLite error:\n%s", errb)
 	}
 	id := strings.TrimSpace(out)
-	info := read(t, dir, id)
+	info := testproject.Read(t, dir, id)
 	if info.State != rundir.StateError || info.ErrorCode != "store_failed" || !info.Finished {
 		t.Errorf("run.json: %s %s %q", info.State, info.ErrorCode, info.Error)
 	}
@@ -256,7 +256,7 @@ func predictionRows(t *testing.T, db *sql.DB) []string {
 // once it can be written, and potato-dispatch writeback applies them once the
 // store can be written, as often as it is called, with the same result.
 func TestStoreFailureThenWriteback(t *testing.T) {
-	dir, cfg := project(t, 60, 50, "")
+	dir, cfg := testproject.Project(t, 60, 50, "")
 	store := potatoStore(t, dir)
 	lock := `chmod 0444 "$store"`
 	if os.Geteuid() == 0 {
@@ -286,12 +286,12 @@ echo '{"v":1,"event":"result","status":"success","predictions_file":"predictions
 	if !strings.Contains(errb, store) || !strings.Contains(errb, "readonly") || !strings.Contains(errb, "potato-dispatch writeback") {
 		t.Errorf("stderr should give the store, the SQLite error and the way out:\n%s", errb)
 	}
-	info := read(t, dir, id)
+	info := testproject.Read(t, dir, id)
 	if info.State != rundir.StateError || info.ErrorCode != "store_failed" || !info.WritebackPending {
-		se, _ := os.ReadFile(filepath.Join(root(dir).RunDir(id), "stderr.log"))
+		se, _ := os.ReadFile(filepath.Join(testproject.Root(dir).RunDir(id), "stderr.log"))
 		t.Fatalf("run.json: %s %s pending=%v %q\n%s", info.State, info.ErrorCode, info.WritebackPending, info.Error, se)
 	}
-	if _, err := os.Stat(filepath.Join(root(dir).RunDir(id), "predictions.jsonl")); err != nil {
+	if _, err := os.Stat(filepath.Join(testproject.Root(dir).RunDir(id), "predictions.jsonl")); err != nil {
 		t.Fatalf("the predictions did not stay in the run directory: %v", err)
 	}
 	db := openDB(t, store)
@@ -312,7 +312,7 @@ echo '{"v":1,"event":"result","status":"success","predictions_file":"predictions
 	checkRunRow(t, db, id, "error")
 	var ecode string
 	db.QueryRow(`SELECT error_code FROM training_runs WHERE run_id = ?`, id).Scan(&ecode)
-	if info := read(t, dir, id); ecode != "store_failed" || info.StoreError != "" || !info.WritebackPending {
+	if info := testproject.Read(t, dir, id); ecode != "store_failed" || info.StoreError != "" || !info.WritebackPending {
 		t.Errorf("after status: the store says error_code %q; run.json store_error %q, pending %v", ecode, info.StoreError, info.WritebackPending)
 	}
 
@@ -338,11 +338,11 @@ echo '{"v":1,"event":"result","status":"success","predictions_file":"predictions
 		}
 		rows = got
 	}
-	info = read(t, dir, id)
+	info = testproject.Read(t, dir, id)
 	if info.State != rundir.StateSuccess || info.WritebackPending || info.StoreError != "" || info.Writeback["n_written"] != len(rows) {
 		t.Errorf("run.json after writeback: %s pending=%v store_error=%q writeback=%v", info.State, info.WritebackPending, info.StoreError, info.Writeback)
 	}
-	if c, _ := os.ReadFile(filepath.Join(root(dir).RunDir(id), "exit_code")); string(c) != "0\n" {
+	if c, _ := os.ReadFile(filepath.Join(testproject.Root(dir).RunDir(id), "exit_code")); string(c) != "0\n" {
 		t.Errorf("exit_code after writeback %q", c)
 	}
 	if r := run(t, "writeback", cfg, "20990101T000000-abcdef"); r.code == 0 {
@@ -356,13 +356,13 @@ echo '{"v":1,"event":"result","status":"success","predictions_file":"predictions
 func killDispatch(t *testing.T, dir, cfg, stop string) string {
 	t.Helper()
 	id := detachRun(t, cfg, trainerProgram(t, dir, `i=0; while [ ! -e `+stop+` ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done`))
-	testproject.WaitFor(t, "running", func() bool { return read(t, dir, id).State == rundir.StateRunning })
-	pid := read(t, dir, id).PID
+	testproject.WaitFor(t, "running", func() bool { return testproject.Read(t, dir, id).State == rundir.StateRunning })
+	pid := testproject.Read(t, dir, id).PID
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	testproject.WaitFor(t, "the dispatch to die", func() bool { return syscall.Kill(pid, 0) != nil })
-	testproject.WaitFor(t, "the run to be reported gone", func() bool { return read(t, dir, id).Gone })
+	testproject.WaitFor(t, "the run to be reported gone", func() bool { return testproject.Read(t, dir, id).Gone })
 	if rec := rawRecord(t, dir, id); rec.State != rundir.StateRunning {
 		t.Fatalf("run.json before anyone looked: %s", rec.State)
 	}
@@ -371,7 +371,7 @@ func killDispatch(t *testing.T, dir, cfg, stop string) string {
 
 func rawRecord(t *testing.T, dir, id string) rundir.Record {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(root(dir).RunDir(id), "run.json"))
+	b, err := os.ReadFile(filepath.Join(testproject.Root(dir).RunDir(id), "run.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -386,7 +386,7 @@ func rawRecord(t *testing.T, dir, id string) rundir.Record {
 // or the next status, writes the end into run.json (error,
 // dispatch_lost) and into Potato's store, once.
 func TestKilledDispatchIsSettled(t *testing.T) {
-	dir, cfg := project(t, 40, 30, "")
+	dir, cfg := testproject.Project(t, 40, 30, "")
 	db := openDB(t, potatoStore(t, dir))
 	stop1, stop2 := filepath.Join(dir, "stop1"), filepath.Join(dir, "stop2")
 	t.Cleanup(func() {
@@ -402,7 +402,7 @@ func TestKilledDispatchIsSettled(t *testing.T) {
 			rec.ExitCode == nil || *rec.ExitCode != 1 || rec.StoreError != "" {
 			t.Errorf("run.json of a killed dispatch's run: %+v", rec)
 		}
-		if c, _ := os.ReadFile(filepath.Join(root(dir).RunDir(id), "exit_code")); string(c) != "1\n" {
+		if c, _ := os.ReadFile(filepath.Join(testproject.Root(dir).RunDir(id), "exit_code")); string(c) != "1\n" {
 			t.Errorf("exit_code %q", c)
 		}
 		checkRunRow(t, db, id, "error")
@@ -428,13 +428,13 @@ func TestKilledDispatchIsSettled(t *testing.T) {
 		t.Fatalf("status: %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	settled(lost)
-	before, _ := os.ReadFile(filepath.Join(root(dir).RunDir(lost), "run.json"))
+	before, _ := os.ReadFile(filepath.Join(testproject.Root(dir).RunDir(lost), "run.json"))
 	r = run(t, "status", cfg, lost, "--json")
 	var rec rundir.Record
 	if err := json.Unmarshal([]byte(r.stdout), &rec); err != nil || rec.ErrorCode != "dispatch_lost" {
 		t.Errorf("status --json: %v %+v", err, rec)
 	}
-	after, _ := os.ReadFile(filepath.Join(root(dir).RunDir(lost), "run.json"))
+	after, _ := os.ReadFile(filepath.Join(testproject.Root(dir).RunDir(lost), "run.json"))
 	if string(before) != string(after) {
 		t.Errorf("a second status rewrote run.json")
 	}
@@ -451,7 +451,7 @@ func TestKilledDispatchIsSettled(t *testing.T) {
 // before its predictions were in the run directory stays an error, with
 // no prelabels.
 func TestWritebackOfARunLostInItsWriteback(t *testing.T) {
-	dir, cfg := project(t, 60, 50, "")
+	dir, cfg := testproject.Project(t, 60, 50, "")
 	db := openDB(t, potatoStore(t, dir))
 	lose := func(collected bool) string {
 		t.Helper()
@@ -466,18 +466,18 @@ func TestWritebackOfARunLostInItsWriteback(t *testing.T) {
 		rec.State, rec.Step, rec.ExitCode, rec.FinishedAt, rec.Writeback, rec.Heldout, rec.Metrics = rundir.StateFetching, "collecting the predictions", nil, nil, nil, nil, nil
 		if !collected {
 			rec.ArtifactURI = ""
-			os.Remove(filepath.Join(root(dir).RunDir(id), rundir.PredictionsFile))
+			os.Remove(filepath.Join(testproject.Root(dir).RunDir(id), rundir.PredictionsFile))
 		}
 		b, _ := json.Marshal(rec)
-		if err := rundir.WriteFileAtomic(filepath.Join(root(dir).RunDir(id), "run.json"), b, 0o644); err != nil {
+		if err := rundir.WriteFileAtomic(filepath.Join(testproject.Root(dir).RunDir(id), "run.json"), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		os.Remove(filepath.Join(root(dir).RunDir(id), "exit_code"))
+		os.Remove(filepath.Join(testproject.Root(dir).RunDir(id), "exit_code"))
 		if _, err := db.Exec(`DELETE FROM training_predictions WHERE run_id = ?`, id); err != nil {
 			t.Fatal(err)
 		}
-		if read(t, dir, id).ErrorCode != "dispatch_lost" {
-			t.Fatalf("the run is not reported lost: %+v", read(t, dir, id))
+		if testproject.Read(t, dir, id).ErrorCode != "dispatch_lost" {
+			t.Fatalf("the run is not reported lost: %+v", testproject.Read(t, dir, id))
 		}
 		return id
 	}
@@ -497,12 +497,12 @@ func TestWritebackOfARunLostInItsWriteback(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "was error (dispatch_lost), now success") {
 		t.Fatalf("writeback: exit %d: %s%s", r.code, r.stdout, r.stderr)
 	}
-	info := read(t, dir, id)
+	info := testproject.Read(t, dir, id)
 	if n := count(id); n == 0 || info.State != rundir.StateSuccess || info.Writeback["n_written"] != n || info.Heldout == nil {
 		t.Errorf("after writeback: %d prelabels, run.json %s writeback=%v heldout=%v", n, info.State, info.Writeback, info.Heldout)
 	}
 	checkRunRow(t, db, id, "success")
-	if c, _ := os.ReadFile(filepath.Join(root(dir).RunDir(id), "exit_code")); string(c) != "0\n" {
+	if c, _ := os.ReadFile(filepath.Join(testproject.Root(dir).RunDir(id), "exit_code")); string(c) != "0\n" {
 		t.Errorf("exit_code after writeback %q", c)
 	}
 
@@ -510,7 +510,7 @@ func TestWritebackOfARunLostInItsWriteback(t *testing.T) {
 	if r := run(t, "writeback", cfg, id); r.code != 0 {
 		t.Fatalf("writeback: exit %d: %s", r.code, r.stderr)
 	}
-	if n, info := count(id), read(t, dir, id); n != 0 || info.State != rundir.StateError || info.ErrorCode != "dispatch_lost" {
+	if n, info := count(id), testproject.Read(t, dir, id); n != 0 || info.State != rundir.StateError || info.ErrorCode != "dispatch_lost" {
 		t.Errorf("a run lost before it collected its predictions: %d prelabels, run.json %s/%s", n, info.State, info.ErrorCode)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"potato-training/internal/testproject"
 	"potato-training/lib/rundir"
 	trainerpkg "potato-training/lib/trainer"
 	"potato-training/lib/trainer/calibrate"
@@ -19,7 +20,7 @@ import (
 // threshold in its metrics, calibration.json in artifacts/, and nothing
 // scored or written back.
 func TestLocalDecisionCalibrate(t *testing.T) {
-	dir, cfg := project(t, 300, 240, "")
+	dir, cfg := testproject.Project(t, 300, 240, "")
 	if r := run(t, "run", cfg, "--trainer", "tfidf-logreg", "--schemas", "sentiment"); r.code != 0 {
 		t.Fatalf("tfidf-logreg: exit %d: %s", r.code, r.stderr)
 	}
@@ -28,14 +29,14 @@ func TestLocalDecisionCalibrate(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("decision-calibrate: exit %d: %s\n%s", r.code, r.stderr, runLog(t, dir, id))
 	}
-	info := read(t, dir, id)
+	info := testproject.Read(t, dir, id)
 	if info.State != rundir.StateSuccess {
 		t.Fatalf("state %s: %s", info.State, info.Error)
 	}
 	if _, ok := info.Metrics["sentiment/min_confidence"]; !ok || info.Metrics["sentiment/target_reached"] != 1.0 {
 		t.Errorf("metrics %v", info.Metrics)
 	}
-	rd := root(dir).RunDir(id)
+	rd := testproject.Root(dir).RunDir(id)
 	if _, err := os.Stat(filepath.Join(rd, "artifacts", calibrate.ArtifactName)); err != nil {
 		t.Error(err)
 	}
@@ -70,17 +71,17 @@ func TestLocalHFWithoutTorch(t *testing.T) {
 	if exec.Command(py, "-c", "import torch, transformers, peft").Run() == nil {
 		t.Skip("torch, transformers and peft are installed here")
 	}
-	dir, cfg := project(t, 60, 50, "")
+	dir, cfg := testproject.Project(t, 60, 50, "")
 	r := run(t, "run", cfg, "--trainer", "hf-text-classification", "--schemas", "sentiment")
 	id := strings.TrimSpace(r.stdout)
-	info := read(t, dir, id)
+	info := testproject.Read(t, dir, id)
 	if r.code != 1 || info.ErrorCode != "missing_dependency" || info.Error != "Trainer 'hf-text-classification' could not be imported" {
 		t.Errorf("exit %d, %q %q\n%s", r.code, info.ErrorCode, info.Error, runLog(t, dir, id))
 	}
-	if _, err := os.Stat(filepath.Join(root(dir).RunDir(id), hf.FileName())); err != nil {
+	if _, err := os.Stat(filepath.Join(testproject.Root(dir).RunDir(id), hf.FileName())); err != nil {
 		t.Errorf("the script that ran is not in the run directory: %v", err)
 	}
-	if !strings.Contains(runLog(t, dir, id), "started python3 "+filepath.Join(root(dir).RunDir(id), hf.FileName())) {
+	if !strings.Contains(runLog(t, dir, id), "started python3 "+filepath.Join(testproject.Root(dir).RunDir(id), hf.FileName())) {
 		t.Errorf("run log:\n%s", runLog(t, dir, id))
 	}
 }

@@ -81,9 +81,7 @@ func (r *Runs) Detach(args ...string) string {
 }
 
 // Root is the project's training directory.
-func (r *Runs) Root() *rundir.Root {
-	return &rundir.Root{Dir: filepath.Join(r.Dir, "annotation_output", "training")}
-}
+func (r *Runs) Root() *rundir.Root { return Root(r.Dir) }
 
 // Info reads a run's record.
 func (r *Runs) Info(id string) rundir.Info {

@@ -261,8 +261,16 @@ func (p *AutoPlan) Started(runID string, at time.Time) error {
 	}
 	p.log(AutoLogStart, runID, fmt.Sprintf("%d new annotation(s), update_frequency %d; trainer %s, schemas %s, backend %s",
 		p.New, p.frequency, p.Trainer, strings.Join(p.Schemas, ","), p.Backend))
-	return rundir.WriteJSONFile(filepath.Join(p.root.Dir, AutoStateFile),
-		AutoState{RunID: runID, StartedAt: at.UTC(), Annotations: p.Annotations}, 0o644)
+	return WriteAutoState(p.root, AutoState{RunID: runID, StartedAt: at.UTC(), Annotations: p.Annotations})
+}
+
+// WriteAutoState replaces auto.json of root's training directory, which
+// it makes when missing.
+func WriteAutoState(root *rundir.Root, st AutoState) error {
+	if err := os.MkdirAll(root.Dir, 0o755); err != nil {
+		return err
+	}
+	return rundir.WriteJSONFile(filepath.Join(root.Dir, AutoStateFile), st, 0o644)
 }
 
 // Close releases the lock.

@@ -1,7 +1,6 @@
 package dispatch_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,26 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"potato-training/internal/testproject"
 	"potato-training/lib/dispatch"
 	"potato-training/lib/rundir"
 )
-
-// autoProject is a project of 60 items, 40 of them labelled by one
-// annotator, with auto_retrain set by extra (indented under it).
-func autoProject(t *testing.T, extra string) (dir, cfg string) {
-	return project(t, 60, 40, "  auto_retrain:\n    trainer: tfidf-logreg\n    schemas: [sentiment]\n"+extra)
-}
-
-func writeAutoState(t *testing.T, dir string, st dispatch.AutoState) {
-	t.Helper()
-	b, _ := json.Marshal(st)
-	if err := os.MkdirAll(root(dir).Dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(root(dir).Dir, dispatch.AutoStateFile), b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
 
 func plan(t *testing.T, cfg string, now time.Time) *dispatch.AutoPlan {
 	t.Helper()
@@ -45,14 +28,14 @@ func TestAutoReasons(t *testing.T) {
 	now := time.Now()
 
 	// Not enabled.
-	_, cfg := autoProject(t, "    enabled: false\n")
+	_, cfg := testproject.AutoProject(t, "    enabled: false\n")
 	if p := plan(t, cfg, now); p.Start || !p.Problem || p.Reason != "model_training.auto_retrain.enabled is not true in "+cfg {
 		t.Errorf("disabled: %+v", p)
 	}
 
 	// Enabled, 40 annotations, none counted before: a run, on the default
 	// backend, with the params as --param.
-	dir, cfg := autoProject(t, "    enabled: true\n    update_frequency: 40\n    params: {max_features: 5000, patience: \"2\"}\n")
+	dir, cfg := testproject.AutoProject(t, "    enabled: true\n    update_frequency: 40\n    params: {max_features: 5000, patience: \"2\"}\n")
 	p := plan(t, cfg, now)
 	if !p.Start || p.Problem || p.Annotations != 40 || p.New != 40 || p.Backend != "local" {
 		t.Fatalf("first: %+v", p)
@@ -77,11 +60,15 @@ func TestAutoReasons(t *testing.T) {
 		t.Errorf("few: %+v", q)
 	}
 	// One short of update_frequency, then enough.
-	writeAutoState(t, dir, dispatch.AutoState{RunID: "20261202-135501-7f3a", StartedAt: now.Add(-time.Hour), Annotations: 1})
+	if err := dispatch.WriteAutoState(testproject.Root(dir), dispatch.AutoState{RunID: "20261202-135501-7f3a", StartedAt: now.Add(-time.Hour), Annotations: 1}); err != nil {
+		t.Fatal(err)
+	}
 	if q := plan(t, cfg, now); q.Start || q.New != 39 || q.Reason != "39 new annotation(s) since the last automatic run: update_frequency is 40" {
 		t.Errorf("39 new: %+v", q)
 	}
-	writeAutoState(t, dir, dispatch.AutoState{RunID: "20261202-135501-7f3a", StartedAt: now.Add(-time.Hour), Annotations: 0})
+	if err := dispatch.WriteAutoState(testproject.Root(dir), dispatch.AutoState{RunID: "20261202-135501-7f3a", StartedAt: now.Add(-time.Hour), Annotations: 0}); err != nil {
+		t.Fatal(err)
+	}
 	if q := plan(t, cfg, now); !q.Start || q.New != 40 {
 		t.Errorf("40 new: %+v", q)
 	}
@@ -89,8 +76,10 @@ func TestAutoReasons(t *testing.T) {
 
 func TestAutoInterval(t *testing.T) {
 	now := time.Now()
-	dir, cfg := autoProject(t, "    enabled: true\n    update_frequency: 5\n    min_interval_s: 600\n")
-	writeAutoState(t, dir, dispatch.AutoState{RunID: "20261202-135501-7f3a", StartedAt: now.Add(-5 * time.Minute), Annotations: 0})
+	dir, cfg := testproject.AutoProject(t, "    enabled: true\n    update_frequency: 5\n    min_interval_s: 600\n")
+	if err := dispatch.WriteAutoState(testproject.Root(dir), dispatch.AutoState{RunID: "20261202-135501-7f3a", StartedAt: now.Add(-5 * time.Minute), Annotations: 0}); err != nil {
+		t.Fatal(err)
+	}
 	p := plan(t, cfg, now)
 	if p.Start || p.Reason != "the last automatic run, 20261202-135501-7f3a, started 5m0s ago: min_interval_s is 600" {
 		t.Errorf("interval: %+v", p)
@@ -102,8 +91,8 @@ func TestAutoInterval(t *testing.T) {
 }
 
 func TestAutoBusyAndBackend(t *testing.T) {
-	dir, cfg := autoProject(t, "    enabled: true\n    update_frequency: 1\n    backend: lab\n  backends:\n    lab: {type: agent}\n")
-	r, err := rundir.Open(root(dir).Dir)
+	dir, cfg := testproject.AutoProject(t, "    enabled: true\n    update_frequency: 1\n    backend: lab\n  backends:\n    lab: {type: agent}\n")
+	r, err := rundir.Open(testproject.Root(dir).Dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +115,7 @@ func TestAutoBusyAndBackend(t *testing.T) {
 // Every annotator's labels count, each (item, schema) pair once per
 // annotator; model_training.enabled off starts nothing either.
 func TestAutoCountAndTrainingOff(t *testing.T) {
-	dir, cfg := autoProject(t, "    enabled: true\n    update_frequency: 45\n")
+	dir, cfg := testproject.AutoProject(t, "    enabled: true\n    update_frequency: 45\n")
 	state := `{"user_id": "second", "instance_id_to_label_to_value": {
 		"r1": [[{"schema": "sentiment", "name": "positive"}, "true"]],
 		"r2": [[{"schema": "sentiment", "name": "negative"}, "true"]],

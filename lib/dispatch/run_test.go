@@ -2,7 +2,6 @@ package dispatch_test
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -16,24 +15,6 @@ import (
 
 // This package's tests call it in the test process; the tests that run
 // the potato-dispatch binary are in cmd/potato-dispatch.
-
-func project(t *testing.T, n, labelled int, extra string) (dir, cfg string) {
-	dir = t.TempDir()
-	return dir, testproject.Write(t, dir, n, labelled, extra)
-}
-
-func root(dir string) *rundir.Root {
-	return &rundir.Root{Dir: filepath.Join(dir, "annotation_output", "training")}
-}
-
-func read(t *testing.T, dir, id string) rundir.Info {
-	t.Helper()
-	info, err := root(dir).Read(id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return info
-}
 
 // slowPrepare stands in for a backend whose preparation hangs (a probe
 // that never answers): a fault hard to cause for real.
@@ -53,7 +34,7 @@ func TestLimitsApplyWhilePreparing(t *testing.T) {
 		{"cancel", "", rundir.StateCancelled, "cancelled", true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			dir, cfg := project(t, 40, 30, c.extra)
+			dir, cfg := testproject.Project(t, 40, 30, c.extra)
 			ids := make(chan string, 1)
 			done := make(chan int, 1)
 			go func() {
@@ -67,7 +48,7 @@ func TestLimitsApplyWhilePreparing(t *testing.T) {
 			}()
 			id := <-ids
 			if c.cancel {
-				testproject.WaitFor(t, "preparing", func() bool { return read(t, dir, id).State == rundir.StateDispatching })
+				testproject.WaitFor(t, "preparing", func() bool { return testproject.Read(t, dir, id).State == rundir.StateDispatching })
 				if err := dispatch.Cancel(cfg, id); err != nil {
 					t.Fatal(err)
 				}
@@ -77,7 +58,7 @@ func TestLimitsApplyWhilePreparing(t *testing.T) {
 			case <-time.After(60 * time.Second):
 				t.Fatal("the run is still preparing")
 			}
-			if info := read(t, dir, id); info.State != c.state || info.Error != c.err {
+			if info := testproject.Read(t, dir, id); info.State != c.state || info.Error != c.err {
 				t.Errorf("state %s error %q", info.State, info.Error)
 			}
 		})
