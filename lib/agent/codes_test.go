@@ -6,14 +6,11 @@ package agent_test
 
 import (
 	"io"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
-	"potato-training/internal/testcli"
 	"potato-training/internal/testproject"
 	"potato-training/lib/agentproto"
 )
@@ -33,36 +30,10 @@ func socketResult(t *testing.T, trainerName, body string, prepare func(*socketRu
 	if prepare != nil {
 		prepare(r)
 	}
-	bin := testcli.Binaries(t)
-	a := &pollAgent{cmd: exec.Command(filepath.Join(bin, "potato-agent"), "--socket", r.sock, "--once", "--backend", "gpu",
-		"--workdir", filepath.Join(cwd, "wd")), stderr: &lockedBuffer{}, exited: make(chan struct{})}
-	a.cmd.Dir = cwd
-	a.cmd.Stderr = a.stderr
-	stdin, err := a.cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	stdin.Write([]byte(r.token + "\n"))
-	go func() {
-		a.err = a.cmd.Wait()
-		stdin.Close()
-		close(a.exited)
-	}()
-	t.Cleanup(func() {
-		a.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-a.exited:
-		case <-time.After(30 * time.Second):
-			a.cmd.Process.Kill()
-			<-a.exited
-		}
-	})
+	a := startSocketAgent(t, cwd, r.sock, r.token, "--workdir", filepath.Join(cwd, "wd"))
 	if lose != nil {
 		testproject.WaitFor(t, "the training process to start", func() bool { return r.logHas("training process ") })
-		lose(stdin)
+		lose(a.stdin)
 	}
 	if code := a.wait(t); code != 1 {
 		t.Errorf("exit %d, want 1\n%s", code, a.stderr)

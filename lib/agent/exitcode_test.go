@@ -188,6 +188,7 @@ func startSocketAgent(t *testing.T, cwd, sock, token string, args ...string) *po
 		t.Fatal(err)
 	}
 	stdin.Write([]byte(token + "\n"))
+	a.stdin = stdin
 	go func() {
 		a.err = a.cmd.Wait()
 		stdin.Close()

@@ -297,6 +297,9 @@ type pollAgent struct {
 	stderr *lockedBuffer
 	exited chan struct{}
 	err    error
+	// stdin is a --socket agent's standard input, whose end is the end of
+	// its ssh session (startSocketAgent).
+	stdin io.WriteCloser
 }
 
 func startAgent(t *testing.T, addr, workdir string, env []string, args ...string) *pollAgent {
