@@ -355,7 +355,7 @@ func sshBench(t *testing.T, n, labelled int, keys string) *bench {
 func slurmBench(t *testing.T, n, labelled int, keys string) *bench {
 	sd := testcli.SSHD(t)
 	conf := filepath.Join(testcli.SLURM(t), "slurm.conf")
-	remoteDir := homeDir(t)
+	remoteDir := testcli.UserDir(t, "/home/potatotest")
 	b := newBench(t, "cluster", n, labelled, fmt.Sprintf(`  backend: cluster
   backends:
     cluster:
@@ -385,27 +385,6 @@ func slurmBench(t *testing.T, n, labelled int, keys string) *bench {
 		}
 	})
 	return b
-}
-
-// homeDir is a directory of the test sshd's user in its home.
-func homeDir(t *testing.T) string {
-	t.Helper()
-	var ids [2]int
-	for i, flag := range []string{"-u", "-g"} {
-		out, err := exec.Command("id", flag, "potatotest").Output()
-		if err != nil {
-			t.Fatalf("id %s potatotest: %v", flag, err)
-		}
-		ids[i], _ = strconv.Atoi(strings.TrimSpace(string(out)))
-	}
-	d, err := os.MkdirTemp("/home/potatotest", "potato-conformance-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.Chmod(d, 0o755)
-	os.Chown(d, ids[0], ids[1])
-	t.Cleanup(func() { os.RemoveAll(d) })
-	return d
 }
 
 // agentBench is a project whose backend "lab" is of type agent, served by

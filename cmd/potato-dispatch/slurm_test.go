@@ -28,41 +28,6 @@ import (
 	"potato-training/lib/rundir"
 )
 
-type user struct{ uid, gid int }
-
-func potatotest(t *testing.T) user {
-	t.Helper()
-	var u user
-	for i, flag := range []string{"-u", "-g"} {
-		out, err := exec.Command("id", flag, "potatotest").Output()
-		if err != nil {
-			t.Fatalf("id %s potatotest: %v", flag, err)
-		}
-		n, _ := strconv.Atoi(strings.TrimSpace(string(out)))
-		if i == 0 {
-			u.uid = n
-		} else {
-			u.gid = n
-		}
-	}
-	return u
-}
-
-// sharedDir is a directory the remote user owns. remote_dir must not be
-// under /tmp (SPEC V1), so it lives in that user's home.
-func sharedDir(t *testing.T, under string) string {
-	t.Helper()
-	u := potatotest(t)
-	d, err := os.MkdirTemp(under, "potato-slurm-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.Chmod(d, 0o755)
-	os.Chown(d, u.uid, u.gid)
-	t.Cleanup(func() { os.RemoveAll(d) })
-	return d
-}
-
 type cluster struct {
 	t        *testing.T
 	bin      string // the login node's PATH first: the shim's links, or nothing
@@ -77,7 +42,7 @@ type cluster struct {
 func shim(t *testing.T, slots int) *cluster {
 	t.Helper()
 	testcli.SSHD(t)
-	c := &cluster{t: t, bin: sharedDir(t, "/tmp"), stateDir: sharedDir(t, "/tmp")}
+	c := &cluster{t: t, bin: testcli.UserDir(t, "/tmp"), stateDir: testcli.UserDir(t, "/tmp")}
 	src := filepath.Join(testcli.Binaries(t), "potato-slurm-shim")
 	b, err := os.ReadFile(src)
 	if err != nil {
@@ -105,7 +70,6 @@ func shim(t *testing.T, slots int) *cluster {
 
 // cmd runs a scheduler command as the remote user, as the agent does.
 func (c *cluster) cmd(name string, args ...string) *exec.Cmd {
-	u := potatotest(c.t)
 	path := name
 	if c.bin != "" {
 		path = filepath.Join(c.bin, name)
@@ -116,8 +80,7 @@ func (c *cluster) cmd(name string, args ...string) *exec.Cmd {
 	if c.conf != "" {
 		cmd.Env = append(cmd.Env, "SLURM_CONF="+c.conf)
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.uid), Gid: uint32(u.gid)}}
-	return cmd
+	return testcli.AsRemoteUser(c.t, cmd)
 }
 
 func (c *cluster) admin(args ...string) string {
@@ -162,7 +125,7 @@ type slurmEnv struct {
 // login node reached over the test sshd; backend holds more keys.
 func slurmSetup(t *testing.T, c *cluster, backend string) *slurmEnv {
 	sd := testcli.SSHD(t)
-	e := &slurmEnv{t: t, c: c, remoteDir: sharedDir(t, "/home/potatotest"),
+	e := &slurmEnv{t: t, c: c, remoteDir: testcli.UserDir(t, "/home/potatotest"),
 		Runs: &testproject.Runs{T: t, Bin: testcli.Binaries(t), Dir: t.TempDir()}}
 	path := "/usr/local/bin:/usr/bin:/bin"
 	if c.bin != "" {
@@ -231,7 +194,7 @@ func sleeper(t *testing.T, trapTERM bool) string {
 	if trapTERM {
 		trap = `trap 'echo "{\"v\":1,\"event\":\"log\",\"level\":\"info\",\"msg\":\"got TERM\"}"; exit 4' TERM`
 	}
-	return testproject.Trainer(t, sharedDir(t, "/tmp"), trap+`
+	return testproject.Trainer(t, testcli.UserDir(t, "/tmp"), trap+`
 echo '{"v":1,"event":"status","state":"fitting","step":"working"}'
 i=0
 while [ $i -lt 600 ]; do sleep 0.2; i=$((i+1)); done
@@ -242,7 +205,7 @@ while [ $i -lt 600 ]; do sleep 0.2; i=$((i+1)); done
 // squeue poll sees its job running: the agent's worker on the host, run
 // on the same spec with the trainer's name put back.
 func slowBuiltin(t *testing.T, e *slurmEnv) string {
-	return testproject.Trainer(t, sharedDir(t, "/tmp"), `sleep 2
+	return testproject.Trainer(t, testcli.UserDir(t, "/tmp"), `sleep 2
 sed 's|"trainer": *"[^"]*"|"trainer": "tfidf-logreg"|' "$2" >spec-builtin.json
 exec "$(ls `+e.remoteDir+`/code/*/potato-agent | head -n 1)" worker --spec spec-builtin.json`)
 }
@@ -418,10 +381,10 @@ func testSchedulerEndsTheJob(t *testing.T) {
 func testRequeuedJobRunsAgain(t *testing.T) {
 	c := shim(t, 2)
 	e := slurmSetup(t, c, "")
-	marker := sharedDir(t, "/tmp")
+	marker := testcli.UserDir(t, "/tmp")
 	os.Chmod(marker, 0o777)
 	// The first attempt works until it is stopped; the second finishes.
-	tr := testproject.Trainer(t, sharedDir(t, "/tmp"), `if [ ! -e `+marker+`/first ]; then
+	tr := testproject.Trainer(t, testcli.UserDir(t, "/tmp"), `if [ ! -e `+marker+`/first ]; then
 	: > `+marker+`/first
 	echo '{"v":1,"event":"status","state":"fitting","step":"working"}'
 	sleep 300
@@ -459,9 +422,9 @@ func testScancelAfterRequeue(t *testing.T) {
 			c := shim(t, 2)
 			c.admin("init", "--slots", "2", "--gpus", "0,1", "--kill-wait", "1", "--node", "node07", "--requeue-delay", tc.delay)
 			e := slurmSetup(t, c, "")
-			marker := sharedDir(t, "/tmp")
+			marker := testcli.UserDir(t, "/tmp")
 			os.Chmod(marker, 0o777)
-			tr := testproject.Trainer(t, sharedDir(t, "/tmp"), `step=second
+			tr := testproject.Trainer(t, testcli.UserDir(t, "/tmp"), `step=second
 [ -e `+marker+`/first ] || step=first
 : > `+marker+`/first
 echo '{"v":1,"event":"status","state":"fitting","step":"'$step'"}'
@@ -491,7 +454,7 @@ sleep 300`)
 func testJobVanishesBeforeExitCode(t *testing.T) {
 	c := shim(t, 2)
 	e := slurmSetup(t, c, "")
-	tr := testproject.Trainer(t, sharedDir(t, "/tmp"), testproject.ResultLines+`
+	tr := testproject.Trainer(t, testcli.UserDir(t, "/tmp"), testproject.ResultLines+`
 kill -KILL $PPID`)
 	id := e.Detach("--trainer", tr, "--schemas", "sentiment")
 	info := e.wait(id)
@@ -538,7 +501,7 @@ func testSSHSessionKilledCancelsTheJob(t *testing.T) {
 func testNoSbatchOnPath(t *testing.T) {
 	// A PATH with every program of /usr/bin but SLURM's (/bin is /usr/bin
 	// on Debian, and this machine may have the real scheduler).
-	c := &cluster{t: t, bin: sharedDir(t, "/tmp")}
+	c := &cluster{t: t, bin: testcli.UserDir(t, "/tmp")}
 	ents, err := os.ReadDir("/usr/bin")
 	if err != nil {
 		t.Fatal(err)
@@ -700,9 +663,9 @@ func testRealNodeDownRequeues(t *testing.T) {
 	e := slurmSetup(t, c, "")
 	node := c.node()
 	t.Cleanup(func() { c.asRoot("scontrol", "update", "nodename="+node, "state=resume") })
-	marker := sharedDir(t, "/tmp")
+	marker := testcli.UserDir(t, "/tmp")
 	os.Chmod(marker, 0o777)
-	tr := testproject.Trainer(t, sharedDir(t, "/tmp"), `if [ ! -e `+marker+`/first ]; then
+	tr := testproject.Trainer(t, testcli.UserDir(t, "/tmp"), `if [ ! -e `+marker+`/first ]; then
 	: > `+marker+`/first
 	echo '{"v":1,"event":"status","state":"fitting","step":"working"}'
 	sleep 300

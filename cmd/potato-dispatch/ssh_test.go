@@ -118,7 +118,8 @@ sleep 3
 	testproject.WaitFor(t, "the trainer", func() bool { return e.Info(id).Step == "holding" })
 	procs, _ := filepath.Glob("/proc/[0-9]*")
 	seen := 0
-	uid := remoteUID(t)
+	remoteUID, _ := testcli.RemoteIDs(t)
+	uid := uint32(remoteUID)
 	for _, p := range procs {
 		if st, err := os.Stat(p); err != nil || st.Sys().(*syscall.Stat_t).Uid != uid {
 			continue
@@ -454,15 +455,6 @@ echo model > artifacts/a.txt
 			}
 		}
 	}
-}
-
-func remoteUID(t *testing.T) uint32 {
-	out, err := exec.Command("id", "-u", "potatotest").Output()
-	if err != nil {
-		t.Fatalf("id -u potatotest: %v", err)
-	}
-	n, _ := strconv.Atoi(strings.TrimSpace(string(out)))
-	return uint32(n)
 }
 
 // wheel writes a small pure-Python wheel, so pip installs it with no

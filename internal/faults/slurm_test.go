@@ -15,7 +15,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -31,7 +30,6 @@ type slurmProject struct {
 	conf      string // SLURM_CONF
 	node      string // the cluster's one node
 	remoteDir string
-	uid, gid  int // the login node's user, potatotest
 }
 
 // newSLURMProject writes a project of 120 items, 100 labelled, whose
@@ -42,25 +40,13 @@ func newSLURMProject(t *testing.T, keys, env string) *slurmProject {
 	sshd := testcli.SSHD(t)
 	dir := testcli.SLURM(t)
 	s := &slurmProject{conf: filepath.Join(dir, "slurm.conf")}
-	for i, flag := range []string{"-u", "-g"} {
-		out, err := exec.Command("id", flag, "potatotest").Output()
-		if err != nil {
-			t.Fatalf("id %s potatotest: %v", flag, err)
-		}
-		n, _ := strconv.Atoi(strings.TrimSpace(string(out)))
-		if i == 0 {
-			s.uid = n
-		} else {
-			s.gid = n
-		}
-	}
 	node, err := os.ReadFile(filepath.Join(dir, "node"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.node = strings.TrimSpace(string(node))
 	// remote_dir must not be under /tmp (SPEC V1): potatotest's home.
-	s.remoteDir = s.sharedDir(t, "/home/potatotest", 0o755)
+	s.remoteDir = testcli.UserDir(t, "/home/potatotest")
 	vars := fmt.Sprintf(`PATH: "/usr/local/bin:/usr/bin:/bin", SLURM_CONF: "%s", POTATO_TRAINING_EXIT_CODE_WAIT_S: "3"`, s.conf)
 	if env != "" {
 		vars += ", " + env
@@ -79,23 +65,6 @@ func newSLURMProject(t *testing.T, keys, env string) *slurmProject {
 	return s
 }
 
-// sharedDir is a directory under under that potatotest owns, with mode.
-func (s *slurmProject) sharedDir(t *testing.T, under string, mode os.FileMode) string {
-	t.Helper()
-	d, err := os.MkdirTemp(under, "potato-faults-slurm-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(d) })
-	if err := os.Chown(d, s.uid, s.gid); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(d, mode); err != nil {
-		t.Fatal(err)
-	}
-	return d
-}
-
 // slurm runs a scheduler command as root (scontrol update needs it).
 func (s *slurmProject) slurm(name string, args ...string) (string, error) {
 	cmd := exec.Command(name, args...)
@@ -109,8 +78,7 @@ func (s *slurmProject) slurmAsUser(name string, args ...string) (string, error) 
 	cmd := exec.Command(name, args...)
 	cmd.Dir = "/"
 	cmd.Env = append(os.Environ(), "SLURM_CONF="+s.conf)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(s.uid), Gid: uint32(s.gid)}}
-	out, err := cmd.CombinedOutput()
+	out, err := testcli.AsRemoteUser(s.t, cmd).CombinedOutput()
 	return strings.TrimSpace(string(out)), err
 }
 
@@ -171,8 +139,8 @@ var slurmEndless = []string{"--trainer", "tfidf-logreg", "--schemas", "sentiment
 // the run's params), a requeued one fits 5 epochs and finishes.
 func (s *slurmProject) requeueTrainer(t *testing.T) string {
 	t.Helper()
-	mark := s.sharedDir(t, "/tmp", 0o755)
-	return testproject.Trainer(t, s.sharedDir(t, "/tmp", 0o755), `worker=$(ls `+s.remoteDir+`/code/*/potato-agent | head -n 1)
+	mark := testcli.UserDir(t, "/tmp")
+	return testproject.Trainer(t, testcli.UserDir(t, "/tmp"), `worker=$(ls `+s.remoteDir+`/code/*/potato-agent | head -n 1)
 if [ -e `+mark+`/first ]; then
 	sed 's|"trainer": *"[^"]*"|"trainer": "tfidf-logreg"|; s|"1000000"|"5"|' "$2" >spec-builtin.json
 else
@@ -433,8 +401,8 @@ func testSLURMOutOfMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := newSLURMProject(t, "", "")
-	mark := s.sharedDir(t, "/tmp", 0o755)
-	tr := testproject.Trainer(t, s.sharedDir(t, "/tmp", 0o755), `echo '{"v":1,"event":"status","state":"fitting","step":"waiting for its memory limit"}'
+	mark := testcli.UserDir(t, "/tmp")
+	tr := testproject.Trainer(t, testcli.UserDir(t, "/tmp"), `echo '{"v":1,"event":"status","state":"fitting","step":"waiting for its memory limit"}'
 echo $$ >`+mark+`/pid
 while [ ! -e `+mark+`/go ]; do sleep 0.1; done
 echo '{"v":1,"event":"status","state":"fitting","step":"allocating"}'

@@ -12,7 +12,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -223,4 +225,51 @@ func Group(t *testing.T, cases []Case) {
 	for _, c := range cases {
 		t.Run(c.Name, c.Run)
 	}
+}
+
+// RemoteUser is the name of the test sshd's user (scripts/test-sshd).
+const RemoteUser = "potatotest"
+
+// RemoteIDs are the uid and gid of RemoteUser.
+func RemoteIDs(t testing.TB) (uid, gid int) {
+	t.Helper()
+	var ids [2]int
+	for i, flag := range []string{"-u", "-g"} {
+		out, err := exec.Command("id", flag, RemoteUser).Output()
+		if err != nil {
+			t.Fatalf("id %s %s: %v", flag, RemoteUser, err)
+		}
+		ids[i], _ = strconv.Atoi(strings.TrimSpace(string(out)))
+	}
+	return ids[0], ids[1]
+}
+
+// UserDir makes a directory of mode 0755 under under that RemoteUser
+// owns, and removes it when the test ends: a remote_dir in the user's
+// home (SPEC V1 refuses /tmp, which compute nodes do not share), or a
+// place for its programs.
+func UserDir(t testing.TB, under string) string {
+	t.Helper()
+	uid, gid := RemoteIDs(t)
+	d, err := os.MkdirTemp(under, "potato-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	if err := os.Chmod(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(d, uid, gid); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// AsRemoteUser makes cmd run as RemoteUser, as the agent does on a login
+// node.
+func AsRemoteUser(t testing.TB, cmd *exec.Cmd) *exec.Cmd {
+	t.Helper()
+	uid, gid := RemoteIDs(t)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
+	return cmd
 }
