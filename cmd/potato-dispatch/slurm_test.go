@@ -180,6 +180,20 @@ func (e *slurmEnv) waitJob(id string) string {
 	return j
 }
 
+// scancelFromOutside cancels a run's job as someone on the cluster would,
+// and checks that the run ends saying so.
+func (e *slurmEnv) scancelFromOutside(id, job string) {
+	e.t.Helper()
+	if out, err := e.c.cmd("scancel", job).CombinedOutput(); err != nil {
+		e.t.Fatalf("scancel: %v %s", err, out)
+	}
+	info := e.wait(id)
+	want := "SLURM job " + job + " ended before the worker finished: it was cancelled from outside (scancel)"
+	if info.State != rundir.StateError || info.Error != want {
+		e.t.Errorf("state %s error %q, want %q\n%s", info.State, info.Error, want, e.dump(id))
+	}
+}
+
 func (e *slurmEnv) logHas(id, text string) bool { return strings.Contains(e.File(id, "run.log"), text) }
 
 func (e *slurmEnv) dump(id string) string {
@@ -437,14 +451,7 @@ sleep 300`)
 			if tc.step != "" {
 				testproject.WaitFor(t, "the second attempt", func() bool { return e.Info(id).Step == tc.step })
 			}
-			if out, err := c.cmd("scancel", job).CombinedOutput(); err != nil {
-				t.Fatalf("scancel: %v %s", err, out)
-			}
-			info := e.wait(id)
-			want := "SLURM job " + job + " ended before the worker finished: it was cancelled from outside (scancel)"
-			if info.State != rundir.StateError || info.Error != want {
-				t.Errorf("state %s error %q, want %q\n%s", info.State, info.Error, want, e.dump(id))
-			}
+			e.scancelFromOutside(id, job)
 		})
 	}
 }
@@ -645,14 +652,7 @@ func testRealExternalScancel(t *testing.T) {
 	id := e.Detach("--trainer", sleeper(t, true), "--schemas", "sentiment")
 	job := e.waitJob(id)
 	testproject.WaitFor(t, "the trainer", func() bool { return e.Info(id).Step == "working" })
-	if out, err := c.cmd("scancel", job).CombinedOutput(); err != nil {
-		t.Fatalf("scancel: %v %s", err, out)
-	}
-	info := e.wait(id)
-	want := "SLURM job " + job + " ended before the worker finished: it was cancelled from outside (scancel)"
-	if info.State != rundir.StateError || info.Error != want {
-		t.Errorf("state %s error %q, want %q\n%s", info.State, info.Error, want, e.dump(id))
-	}
+	e.scancelFromOutside(id, job)
 }
 
 // The node is set down while the job runs: the real scheduler requeues
