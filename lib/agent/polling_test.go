@@ -478,12 +478,18 @@ func TestPollingOutageDuringJob(t *testing.T) {
 	s := newPollServer(t, nil)
 	addr, _ := s.serve("127.0.0.1:0")
 	work := t.TempDir()
-	// The outage lasts until the job has ended (its result is spooled)
-	// and a few more posts were refused.
+	// The outage starts once the agent has the bundle in its cache (not
+	// when the last byte is sent: the agent hears the server until its
+	// download ends) and lasts until the job has ended (its result is
+	// spooled) and a few more posts were refused.
 	refusedAfter := 0
+	downloaded := func() bool {
+		m, _ := filepath.Glob(filepath.Join(work, "bundles", "*.tar.gz"))
+		return len(m) > 0
+	}
 	s.setFault(func(route string) fault {
 		switch {
-		case refusedAfter >= 3 || s.bundleTx < s.bundle || route == "claim" || route == "bundle":
+		case refusedAfter >= 3 || !downloaded() || route == "claim" || route == "bundle":
 			return pass
 		case route == "events":
 			if _, err := os.Stat(filepath.Join(work, "spool", pollRunID, "item.json")); err == nil {
