@@ -24,8 +24,12 @@
 // -bundle-mb MB. One claim, then -n rounds of a download through
 // potato-server by agentproto.Client.DownloadBundle (which also fsyncs the
 // file and checks its sha256) and by curl, in alternating order, and
-// curl straight to the dispatch's socket, which shows what the server's
-// proxying costs. Then a fault injector, a TCP proxy between the client and
+// curl straight to the dispatch's socket (a unix socket, not TCP). The
+// CPU each download took (the client's is this process's, which does
+// nothing else meanwhile) and this machine's sha256 rate say where the
+// client's time goes. Then the same rounds from a plain file server, a
+// process that sendfiles the bundle, show the client against curl where
+// nothing else shares the cores. Then a fault injector, a TCP proxy between the client and
 // the server, cuts the connection once after half the bundle; the client
 // resumes with a Range request; the proxy's bytes after the cut, over the
 // bytes the client lacked then, say what a resume costs (target at most
@@ -35,6 +39,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"flag"
@@ -42,9 +47,11 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -73,7 +80,12 @@ func main() {
 	runs := flag.Int("runs", 20, "runs started during the window")
 	bundleMB := flag.Int("bundle-mb", 200, "bundle size for P3 (MB)")
 	n := flag.Int("n", 5, "download rounds for P3")
+	serveFile := flag.String("serve-file", "", "(for the bench itself) serve this file on loopback")
 	flag.Parse()
+	if *serveFile != "" {
+		fileServer(*serveFile)
+		return
+	}
 	if *work == "" {
 		fatalf("-work is required")
 	}
@@ -480,14 +492,18 @@ func bundleBench(bin, dir string, mb, n int) {
 	dst := filepath.Join(dir, "bundle.tar.gz")
 	// curl's file is fsynced after its run, apart from its time, to know
 	// what the durability the client pays for costs on this disk.
-	var curlSynced []float64
-	curl := func(args ...string) float64 {
+	var curlSynced, curlCPU, clientCPU []float64
+	curl := func(cpu *[]float64, args ...string) float64 {
 		os.Remove(dst)
 		t0 := time.Now()
-		out, err := exec.Command("curl", append([]string{"-sS", "-f", "-H", "@" + hdr, "-o", dst}, args...)...).CombinedOutput()
+		cmd := exec.Command("curl", append([]string{"-sS", "-f", "-H", "@" + hdr, "-o", dst}, args...)...)
+		out, err := cmd.CombinedOutput()
 		d := time.Since(t0).Seconds()
 		if err != nil {
 			fatalf("curl: %v %s", err, out)
+		}
+		if cpu != nil {
+			*cpu = append(*cpu, cpuOf(cmd.ProcessState.SysUsage().(*syscall.Rusage)))
 		}
 		if st, err := os.Stat(dst); err != nil || st.Size() != size {
 			fatalf("curl got %v bytes, want %d", st, size)
@@ -507,6 +523,9 @@ func bundleBench(bin, dir string, mb, n int) {
 	client := func() float64 {
 		os.Remove(dst)
 		var last time.Time
+		// This process does nothing else meanwhile: its CPU is the client's.
+		var ru0, ru1 syscall.Rusage
+		syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
 		t0 := time.Now()
 		if err := rc.DownloadBundle(ctx, cl.RunID, dst, cl.Bundle, func(done, total int64) {
 			if done == total {
@@ -516,6 +535,8 @@ func bundleBench(bin, dir string, mb, n int) {
 			fatalf("%v", err)
 		}
 		d := time.Since(t0).Seconds()
+		syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+		clientCPU = append(clientCPU, cpuOf(&ru1)-cpuOf(&ru0))
 		transfer = append(transfer, sizeMB/last.Sub(t0).Seconds())
 		os.Remove(dst)
 		return sizeMB / d
@@ -524,12 +545,12 @@ func bundleBench(bin, dir string, mb, n int) {
 	for i := 0; i < n; i++ {
 		if i%2 == 0 {
 			viaClient = append(viaClient, client())
-			viaCurl = append(viaCurl, curl(base+route))
+			viaCurl = append(viaCurl, curl(&curlCPU, base+route))
 		} else {
-			viaCurl = append(viaCurl, curl(base+route))
+			viaCurl = append(viaCurl, curl(&curlCPU, base+route))
 			viaClient = append(viaClient, client())
 		}
-		direct = append(direct, curl("--unix-socket", sock, "http://agent"+route))
+		direct = append(direct, curl(nil, "--unix-socket", sock, "http://agent"+route))
 	}
 	os.Remove(hdr)
 	fmt.Printf("P3 bundle download %.0f MB/s / curl %.0f MB/s = %.2f (target at least 0.9; %.0f MB bundle through potato-server, median of %d, alternating; the client also hashes and fsyncs)\n",
@@ -538,10 +559,41 @@ func bundleBench(bin, dir string, mb, n int) {
 		benchkit.Median(transfer), benchkit.Median(transfer)/benchkit.Median(viaCurl))
 	fmt.Printf("  curl then an fsync of its file %.0f MB/s: the client = %.2f of it\n",
 		benchkit.Median(curlSynced), benchkit.Median(viaClient)/benchkit.Median(curlSynced))
-	fmt.Printf("  curl straight to the dispatch's socket %.0f MB/s: through the server = %.2f of it\n",
+	fmt.Printf("  curl straight to the dispatch's unix socket %.0f MB/s: through the server = %.2f of it\n",
 		benchkit.Median(direct), benchkit.Median(viaCurl)/benchkit.Median(direct))
+	fmt.Printf("  CPU per download: the client %.2f s, curl %.2f s; the sha256 alone takes %.2f s of it (%.0f MB/s on this machine's %d cores)\n",
+		benchkit.Median(clientCPU), benchkit.Median(curlCPU), sizeMB/sha256Rate(), sha256Rate(), runtime.NumCPU())
 	fmt.Printf("  client %s MB/s; curl %s MB/s; curl to the socket %s MB/s\n",
 		list(viaClient, "%.0f"), list(viaCurl, "%.0f"), list(direct, "%.0f"))
+
+	// The same file from a plain file server, a process of its own that
+	// sendfiles it: the client and curl then share the cores with one
+	// process that costs little, and no relay.
+	bundlePath := filepath.Join(root.RunDir(cl.RunID), "bundle.tar.gz")
+	fs := exec.Command(os.Args[0], "-serve-file", bundlePath)
+	fsOut, err := fs.StdoutPipe()
+	if err != nil {
+		fatalf("%v", err)
+	}
+	if err := fs.Start(); err != nil {
+		fatalf("%v", err)
+	}
+	defer func() { fs.Process.Kill(); fs.Wait() }()
+	fsAddr, err := bufio.NewReader(fsOut).ReadString('\n')
+	if err != nil {
+		fatalf("the file server: %v", err)
+	}
+	fsAddr = strings.TrimSpace(fsAddr)
+	if rc, err = agentproto.NewClient("http://"+fsAddr, cl.RunToken); err != nil {
+		fatalf("%v", err)
+	}
+	var plainClient, plainCurl []float64
+	for i := 0; i < n; i++ {
+		plainClient = append(plainClient, client())
+		plainCurl = append(plainCurl, curl(nil, "http://"+fsAddr+route))
+	}
+	fmt.Printf("  from a plain file server instead (sendfile; no relay, no dispatch): the client %.0f MB/s / curl %.0f MB/s = %.2f\n",
+		benchkit.Median(plainClient), benchkit.Median(plainCurl), benchkit.Median(plainClient)/benchkit.Median(plainCurl))
 
 	// The fault injector.
 	p := newCutter(srv.Addr, size/2)
@@ -635,4 +687,43 @@ func (p *cutter) pipe(c net.Conn) {
 			return
 		}
 	}
+}
+
+func cpuOf(ru *syscall.Rusage) float64 {
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
+}
+
+// sha256Rate is the MB/s of sha256 on one core of this machine, which the
+// client computes over every byte it downloads.
+var sha256Rate = sync.OnceValue(func() float64 {
+	buf := make([]byte, 1<<20)
+	h := sha256.New()
+	t0 := time.Now()
+	for range 256 {
+		h.Write(buf)
+	}
+	return 256 / time.Since(t0).Seconds()
+})
+
+// fileServer serves path to every GET on a loopback port, which it prints.
+func fileServer(path string) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fatalf("%v", err)
+	}
+	fmt.Println(l.Addr())
+	st, err := os.Stat(path)
+	if err != nil {
+		fatalf("%v", err)
+	}
+	err = http.Serve(l, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f, err := os.Open(path)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		defer f.Close()
+		http.ServeContent(w, r, "", st.ModTime(), f)
+	}))
+	fatalf("%v", err)
 }

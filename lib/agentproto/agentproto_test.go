@@ -795,3 +795,32 @@ func TestNewClient(t *testing.T) {
 		t.Errorf("base %q, %v", c.base, err)
 	}
 }
+
+// TestMain has the downloads flush every 64 KiB, so that the bundle tests,
+// whose bundles are small, flush in the background while bytes arrive,
+// while a resumed download appends and while a restarted one truncates.
+func TestMain(m *testing.M) {
+	flushEvery = 64 << 10
+	os.Exit(m.Run())
+}
+
+// TestFlushErrorReported: a background flush that fails is the download's
+// error, since the fsync on the same file would not report it again. A
+// disk that fails fdatasync is hard to have for real; a closed file fails
+// it here.
+func TestFlushErrorReported(t *testing.T) {
+	f, err := os.Create(filepath.Join(t.TempDir(), "part"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := newFlusher(f)
+	f.Close()
+	x.wrote(flushEvery)
+	err = x.stop()
+	if err == nil {
+		t.Fatal("stop gave no error after a failed flush")
+	}
+	if again := x.stop(); again != err {
+		t.Errorf("a second stop gave %v, want %v", again, err)
+	}
+}

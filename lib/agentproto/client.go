@@ -309,7 +309,9 @@ func (c *Client) PostResult(ctx context.Context, runID string, res Result) error
 // when set, is called as bytes arrive.
 //
 // The sha256 is computed as the bytes are written, across the attempts,
-// so the file is never read back; it is synced once, before the rename.
+// so the file is never read back. The file is fsynced before the rename;
+// while the bytes arrive, a flusher has the disk write what came so far,
+// so that fsync finds little left.
 func (c *Client) DownloadBundle(ctx context.Context, runID, dst string, want BundleInfo, progress func(done, total int64)) (err error) {
 	defer func() {
 		if err != nil {
@@ -341,8 +343,9 @@ func (c *Client) DownloadBundle(ctx context.Context, runID, dst string, want Bun
 		}
 	}()
 
-	d := &download{c: c, route: route, f: f, h: newHasher(), total: want.Bytes, progress: progress}
+	d := &download{c: c, route: route, f: f, h: newHasher(), fl: newFlusher(f), total: want.Bytes, progress: progress}
 	defer d.h.close()
+	defer d.fl.stop()
 	var last error
 	attempt := 0
 	for ; attempt < BundleAttempts && !d.complete; attempt++ {
@@ -373,6 +376,11 @@ func (c *Client) DownloadBundle(ctx context.Context, runID, dst string, want Bun
 	if got := hex.EncodeToString(d.h.sum()); !strings.EqualFold(got, want.SHA256) {
 		return fmt.Errorf("sha256 mismatch: got %s, the claim says %s", got, want.SHA256)
 	}
+	// An error of a flush in the background is reported there and only
+	// there: the fsync on the same file would not see it again.
+	if err := d.fl.stop(); err != nil {
+		return err
+	}
 	if err := f.Sync(); err != nil {
 		return err
 	}
@@ -394,7 +402,7 @@ type download struct {
 	route     string
 	f         *os.File
 	h         *hasher // sha256 of the bytes in f
-	synced    int64   // bytes of f whose writing to disk has been started
+	fl        *flusher
 	total     int64
 	done      int64  // bytes in f
 	validator string // ETag or Last-Modified of the first answer, for If-Range
@@ -477,10 +485,7 @@ func (d *download) attempt(ctx context.Context) (retry bool, err error) {
 			}
 			d.h.give(buf[:n])
 			d.done += int64(n)
-			if d.done-d.synced >= writebackChunk {
-				startWriteback(d.f, d.synced, d.done-d.synced)
-				d.synced = d.done
-			}
+			d.fl.wrote(d.done)
 			if d.progress != nil {
 				d.progress(d.done, d.total)
 			}
@@ -507,7 +512,8 @@ func (d *download) attempt(ctx context.Context) (retry bool, err error) {
 
 // restart empties the file, for an answer that starts at byte 0.
 func (d *download) restart() error {
-	d.done, d.validator, d.synced = 0, "", 0
+	d.done, d.validator = 0, ""
+	d.fl.wrote(0)
 	d.h.reset()
 	if err := d.f.Truncate(0); err != nil {
 		return err
@@ -516,10 +522,63 @@ func (d *download) restart() error {
 	return err
 }
 
-// writebackChunk is how many bytes the download writes before it asks
-// the kernel to start writing them to disk (where it can: Linux), so the
-// fsync at the end finds little left to write.
-const writebackChunk = 8 << 20
+// flusher makes a download's bytes durable while more arrive: every
+// flushEvery bytes written, a goroutine of its own syncs the file's data
+// (fdatasync on Linux), which has the disk, and any cache below it, write
+// them. The loop that reads and writes never waits for it: one flush may
+// wait behind the one going, and a flush due while one waits is dropped,
+// since the waiting one writes its bytes too. Without the flusher, the
+// fsync before the rename would write the whole file then.
+type flusher struct {
+	f     *os.File
+	kick  chan struct{}
+	ended chan struct{}
+	last  int64 // bytes written when a flush was last due
+	err   error // the first flush's error, read after ended
+	done  bool
+}
+
+// flushEvery is a variable for the tests, which flush often.
+var flushEvery int64 = 16 << 20
+
+func newFlusher(f *os.File) *flusher {
+	x := &flusher{f: f, kick: make(chan struct{}, 1), ended: make(chan struct{})}
+	go func() {
+		defer close(x.ended)
+		for range x.kick {
+			if err := datasync(x.f); err != nil && x.err == nil {
+				x.err = err
+			}
+		}
+	}()
+	return x
+}
+
+// wrote says the file now has n bytes; 0 after it is emptied.
+func (x *flusher) wrote(n int64) {
+	if n < x.last {
+		x.last = 0
+	}
+	if n-x.last < flushEvery {
+		return
+	}
+	x.last = n
+	select {
+	case x.kick <- struct{}{}:
+	default: // a flush is due or going: it writes these bytes too
+	}
+}
+
+// stop waits for a flush that is going, and returns the first flush's
+// error. It may be called more than once.
+func (x *flusher) stop() error {
+	if !x.done {
+		x.done = true
+		close(x.kick)
+	}
+	<-x.ended
+	return x.err
+}
 
 // hasher computes the download's sha256 on a goroutine of its own, over
 // the buffers the download reads into and writes from: the loop that

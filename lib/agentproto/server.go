@@ -232,8 +232,21 @@ func (h *handler) bundle(w http.ResponseWriter, r *http.Request, id string) {
 		WriteError(w, http.StatusInternalServerError, "the bundle is not a regular file")
 		return
 	}
+	ServeBundle(w, r, f, fi)
+}
+
+// BundleETag is the ETag of a bundle file: its size and modification time.
+func BundleETag(fi os.FileInfo) string {
+	return fmt.Sprintf(`"%x-%x"`, fi.Size(), fi.ModTime().UnixNano())
+}
+
+// ServeBundle answers a request for the bundle f, whose FileInfo is fi,
+// Range and If-Range included. Both the dispatch and potato-server, which
+// sends the bundle once the dispatch has said yes to the request, answer
+// with it, and so alike.
+func ServeBundle(w http.ResponseWriter, r *http.Request, f *os.File, fi os.FileInfo) {
 	w.Header().Set("Content-Type", "application/gzip")
-	w.Header().Set("ETag", fmt.Sprintf(`"%x-%x"`, fi.Size(), fi.ModTime().UnixNano()))
+	w.Header().Set("ETag", BundleETag(fi))
 	http.ServeContent(w, r, "", fi.ModTime(), f)
 }
 

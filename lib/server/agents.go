@@ -32,7 +32,8 @@ const seenEvery = 10 * time.Second
 // serveAgent is the agent routes (SPEC G1-G7): a claim is checked against
 // the backend's token here and handed to the oldest queued run of that
 // backend whose dispatch listens; a run's other routes are proxied to its
-// dispatch's socket, which checks the run's token.
+// dispatch's socket, which checks the run's token (the bundle's bytes,
+// once the dispatch has said yes, are sent from here: serveBundle).
 func (s *Server) serveAgent(w http.ResponseWriter, r *http.Request) {
 	rest := strings.TrimPrefix(r.URL.Path, agentPrefix+"/")
 	if rest == "claim" {
@@ -52,6 +53,10 @@ func (s *Server) serveAgent(w http.ResponseWriter, r *http.Request) {
 	sock := s.socketOf(parts[1])
 	if sock == "" {
 		agentproto.WriteError(w, http.StatusNotFound, "no such run, or its dispatch is not listening")
+		return
+	}
+	if parts[2] == "bundle" && r.Method == http.MethodGet {
+		s.serveBundle(sock, parts[1], w, r)
 		return
 	}
 	proxyTo(sock).ServeHTTP(w, r)
