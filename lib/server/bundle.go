@@ -44,6 +44,15 @@ func (s *Server) serveBundle(sock, id string, w http.ResponseWriter, r *http.Req
 			defer f.Close()
 			fi, err := f.Stat()
 			if err == nil && fi.Mode().IsRegular() && agentproto.BundleETag(fi) == resp.Header.Get("ETag") {
+				// The dispatch's headers (Cache-Control, ...), less those
+				// of the connection and of the body, which ServeContent
+				// sets for what it sends.
+				for k, v := range resp.Header {
+					w.Header()[k] = v
+				}
+				dropHopByHop(w.Header())
+				w.Header().Del("Content-Length")
+				w.Header().Del("Content-Range")
 				agentproto.ServeBundle(w, r, f, fi)
 				return
 			}

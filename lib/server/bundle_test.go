@@ -70,6 +70,7 @@ func newBundleRig(t *testing.T, withDispatch bool) *bundleRig {
 			x.asked = append(x.asked, fmt.Sprintf("%s %s %v", r.Method, r.Header.Get("Range"), r.Header))
 			etag := x.etag
 			x.mu.Unlock()
+			w.Header().Set("Cache-Control", "no-store")
 			if r.Header.Get("Authorization") != "Bearer "+bundleToken {
 				agentproto.WriteError(w, http.StatusUnauthorized, "wrong token")
 				return
@@ -162,8 +163,8 @@ func TestBundleSentByServer(t *testing.T) {
 	if cr, want := resp.Header.Get("Content-Range"), fmt.Sprintf("bytes 1000000-%d/%d", len(x.bundle)-1, len(x.bundle)); cr != want {
 		t.Errorf("Content-Range %q, want %q", cr, want)
 	}
-	if resp.Header.Get("ETag") == "" || resp.Header.Get("Content-Type") != "application/gzip" {
-		t.Errorf("headers %v: want the bundle's ETag and type", resp.Header)
+	if resp.Header.Get("ETag") == "" || resp.Header.Get("Content-Type") != "application/gzip" || resp.Header.Get("Cache-Control") != "no-store" {
+		t.Errorf("headers %v: want the bundle's ETag and type, and the dispatch's Cache-Control", resp.Header)
 	}
 	x.mu.Lock()
 	asked := strings.Join(x.asked, "\n")
