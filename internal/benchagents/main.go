@@ -27,9 +27,7 @@
 // curl straight to the dispatch's socket (a unix socket, not TCP). The
 // CPU each download took (the client's is this process's, which does
 // nothing else meanwhile) and this machine's sha256 rate say where the
-// client's time goes. Then the same rounds from a plain file server, a
-// process that sendfiles the bundle, show the client against curl where
-// nothing else shares the cores. Then a fault injector, a TCP proxy between the client and
+// client's time goes. Then a fault injector, a TCP proxy between the client and
 // the server, cuts the connection once after half the bundle; the client
 // resumes with a Range request; the proxy's bytes after the cut, over the
 // bytes the client lacked then, say what a resume costs (target at most
@@ -47,7 +45,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -80,12 +77,7 @@ func main() {
 	runs := flag.Int("runs", 20, "runs started during the window")
 	bundleMB := flag.Int("bundle-mb", 200, "bundle size for P3 (MB)")
 	n := flag.Int("n", 5, "download rounds for P3")
-	serveFile := flag.String("serve-file", "", "(for the bench itself) serve this file on loopback")
 	flag.Parse()
-	if *serveFile != "" {
-		fileServer(*serveFile)
-		return
-	}
 	if *work == "" {
 		fatalf("-work is required")
 	}
@@ -566,35 +558,6 @@ func bundleBench(bin, dir string, mb, n int) {
 	fmt.Printf("  client %s MB/s; curl %s MB/s; curl to the socket %s MB/s\n",
 		list(viaClient, "%.0f"), list(viaCurl, "%.0f"), list(direct, "%.0f"))
 
-	// The same file from a plain file server, a process of its own that
-	// sendfiles it: the client and curl then share the cores with one
-	// process that costs little, and no relay.
-	bundlePath := filepath.Join(root.RunDir(cl.RunID), "bundle.tar.gz")
-	fs := exec.Command(os.Args[0], "-serve-file", bundlePath)
-	fsOut, err := fs.StdoutPipe()
-	if err != nil {
-		fatalf("%v", err)
-	}
-	if err := fs.Start(); err != nil {
-		fatalf("%v", err)
-	}
-	defer func() { fs.Process.Kill(); fs.Wait() }()
-	fsAddr, err := bufio.NewReader(fsOut).ReadString('\n')
-	if err != nil {
-		fatalf("the file server: %v", err)
-	}
-	fsAddr = strings.TrimSpace(fsAddr)
-	if rc, err = agentproto.NewClient("http://"+fsAddr, cl.RunToken); err != nil {
-		fatalf("%v", err)
-	}
-	var plainClient, plainCurl []float64
-	for i := 0; i < n; i++ {
-		plainClient = append(plainClient, client())
-		plainCurl = append(plainCurl, curl(nil, "http://"+fsAddr+route))
-	}
-	fmt.Printf("  from a plain file server instead (sendfile; no relay, no dispatch): the client %.0f MB/s / curl %.0f MB/s = %.2f\n",
-		benchkit.Median(plainClient), benchkit.Median(plainCurl), benchkit.Median(plainClient)/benchkit.Median(plainCurl))
-
 	// The fault injector.
 	p := newCutter(srv.Addr, size/2)
 	defer p.close()
@@ -704,26 +667,3 @@ var sha256Rate = sync.OnceValue(func() float64 {
 	}
 	return 256 / time.Since(t0).Seconds()
 })
-
-// fileServer serves path to every GET on a loopback port, which it prints.
-func fileServer(path string) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		fatalf("%v", err)
-	}
-	fmt.Println(l.Addr())
-	st, err := os.Stat(path)
-	if err != nil {
-		fatalf("%v", err)
-	}
-	err = http.Serve(l, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		f, err := os.Open(path)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
-		}
-		defer f.Close()
-		http.ServeContent(w, r, "", st.ModTime(), f)
-	}))
-	fatalf("%v", err)
-}
