@@ -7,7 +7,9 @@
 //	P2 = the throughput of the model's copy back (sshx.Conn.Fetch, called
 //	     as the backend's Collect calls it) of a 500 MB file, over that of
 //	     "ssh host cat file >/dev/null" (target at least 0.95), by the
-//	     agent's tar stream, a first copy's way, and by rsync, both;
+//	     agent's tar stream, a first copy's way, and by rsync, both; and
+//	     over "ssh host cat file >local-file" too, which, like the copy
+//	     back, writes the 500 MB to this machine's disk;
 //	resume = the bytes the next copy back receives, by rsync, after a
 //	     dropped link cut the first (its ssh client killed halfway through
 //	     the file), over the bytes the first had not brought (target at
@@ -156,7 +158,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "want one remote potato-agent, have %v\n", agents)
 		os.Exit(1)
 	}
-	var tarRate, rsRate, ref2 []float64
+	var tarRate, rsRate, ref2, ref2File []float64
 	size := float64(*mb)
 	// fetch copies src as Collect does: the default max_artifact_mb, a
 	// progress callback that formats the step line at most every 250 ms,
@@ -189,8 +191,22 @@ func main() {
 	}
 	_, lerr := exec.LookPath("rsync")
 	rsyncHere := lerr == nil
+	catTo := func(out string) float64 {
+		r := size / timeCmd("sh", "-c", "ssh -F "+*sshConfig+" "+*host+" cat "+big+" >"+out)
+		if out != "/dev/null" {
+			os.Remove(out)
+		}
+		return r
+	}
+	catFile := filepath.Join(*work, "cat.bin")
 	for i := 0; i < *n; i++ {
-		ref2 = append(ref2, size/timeCmd("sh", "-c", "ssh -F "+*sshConfig+" "+*host+" cat "+big+" >/dev/null"))
+		if i%2 == 0 {
+			ref2 = append(ref2, catTo("/dev/null"))
+			ref2File = append(ref2File, catTo(catFile))
+		} else {
+			ref2File = append(ref2File, catTo(catFile))
+			ref2 = append(ref2, catTo("/dev/null"))
+		}
 		dst := filepath.Join(*work, fmt.Sprint("copy", i))
 		if i%2 == 1 && rsyncHere {
 			rsRate = append(rsRate, fetch(sshx.RsyncAlways, dst))
@@ -205,6 +221,7 @@ func main() {
 		fmt.Printf("P1 first event %.3f s / ssh true %.3f s = %.2f (target at most 2)\n", benchkit.Median(p1), benchkit.Median(ref1), benchkit.Median(p1)/benchkit.Median(ref1))
 	}
 	fmt.Printf("P2 copy back by tar stream (as Collect copies) %.0f MB/s / ssh cat %.0f MB/s = %.2f (target at least 0.95)\n", benchkit.Median(tarRate), benchkit.Median(ref2), ratio(tarRate))
+	fmt.Printf("  the same over ssh cat to a local file, as the copy back writes one, %.0f MB/s: %.2f\n", benchkit.Median(ref2File), benchkit.Median(tarRate)/benchkit.Median(ref2File))
 	if rsyncHere {
 		fmt.Printf("P2 copy back by rsync, whole file (rsync carries the resumed copies) %.0f MB/s / ssh cat %.0f MB/s = %.2f (target at least 0.95)\n", benchkit.Median(rsRate), benchkit.Median(ref2), ratio(rsRate))
 		resume(conn, agents[0], src, filepath.Join(*work, "resume"), int64(*mb)<<20)
@@ -212,7 +229,7 @@ func main() {
 		fmt.Println("P2 copy back by rsync, and resume: no rsync on this machine")
 	}
 	fmt.Printf("runs: P1 %d, P2 %d; P1 %s s; ssh true %s s\n", *n1, *n, list(p1), list(ref1))
-	fmt.Printf("P2 tar %s MB/s; rsync %s MB/s; ssh cat %s MB/s\n", list(tarRate), list(rsRate), list(ref2))
+	fmt.Printf("P2 tar %s MB/s; rsync %s MB/s; ssh cat %s MB/s; ssh cat to a file %s MB/s\n", list(tarRate), list(rsRate), list(ref2), list(ref2File))
 }
 
 // resume measures a copy back that a dropped link cut: as Collect makes
