@@ -286,28 +286,10 @@ func remotePgrep(t *testing.T, pattern string) []int {
 	return pids
 }
 
-// remoteBuffer is a bytes.Buffer safe to read while a process writes it.
-type remoteBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *remoteBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *remoteBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // remoteProc is a program the test started, with its standard error.
 type remoteProc struct {
 	cmd *exec.Cmd
-	log *remoteBuffer
+	log *testcli.SyncBuffer
 }
 
 // remoteStart starts name (in network namespace ns unless ns is "") and
@@ -320,7 +302,7 @@ func remoteStart(t *testing.T, ns string, env []string, name string, args ...str
 	}
 	cmd := exec.Command(name, args...)
 	cmd.Env = append(os.Environ(), env...)
-	pr := &remoteProc{cmd: cmd, log: &remoteBuffer{}}
+	pr := &remoteProc{cmd: cmd, log: &testcli.SyncBuffer{}}
 	cmd.Stdout, cmd.Stderr = pr.log, pr.log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -177,7 +177,7 @@ func startSocketAgent(t *testing.T, cwd, sock, token string, args ...string) *po
 	t.Helper()
 	bin := testcli.Binaries(t)
 	args = append([]string{"--socket", sock, "--once", "--backend", "gpu"}, args...)
-	a := &pollAgent{cmd: exec.Command(filepath.Join(bin, "potato-agent"), args...), stderr: &lockedBuffer{}, exited: make(chan struct{})}
+	a := &pollAgent{cmd: exec.Command(filepath.Join(bin, "potato-agent"), args...), stderr: &testcli.SyncBuffer{}, exited: make(chan struct{})}
 	a.cmd.Dir = cwd
 	a.cmd.Stderr = a.stderr
 	stdin, err := a.cmd.StdinPipe()

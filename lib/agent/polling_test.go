@@ -273,28 +273,10 @@ func (s *pollServer) hasEvent(kind, text string) bool {
 	return false
 }
 
-// lockedBuffer is an agent's standard error, read while it runs.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // pollAgent is a running potato-agent --server.
 type pollAgent struct {
 	cmd    *exec.Cmd
-	stderr *lockedBuffer
+	stderr *testcli.SyncBuffer
 	exited chan struct{}
 	err    error
 	// stdin is a --socket agent's standard input, whose end is the end of
@@ -312,7 +294,7 @@ func startAgentIn(t *testing.T, cwd, addr, workdir string, env []string, args ..
 	t.Helper()
 	bin := testcli.Binaries(t)
 	args = append([]string{"--server", "http://" + addr, "--backend", "lab", "--workdir", workdir}, args...)
-	a := &pollAgent{cmd: exec.Command(filepath.Join(bin, "potato-agent"), args...), stderr: &lockedBuffer{}, exited: make(chan struct{})}
+	a := &pollAgent{cmd: exec.Command(filepath.Join(bin, "potato-agent"), args...), stderr: &testcli.SyncBuffer{}, exited: make(chan struct{})}
 	a.cmd.Dir = cwd
 	a.cmd.Env = append(os.Environ(), env...)
 	a.cmd.Stderr = a.stderr

@@ -30,7 +30,7 @@ const apiKey = "k3y-for-the-agent-tests"
 // type agent, with the token potato-register issued for it.
 type realServer struct {
 	bin, url, token string
-	stderr          *lockedBuffer
+	stderr          *testcli.SyncBuffer
 }
 
 func startRealServer(t *testing.T) *realServer {
@@ -45,7 +45,7 @@ func startRealServer(t *testing.T) *realServer {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	s := &realServer{bin: bin, url: "http://" + addr, stderr: &lockedBuffer{}}
+	s := &realServer{bin: bin, url: "http://" + addr, stderr: &testcli.SyncBuffer{}}
 
 	tokenFile := filepath.Join(t.TempDir(), "lab.token")
 	out, err := exec.Command(filepath.Join(bin, "potato-register"), "lab", cfg, "--server", s.url, "--token-file", tokenFile).CombinedOutput()
@@ -155,7 +155,7 @@ func TestAgentRelativeWorkdirCompletesAnAPIRun(t *testing.T) {
 		"--workdir", "agentwd", "--token-file", "tok", "--once")
 	a.Dir = cwd
 	a.Env = append(os.Environ(), "POTATO_TRAINING_TOKEN=")
-	stderr := &lockedBuffer{}
+	stderr := &testcli.SyncBuffer{}
 	a.Stderr = stderr
 	if err := a.Start(); err != nil {
 		t.Fatal(err)

@@ -1,12 +1,11 @@
 package dispatch
 
 import (
-	"bytes"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"potato-training/internal/testcli"
 	"potato-training/lib/rundir"
 )
 
@@ -75,7 +74,7 @@ func TestShowProgressDraws(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer run.Close()
-	var buf lockedBuffer
+	var buf testcli.SyncBuffer
 	stop := showProgress(root, run.ID, &buf, "potato-dispatch: ", func() int { return 40 })
 	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(buf.String(), "\x1b[K"); {
 		if time.Now().After(deadline) {
@@ -89,21 +88,4 @@ func TestShowProgressDraws(t *testing.T) {
 	if !strings.HasPrefix(out, "\rpotato-dispatch: 0:") || len(first) != 39 || !strings.HasSuffix(out, "\r\x1b[K") {
 		t.Errorf("drawn %q", out)
 	}
-}
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

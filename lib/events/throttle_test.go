@@ -5,9 +5,10 @@ import (
 	"bytes"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"potato-training/internal/testcli"
 )
 
 // lines parses what a writer wrote.
@@ -25,28 +26,11 @@ func lines(t *testing.T, b []byte) []Event {
 	return out
 }
 
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) Bytes() []byte {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]byte(nil), s.b.Bytes()...)
-}
-
 // A flood of progress and metrics within one interval keeps the first and
 // the last of each stream; every other kind passes, after what is held,
 // so the last progress comes before the result.
 func TestThrottleFlood(t *testing.T) {
-	var buf syncBuf
+	var buf testcli.SyncBuffer
 	w := NewThrottledWriter(&buf, time.Hour)
 	for i := 1; i <= 10000; i++ {
 		w.Emit(Progress("fit", float64(i), 20000, -1))
@@ -79,7 +63,7 @@ func TestThrottleFlood(t *testing.T) {
 // A new phase and the end of a phase pass at once; the phase before ends
 // with its last progress.
 func TestThrottlePhases(t *testing.T) {
-	var buf syncBuf
+	var buf testcli.SyncBuffer
 	w := NewThrottledWriter(&buf, time.Hour)
 	w.Emit(Progress("download", 1, 100, -1))
 	w.Emit(Progress("download", 50, 100, -1))
@@ -100,7 +84,7 @@ func TestThrottlePhases(t *testing.T) {
 // to push it out: a trainer that goes quiet after a burst still shows its
 // last progress.
 func TestThrottleWritesHeldLater(t *testing.T) {
-	var buf syncBuf
+	var buf testcli.SyncBuffer
 	w := NewThrottledWriter(&buf, 20*time.Millisecond)
 	defer w.Close()
 	w.Emit(Progress("fit", 1, 10, -1))
@@ -124,7 +108,7 @@ func TestThrottleWritesHeldLater(t *testing.T) {
 
 // A plain writer writes everything.
 func TestWriterUnthrottled(t *testing.T) {
-	var buf syncBuf
+	var buf testcli.SyncBuffer
 	w := NewWriter(&buf)
 	for i := 0; i < 50; i++ {
 		w.Emit(Progress("fit", float64(i), 100, -1))
