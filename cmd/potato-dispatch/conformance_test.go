@@ -353,21 +353,10 @@ func sshBench(t *testing.T, n, labelled int, keys string) *bench {
 // the test sshd. remote_dir is in the remote user's home, which the
 // compute node shares (SPEC V1 refuses /tmp).
 func slurmBench(t *testing.T, n, labelled int, keys string) *bench {
-	sd := testcli.SSHD(t)
 	conf := filepath.Join(testcli.SLURM(t), "slurm.conf")
 	remoteDir := testcli.UserDir(t, "/home/potatotest")
-	b := newBench(t, "cluster", n, labelled, fmt.Sprintf(`  backend: cluster
-  backends:
-    cluster:
-      type: slurm
-      host: potato-test
-      ssh_config: %s/ssh_config
-      remote_dir: %s
-      heartbeat_timeout_s: %d
-      poll_interval_s: 1
-      time: "10:00"
-      env: {PATH: "/usr/local/bin:/usr/bin:/bin", SLURM_CONF: "%s", POTATO_TRAINING_EXIT_CODE_WAIT_S: "3"}
-`, sd, remoteDir, heartbeatS, conf)+keys)
+	env := fmt.Sprintf(`PATH: "/usr/local/bin:/usr/bin:/bin", SLURM_CONF: "%s", POTATO_TRAINING_EXIT_CODE_WAIT_S: "3"`, conf)
+	b := newBench(t, "cluster", n, labelled, testcli.SLURMBackend(t, remoteDir, heartbeatS, env, "      time: \"10:00\"\n"+keys))
 	b.programs = testcli.SharedDir(t, 0o755)
 	b.farSide = agentsOf
 	b.remoteArtifacts = func(id string) string { return filepath.Join(remoteDir, "jobs", id, "artifacts") }

@@ -245,14 +245,10 @@ echo '{"v":1,"event":"teleport"}'
 // failed, and the queue is free for the next run.
 func TestStatusAfterDispatchIsKilled(t *testing.T) {
 	dir, cfg := testproject.Project(t, 40, 30, "")
-	id := detachRun(t, cfg, trainerProgram(t, dir, "sleep 30"))
-	testproject.WaitFor(t, "running", func() bool { return testproject.Read(t, dir, id).State == rundir.StateRunning })
-	pid := testproject.Read(t, dir, id).PID
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	testproject.WaitFor(t, "the dispatch to die", func() bool { return syscall.Kill(pid, 0) != nil })
-	testproject.WaitFor(t, "the run to be reported gone", func() bool { return testproject.Read(t, dir, id).Gone })
+	// The orphaned trainer waits in its own group for stop.
+	stop := filepath.Join(dir, "stop")
+	t.Cleanup(func() { os.WriteFile(stop, nil, 0o644) })
+	id := killDispatch(t, dir, cfg, stop)
 	r := run(t, "status", cfg, id, "--json")
 	var rec rundir.Record
 	if err := json.Unmarshal([]byte(r.stdout), &rec); err != nil {
@@ -269,8 +265,6 @@ func TestStatusAfterDispatchIsKilled(t *testing.T) {
 	if next.code != 0 {
 		t.Errorf("the next run did not get the queue: %d %s", next.code, next.stderr)
 	}
-	// The orphaned trainer is still sleeping in its own group; end it.
-	exec.Command("pkill", "-f", filepath.Join(dir, "trainer.sh")).Run()
 }
 
 func TestRefusals(t *testing.T) {

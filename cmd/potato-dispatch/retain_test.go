@@ -1,7 +1,6 @@
 package main
 
 import (
-	"database/sql"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -30,16 +29,7 @@ func runIDs(t *testing.T, dir string) []string {
 
 func storeRows(t *testing.T, dir, table, id string) int {
 	t.Helper()
-	db, err := sql.Open("sqlite", filepath.Join(dir, "project.sqlite"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	var n int
-	if err := db.QueryRow(`SELECT count(*) FROM `+table+` WHERE project = 'Test Project' AND run_id = ?`, id).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return storeCount(t, dir, `SELECT count(*) FROM `+table+` WHERE project = 'Test Project' AND run_id = ?`, id)
 }
 
 // The operator's session: two successful runs, then three failing ones,

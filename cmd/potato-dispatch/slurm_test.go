@@ -124,7 +124,6 @@ type slurmEnv struct {
 // slurmSetup writes a project whose default backend "cluster" is a SLURM
 // login node reached over the test sshd; backend holds more keys.
 func slurmSetup(t *testing.T, c *cluster, backend string) *slurmEnv {
-	sd := testcli.SSHD(t)
 	e := &slurmEnv{t: t, c: c, remoteDir: testcli.UserDir(t, "/home/potatotest"),
 		Runs: &testproject.Runs{T: t, Bin: testcli.Binaries(t), Dir: t.TempDir()}}
 	path := "/usr/local/bin:/usr/bin:/bin"
@@ -141,18 +140,7 @@ func slurmSetup(t *testing.T, c *cluster, backend string) *slurmEnv {
 	if c.conf != "" {
 		envs += fmt.Sprintf(`, SLURM_CONF: "%s"`, c.conf)
 	}
-	block := fmt.Sprintf(`  backend: cluster
-  backends:
-    cluster:
-      type: slurm
-      host: potato-test
-      ssh_config: %s/ssh_config
-      remote_dir: %s
-      heartbeat_timeout_s: 30
-      poll_interval_s: 1
-      env: {%s}
-`, sd, e.remoteDir, envs) + backend
-	e.Config = testproject.Write(t, e.Dir, 120, 100, block)
+	e.Config = testproject.Write(t, e.Dir, 120, 100, testcli.SLURMBackend(t, e.remoteDir, 30, envs, backend))
 	return e
 }
 
@@ -390,20 +378,25 @@ func testSchedulerEndsTheJob(t *testing.T) {
 	}
 }
 
-// A job requeued after a node failure goes back to PENDING; the run log
-// says so and the run keeps waiting, then succeeds on the second attempt.
-func testRequeuedJobRunsAgain(t *testing.T) {
-	c := shim(t, 2)
-	e := slurmSetup(t, c, "")
+// requeuableTrainer tells a job's attempts apart: the first says step
+// "working" and runs until it is stopped, a requeued one finishes.
+func requeuableTrainer(t *testing.T) string {
 	marker := testcli.UserDir(t, "/tmp")
 	os.Chmod(marker, 0o777)
-	// The first attempt works until it is stopped; the second finishes.
-	tr := testproject.Trainer(t, testcli.UserDir(t, "/tmp"), `if [ ! -e `+marker+`/first ]; then
+	return testproject.Trainer(t, testcli.UserDir(t, "/tmp"), `if [ ! -e `+marker+`/first ]; then
 	: > `+marker+`/first
 	echo '{"v":1,"event":"status","state":"fitting","step":"working"}'
 	sleep 300
 fi
 `+testproject.ResultLines)
+}
+
+// A job requeued after a node failure goes back to PENDING; the run log
+// says so and the run keeps waiting, then succeeds on the second attempt.
+func testRequeuedJobRunsAgain(t *testing.T) {
+	c := shim(t, 2)
+	e := slurmSetup(t, c, "")
+	tr := requeuableTrainer(t)
 	id := e.Detach("--trainer", tr, "--schemas", "sentiment")
 	job := e.waitJob(id)
 	testproject.WaitFor(t, "the first attempt", func() bool { return e.Info(id).Step == "working" })
@@ -663,14 +656,7 @@ func testRealNodeDownRequeues(t *testing.T) {
 	e := slurmSetup(t, c, "")
 	node := c.node()
 	t.Cleanup(func() { c.asRoot("scontrol", "update", "nodename="+node, "state=resume") })
-	marker := testcli.UserDir(t, "/tmp")
-	os.Chmod(marker, 0o777)
-	tr := testproject.Trainer(t, testcli.UserDir(t, "/tmp"), `if [ ! -e `+marker+`/first ]; then
-	: > `+marker+`/first
-	echo '{"v":1,"event":"status","state":"fitting","step":"working"}'
-	sleep 300
-fi
-`+testproject.ResultLines)
+	tr := requeuableTrainer(t)
 	id := e.Detach("--trainer", tr, "--schemas", "sentiment")
 	job := e.waitJob(id)
 	testproject.WaitFor(t, "the first attempt", func() bool { return e.Info(id).Step == "working" })

@@ -34,11 +34,8 @@ func (p *project) killDispatch(id string) {
 // run succeeds.
 func testKillDispatchMidFit(t *testing.T) {
 	p := newProject(t, "", 120, 100, "")
-	id := p.Detach("--trainer", "tfidf-logreg", "--schemas", "sentiment", "--param", "epochs=1000000", "--param", "patience=-1")
-	testproject.WaitFor(t, "the fit", func() bool {
-		i := p.Info(id)
-		return i.State == rundir.StateRunning && i.Progress != nil
-	})
+	id := p.Detach(endlessFit...)
+	p.fitting(t, id)
 	p.killDispatch(id)
 	killed := time.Now()
 	f := p.settled(id, rundir.StateError, "dispatch_lost", 5*time.Second)

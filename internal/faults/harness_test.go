@@ -87,6 +87,29 @@ func newProject(t *testing.T, dir string, n, labelled int, block string) *projec
 	return p
 }
 
+// endlessFit are the built-in trainer's parameters for a fit that lasts
+// until something stops it.
+var endlessFit = []string{"--trainer", "tfidf-logreg", "--schemas", "sentiment", "--param", "epochs=1000000", "--param", "patience=-1"}
+
+// fitting waits until the run's training process has reported progress,
+// and returns the run then; a run that ends first fails the test.
+func (p *project) fitting(t *testing.T, id string) rundir.Info {
+	t.Helper()
+	var i rundir.Info
+	testproject.WaitFor(t, "the fit", func() bool {
+		if i = p.Info(id); i.Finished {
+			t.Fatalf("the run ended before the fault: %s %s\n%s", i.State, i.Error, p.dump(id))
+		}
+		return i.State == rundir.StateRunning && i.Progress != nil
+	})
+	return i
+}
+
+// dump is a run's logs, for a failure's message.
+func (p *project) dump(id string) string {
+	return "run.log:\n" + p.File(id, rundir.LogFile) + "\nagent.log:\n" + p.File(id, "agent.log")
+}
+
 // final is a run's end as each of its three witnesses tells it.
 type final struct {
 	file, store, page string // state/error_code

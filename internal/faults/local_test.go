@@ -183,11 +183,8 @@ func testLocalKillDispatchMidWriteback(t *testing.T) {
 // it had produced no prediction; the next run succeeds.
 func testLocalKillTrainer(t *testing.T) {
 	p := newProject(t, "", 120, 100, "")
-	id := p.Detach("--trainer", "tfidf-logreg", "--schemas", "sentiment", "--param", "epochs=1000000", "--param", "patience=-1")
-	testproject.WaitFor(t, "the fit", func() bool {
-		i := p.Info(id)
-		return i.State == rundir.StateRunning && i.Progress != nil
-	})
+	id := p.Detach(endlessFit...)
+	p.fitting(t, id)
 	if err := syscall.Kill(p.localWorker(id), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -283,10 +280,7 @@ func testLocalDiskFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := p.Detach("--trainer", "tfidf-logreg", "--schemas", "sentiment", "--param", "epochs=3000", "--param", "patience=-1")
-	testproject.WaitFor(t, "the fit", func() bool {
-		i := p.Info(id)
-		return i.State == rundir.StateRunning && i.Progress != nil
-	})
+	p.fitting(t, id)
 	worker := p.localWorker(id)
 	if err := syscall.Kill(worker, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
@@ -370,10 +364,7 @@ func (p *project) localRow(id string) string {
 func (p *project) localLockedFit() (id string, release func()) {
 	p.t.Helper()
 	id = p.Detach("--trainer", "tfidf-logreg", "--schemas", "sentiment", "--param", "epochs=300", "--param", "patience=-1")
-	testproject.WaitFor(p.t, "the fit", func() bool {
-		i := p.Info(id)
-		return i.State == rundir.StateRunning && i.Progress != nil
-	})
+	p.fitting(p.t, id)
 	worker := p.localWorker(id)
 	if err := syscall.Kill(worker, syscall.SIGSTOP); err != nil {
 		p.t.Fatal(err)

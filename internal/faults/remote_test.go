@@ -94,6 +94,18 @@ func remoteCmdline(pid int) string {
 	return strings.TrimSpace(string(bytes.ReplaceAll(b, []byte{0}, []byte{' '})))
 }
 
+// remoteLeftAfter is remoteLeft once it is empty, or once bound has
+// passed.
+func remoteLeftAfter(tree map[int]string, id string, bound time.Duration) []string {
+	deadline := time.Now().Add(bound)
+	left := remoteLeft(tree, id)
+	for len(left) > 0 && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+		left = remoteLeft(tree, id)
+	}
+	return left
+}
+
 // remoteLeft are the processes of tree still running (the same pid with
 // the same command line), and the remote user's processes whose command
 // line names the run.
@@ -197,11 +209,7 @@ func testRemoteKillDispatchDuringCopyBack(t *testing.T) {
 	if produced <= 0 || kept != produced {
 		t.Errorf("predictions: %d produced on the host, %d in the run's predictions.jsonl", produced, kept)
 	}
-	var left []string
-	deadline := time.Now().Add(30 * time.Second)
-	for left = remoteLeft(tree, id); len(left) > 0 && time.Now().Before(deadline); left = remoteLeft(tree, id) {
-		time.Sleep(200 * time.Millisecond)
-	}
+	left := remoteLeftAfter(tree, id, 30*time.Second)
 	if len(left) > 0 {
 		t.Errorf("processes of the run left 30 s after the kill:\n%s", strings.Join(left, "\n"))
 	}
@@ -233,11 +241,8 @@ func testRemoteKillDispatchDuringCopyBack(t *testing.T) {
 func testRemoteKillSSHAgentMidFit(t *testing.T) {
 	sd := testcli.SSHD(t)
 	p, remoteDir := remoteSSHProject(t, "potato-test", sd+"/ssh_config")
-	id := p.Detach("--trainer", "tfidf-logreg", "--schemas", "sentiment", "--param", "epochs=1000000", "--param", "patience=-1")
-	testproject.WaitFor(t, "the fit", func() bool {
-		i := p.Info(id)
-		return i.Finished || i.State == rundir.StateRunning && i.Progress != nil
-	})
+	id := p.Detach(endlessFit...)
+	p.fitting(t, id)
 	agents := remotePgrep(t, "potato-agent --socket /tmp/potato-"+id)
 	trainers := remotePgrep(t, "worker --spec "+filepath.Join(remoteDir, "jobs", id))
 	if len(agents) == 0 || len(trainers) == 0 {
@@ -408,11 +413,8 @@ func testRemoteKillNATAgentMidFit(t *testing.T) {
 	p.remoteServer(ns+"-srv", addr, ns+"-lab")
 	work := t.TempDir()
 	a := p.remoteAgent(ns+"-lab", token, "http://"+addr, work, "--once")
-	id := p.Detach("--trainer", "tfidf-logreg", "--schemas", "sentiment", "--param", "epochs=1000000", "--param", "patience=-1")
-	testproject.WaitFor(t, "the fit", func() bool {
-		i := p.Info(id)
-		return i.Finished || i.State == rundir.StateRunning && i.Progress != nil
-	})
+	id := p.Detach(endlessFit...)
+	p.fitting(t, id)
 	spec := filepath.Join(work, "jobs", id, "spec.json")
 	trainers := remotePgrepAny("worker --spec " + spec)
 	if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", a.cmd.Process.Pid)); strings.TrimSpace(string(comm)) != "potato-agent" || len(trainers) == 0 {
@@ -496,14 +498,7 @@ func testRemoteServerRestartMidRun(t *testing.T) {
 	a := p.remoteAgent("", token, "http://"+addr, t.TempDir(), "--once")
 	// About 10 s of fitting here.
 	id := p.Detach("--trainer", "tfidf-logreg", "--schemas", "sentiment", "--param", "epochs=50000", "--param", "patience=-1")
-	var at rundir.Info
-	testproject.WaitFor(t, "the fit", func() bool {
-		at = p.Info(id)
-		return at.Finished || at.State == rundir.StateRunning && at.Progress != nil
-	})
-	if at.Finished {
-		t.Fatalf("the run ended before the restart: %s", at.State)
-	}
+	at := p.fitting(t, id)
 	srv.kill()
 	time.Sleep(2 * time.Second)
 	p.remoteServer("", addr, "")
@@ -647,12 +642,7 @@ func testRemoteLinkCutDuringCopyBack(t *testing.T) {
 		t.Errorf("a partial model.bin is in the run's artifacts/")
 	}
 	restore()
-	var left []string
-	deadline := time.Now().Add(40 * time.Second)
-	for left = remoteLeft(nil, id); len(left) > 0 && time.Now().Before(deadline); left = remoteLeft(nil, id) {
-		time.Sleep(500 * time.Millisecond)
-	}
-	if len(left) > 0 {
+	if left := remoteLeftAfter(nil, id, 40*time.Second); len(left) > 0 {
 		t.Errorf("processes of the run left on the host 40 s after the link came back:\n%s", strings.Join(left, "\n"))
 	}
 	// The cleanup through the cut link failed: the forwarded socket stays.

@@ -37,7 +37,6 @@ type slurmProject struct {
 // indent) and the variables in env (YAML flow entries, "" for none).
 func newSLURMProject(t *testing.T, keys, env string) *slurmProject {
 	t.Helper()
-	sshd := testcli.SSHD(t)
 	dir := testcli.SLURM(t)
 	s := &slurmProject{conf: filepath.Join(dir, "slurm.conf")}
 	node, err := os.ReadFile(filepath.Join(dir, "node"))
@@ -51,17 +50,7 @@ func newSLURMProject(t *testing.T, keys, env string) *slurmProject {
 	if env != "" {
 		vars += ", " + env
 	}
-	s.project = newProject(t, "", 120, 100, fmt.Sprintf(`  backend: cluster
-  backends:
-    cluster:
-      type: slurm
-      host: potato-test
-      ssh_config: %s/ssh_config
-      remote_dir: %s
-      heartbeat_timeout_s: 30
-      poll_interval_s: 1
-      env: {%s}
-%s`, sshd, s.remoteDir, vars, keys))
+	s.project = newProject(t, "", 120, 100, testcli.SLURMBackend(t, s.remoteDir, 30, vars, keys))
 	return s
 }
 
@@ -96,7 +85,7 @@ func (s *slurmProject) job(t *testing.T, id string) string {
 		return job != "" || s.Info(id).Finished
 	})
 	if job == "" {
-		t.Fatalf("the run ended without a job\n%s", s.slurmDump(id))
+		t.Fatalf("the run ended without a job\n%s", s.dump(id))
 	}
 	t.Cleanup(func() { s.slurmAsUser("scancel", job) })
 	return job
@@ -111,27 +100,6 @@ func (s *slurmProject) jobField(job, key string) string {
 	}
 	return m[1]
 }
-
-// fitting waits until the run's training process, in its job, has
-// reported progress.
-func (s *slurmProject) fitting(t *testing.T, id string) {
-	t.Helper()
-	testproject.WaitFor(t, "the fit", func() bool {
-		i := s.Info(id)
-		if i.Finished {
-			t.Fatalf("the run ended before the fault: %s %s\n%s", i.State, i.Error, s.slurmDump(id))
-		}
-		return i.State == rundir.StateRunning && i.Progress != nil
-	})
-}
-
-func (s *slurmProject) slurmDump(id string) string {
-	return "run.log:\n" + s.File(id, rundir.LogFile) + "\nagent.log:\n" + s.File(id, "agent.log")
-}
-
-// slurmEndless are the built-in trainer's parameters for a fit that lasts
-// until something stops it.
-var slurmEndless = []string{"--trainer", "tfidf-logreg", "--schemas", "sentiment", "--param", "epochs=1000000", "--param", "patience=-1"}
 
 // requeueTrainer is the built-in trainer, run by the agent's worker on
 // the compute node, as a trainer that can tell its attempts apart: the
@@ -191,7 +159,7 @@ func slurmRequeued(job, why string) *regexp.Regexp {
 // and the next run succeeds.
 func testSLURMNodeDown(t *testing.T) {
 	s := newSLURMProject(t, "", "")
-	id := s.Detach(append([]string{"--trainer", s.requeueTrainer(t)}, slurmEndless[2:]...)...)
+	id := s.Detach(append([]string{"--trainer", s.requeueTrainer(t)}, endlessFit[2:]...)...)
 	job := s.job(t, id)
 	s.fitting(t, id)
 	s.nodeDown(t)
@@ -203,7 +171,7 @@ func testSLURMNodeDown(t *testing.T) {
 	f := s.settled(id, rundir.StateSuccess, "", 5*time.Minute)
 	line := requeued.FindString(s.File(id, rundir.LogFile))
 	if line == "" {
-		t.Errorf("the run log does not say the job was requeued after the node failure\n%s", s.slurmDump(id))
+		t.Errorf("the run log does not say the job was requeued after the node failure\n%s", s.dump(id))
 	}
 	record(t, "SLURM node down mid-fit", "requeued (run log says node failure); success once resumed; next run succeeds",
 		fmt.Sprintf("%s; %q; %s; %s", f, line, s.kept(t, id), s.nextRunSucceeds()))
@@ -217,7 +185,7 @@ func testSLURMNodeDown(t *testing.T) {
 // produced; once the node is resumed the next run succeeds.
 func testSLURMNodeDownNoRequeue(t *testing.T) {
 	s := newSLURMProject(t, "", `SBATCH_NO_REQUEUE: "1"`)
-	id := s.Detach(slurmEndless...)
+	id := s.Detach(endlessFit...)
 	job := s.job(t, id)
 	s.fitting(t, id)
 	s.nodeDown(t)
@@ -225,7 +193,7 @@ func testSLURMNodeDownNoRequeue(t *testing.T) {
 	s.resume(t)
 	want := "SLURM job " + job + " ended before the worker finished: its node failed"
 	if got := s.Info(id).Error; got != want {
-		t.Errorf("error %q, want %q\n%s", got, want, s.slurmDump(id))
+		t.Errorf("error %q, want %q\n%s", got, want, s.dump(id))
 	}
 	if st := s.jobField(job, "JobState"); st != "NODE_FAIL" {
 		t.Errorf("scontrol says JobState=%s, want NODE_FAIL", st)
@@ -259,13 +227,13 @@ func (s *slurmProject) resume(t *testing.T) {
 // (none was produced), and the next run succeeds.
 func testSLURMTimeLimit(t *testing.T) {
 	s := newSLURMProject(t, "      time: \"1\"\n", "")
-	id := s.Detach(slurmEndless...)
+	id := s.Detach(endlessFit...)
 	job := s.job(t, id)
 	s.fitting(t, id)
 	f := s.settled(id, rundir.StateError, "backend", 4*time.Minute)
 	want := "SLURM job " + job + " ended before the worker finished: it reached its time limit"
 	if got := s.Info(id).Error; got != want {
-		t.Errorf("error %q, want %q\n%s", got, want, s.slurmDump(id))
+		t.Errorf("error %q, want %q\n%s", got, want, s.dump(id))
 	}
 	if st := s.jobField(job, "JobState"); st != "TIMEOUT" {
 		t.Errorf("scontrol says JobState=%s, want TIMEOUT", st)
@@ -300,7 +268,7 @@ func (s *slurmProject) preempt(t *testing.T) string {
 // next run succeeds.
 func testSLURMPreemptedRequeued(t *testing.T) {
 	s := newSLURMProject(t, "      gres: gpu:2\n", "")
-	id := s.Detach(append([]string{"--trainer", s.requeueTrainer(t)}, slurmEndless[2:]...)...)
+	id := s.Detach(append([]string{"--trainer", s.requeueTrainer(t)}, endlessFit[2:]...)...)
 	job := s.job(t, id)
 	s.fitting(t, id)
 	urgent := s.preempt(t)
@@ -311,7 +279,7 @@ func testSLURMPreemptedRequeued(t *testing.T) {
 	f := s.settled(id, rundir.StateSuccess, "", 5*time.Minute)
 	line := requeued.FindString(s.File(id, rundir.LogFile))
 	if line == "" {
-		t.Errorf("the run log does not say the job was requeued after a preemption\n%s", s.slurmDump(id))
+		t.Errorf("the run log does not say the job was requeued after a preemption\n%s", s.dump(id))
 	}
 	record(t, "SLURM preemption (requeue) mid-fit", "requeued (run log says preemption); second attempt succeeds; next run succeeds",
 		fmt.Sprintf("urgent job %s; %s; %q; %s; %s", urgent, f, line, s.kept(t, id), s.nextRunSucceeds()))
@@ -327,7 +295,7 @@ func testSLURMPreemptedRequeued(t *testing.T) {
 // produced; the next run succeeds.
 func testSLURMScancelWhileRequeued(t *testing.T) {
 	s := newSLURMProject(t, "      gres: gpu:2\n", "")
-	id := s.Detach(slurmEndless...)
+	id := s.Detach(endlessFit...)
 	job := s.job(t, id)
 	s.fitting(t, id)
 	s.preempt(t)
@@ -341,7 +309,7 @@ func testSLURMScancelWhileRequeued(t *testing.T) {
 	f := s.settled(id, rundir.StateError, "backend", 2*time.Minute)
 	want := "SLURM job " + job + " ended before the worker finished: it was cancelled from outside (scancel)"
 	if got := s.Info(id).Error; got != want {
-		t.Errorf("error %q, want %q\n%s", got, want, s.slurmDump(id))
+		t.Errorf("error %q, want %q\n%s", got, want, s.dump(id))
 	}
 	record(t, "SLURM scancel of a job waiting after its preemption", "error/backend: "+want,
 		fmt.Sprintf("%s: %s; %s; %s", f, s.Info(id).Error, s.none(t, id), s.nextRunSucceeds()))
@@ -355,14 +323,14 @@ func testSLURMScancelWhileRequeued(t *testing.T) {
 // next run succeeds.
 func testSLURMPreemptedNoRequeue(t *testing.T) {
 	s := newSLURMProject(t, "      gres: gpu:2\n", `SBATCH_NO_REQUEUE: "1"`)
-	id := s.Detach(slurmEndless...)
+	id := s.Detach(endlessFit...)
 	job := s.job(t, id)
 	s.fitting(t, id)
 	urgent := s.preempt(t)
 	f := s.settled(id, rundir.StateError, "backend", 2*time.Minute)
 	want := "SLURM job " + job + " ended before the worker finished: it was preempted"
 	if got := s.Info(id).Error; got != want {
-		t.Errorf("error %q, want %q\n%s", got, want, s.slurmDump(id))
+		t.Errorf("error %q, want %q\n%s", got, want, s.dump(id))
 	}
 	if st := s.jobField(job, "JobState"); st != "PREEMPTED" {
 		t.Errorf("scontrol says JobState=%s, want PREEMPTED", st)
@@ -414,7 +382,7 @@ exec tail /dev/zero`)
 	testproject.WaitFor(t, "the training process", func() bool {
 		pid, _ = os.ReadFile(filepath.Join(mark, "pid"))
 		if s.Info(id).Finished {
-			t.Fatalf("the run ended before the fault\n%s", s.slurmDump(id))
+			t.Fatalf("the run ended before the fault\n%s", s.dump(id))
 		}
 		return len(pid) > 0 && pid[len(pid)-1] == '\n'
 	})
@@ -427,7 +395,7 @@ exec tail /dev/zero`)
 	want := "the training process was killed (SIGKILL), which usually means the machine ran out of memory"
 	f := s.settled(id, rundir.StateError, "out_of_memory", 2*time.Minute)
 	if got := s.Info(id).Error; got != want {
-		t.Errorf("error %q, want %q\n%s", got, want, s.slurmDump(id))
+		t.Errorf("error %q, want %q\n%s", got, want, s.dump(id))
 	}
 	oom, _ := os.ReadFile(filepath.Join(cg, "memory.oom_control"))
 	kills := regexp.MustCompile(`oom_kill (\d+)`).FindSubmatch(oom)

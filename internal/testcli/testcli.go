@@ -143,6 +143,26 @@ func SSHD(t testing.TB) string {
 	return dir
 }
 
+// SLURMBackend is the model_training lines of a project whose default
+// backend "cluster" is a SLURM login node reached over the test sshd
+// (SSHD): remote_dir, heartbeat_timeout_s, a poll_interval_s of 1, the
+// variables env (YAML flow entries) and keys, more lines at the
+// backend's indent.
+func SLURMBackend(t testing.TB, remoteDir string, heartbeatS int, env, keys string) string {
+	t.Helper()
+	return fmt.Sprintf(`  backend: cluster
+  backends:
+    cluster:
+      type: slurm
+      host: potato-test
+      ssh_config: %s/ssh_config
+      remote_dir: %s
+      heartbeat_timeout_s: %d
+      poll_interval_s: 1
+      env: {%s}
+`, SSHD(t), remoteDir, heartbeatS, env) + keys
+}
+
 // SharedDir makes a directory under /tmp with mode, for what the test
 // sshd's user must reach (fake programs, trainers, a remote_dir), and
 // removes it when the test ends: the test's own TempDir may sit where
