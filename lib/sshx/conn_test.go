@@ -609,16 +609,7 @@ func TestFetchStall(t *testing.T) {
 				Prefix:       ": " + marker + "; " + tc.prefix,
 				Progress:     func(done, total int64) {},
 			})
-			var se *StallError
-			if !errors.As(err, &se) {
-				t.Fatalf("Fetch: %v (%T), want a *StallError", err, err)
-			}
-			if got, want := err.Error(), "The copy from potato-test sent nothing for 2 s"; got != want {
-				t.Errorf("got %q, want %q", got, want)
-			}
-			if n := sshProcsWith(t, marker); n != 0 {
-				t.Errorf("%d ssh clients of the stopped copy are left", n)
-			}
+			wantStalled(t, err, marker)
 			var names []string
 			filepath.WalkDir(local, func(p string, d os.DirEntry, err error) error {
 				if err == nil && !d.IsDir() {
@@ -657,6 +648,20 @@ func TestFetchRsyncStall(t *testing.T) {
 		Prefix:       ": " + marker + "; " + shell.Quote(wrapper) + " ",
 		Progress:     func(done, total int64) {},
 	})
+	wantStalled(t, err, marker)
+	if names := localFiles(t, local); len(names) != 0 {
+		t.Errorf("local files %q, want none", names)
+	}
+	if got := run(t, c, "echo up"); got != "up\n" {
+		t.Errorf("master after the stopped copy: %q", got)
+	}
+}
+
+// wantStalled checks that err is F7's, after 2 s of silence, and that no
+// ssh client of the stopped copy, whose command line holds marker, is
+// left.
+func wantStalled(t *testing.T, err error, marker string) {
+	t.Helper()
 	var se *StallError
 	if !errors.As(err, &se) {
 		t.Fatalf("Fetch: %v (%T), want a *StallError", err, err)
@@ -666,12 +671,6 @@ func TestFetchRsyncStall(t *testing.T) {
 	}
 	if n := sshProcsWith(t, marker); n != 0 {
 		t.Errorf("%d ssh clients of the stopped copy are left", n)
-	}
-	if names := localFiles(t, local); len(names) != 0 {
-		t.Errorf("local files %q, want none", names)
-	}
-	if got := run(t, c, "echo up"); got != "up\n" {
-		t.Errorf("master after the stopped copy: %q", got)
 	}
 }
 
