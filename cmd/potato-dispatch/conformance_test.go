@@ -333,16 +333,7 @@ func agentsOf(id string) []int {
 func sshBench(t *testing.T, n, labelled int, keys string) *bench {
 	sd := testcli.SSHD(t)
 	remoteDir := testcli.SharedDir(t, 0o777)
-	b := newBench(t, "gpu", n, labelled, fmt.Sprintf(`  backend: gpu
-  backends:
-    gpu:
-      type: ssh
-      host: potato-test
-      ssh_config: %s/ssh_config
-      remote_dir: %s
-      heartbeat_timeout_s: %d
-      gpus: none
-`, sd, remoteDir, heartbeatS)+keys)
+	b := newBench(t, "gpu", n, labelled, testcli.SSHBackend("potato-test", sd+"/ssh_config", remoteDir, heartbeatS, "      gpus: none\n"+keys))
 	b.programs = testcli.SharedDir(t, 0o755)
 	b.farSide = agentsOf
 	b.remoteArtifacts = func(id string) string { return filepath.Join(remoteDir, "jobs", id, "artifacts") }

@@ -45,17 +45,8 @@ func sshSetup(t *testing.T, gpus, backend, extra string) *sshEnv {
 	if gpus != "" {
 		fakebin.NvidiaSMI(t, e.fakes, gpus)
 	}
-	block := fmt.Sprintf(`  backend: gpu
-  backends:
-    gpu:
-      type: ssh
-      host: potato-test
-      ssh_config: %s/ssh_config
-      remote_dir: %s
-      heartbeat_timeout_s: 4
-      env: {PATH: "%s:/usr/local/bin:/usr/bin:/bin"}
-`, sd, e.remoteDir, e.fakes) + backend + extra
-	e.Config = testproject.Write(t, e.Dir, 120, 100, block)
+	env := fmt.Sprintf("      env: {PATH: \"%s:/usr/local/bin:/usr/bin:/bin\"}\n", e.fakes)
+	e.Config = testproject.Write(t, e.Dir, 120, 100, testcli.SSHBackend("potato-test", sd+"/ssh_config", e.remoteDir, 4, env+backend+extra))
 	return e
 }
 

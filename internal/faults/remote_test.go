@@ -50,15 +50,7 @@ echo '{"v":1,"event":"result","status":"success","predictions_file":"predictions
 func remoteSSHProject(t *testing.T, host, sshConfig string, env ...string) (p *project, remoteDir string) {
 	t.Helper()
 	remoteDir = testcli.SharedDir(t, 0o777)
-	p = newProject(t, "", 120, 100, fmt.Sprintf(`  backend: gpu
-  backends:
-    gpu:
-      type: ssh
-      host: %s
-      ssh_config: %s
-      remote_dir: %s
-      heartbeat_timeout_s: 10
-`, host, sshConfig, remoteDir))
+	p = newProject(t, "", 120, 100, testcli.SSHBackend(host, sshConfig, remoteDir, 10, ""))
 	p.Env = env
 	return p, remoteDir
 }

@@ -143,6 +143,22 @@ func SSHD(t testing.TB) string {
 	return dir
 }
 
+// SSHBackend is the model_training lines of a project whose default
+// backend "gpu" is the ssh host alias host of the ssh_config file
+// sshConfig: remote_dir, heartbeat_timeout_s and keys, more lines at the
+// backend's indent.
+func SSHBackend(host, sshConfig, remoteDir string, heartbeatS int, keys string) string {
+	return fmt.Sprintf(`  backend: gpu
+  backends:
+    gpu:
+      type: ssh
+      host: %s
+      ssh_config: %s
+      remote_dir: %s
+      heartbeat_timeout_s: %d
+`, host, sshConfig, remoteDir, heartbeatS) + keys
+}
+
 // SLURMBackend is the model_training lines of a project whose default
 // backend "cluster" is a SLURM login node reached over the test sshd
 // (SSHD): remote_dir, heartbeat_timeout_s, a poll_interval_s of 1, the
