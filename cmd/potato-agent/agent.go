@@ -24,13 +24,14 @@ type agentCmd struct {
 	Keep      bool   `help:"Keep each job's bundle."`
 	// SLURMConfig makes the agent submit each job's training process with
 	// sbatch (SPEC M5, M9): a JSON object of the backend's SLURM keys.
-	SLURMConfig string `name:"slurm-config" help:"JSON file of SLURM keys (job_python, partition, gres, time, ...): submit each job with sbatch." type:"path" env:"POTATO_TRAINING_SLURM_CONFIG"`
+	AllowExec   []string `name:"allow-exec" help:"A program of this machine that a job may name as its trainer (exec:PROGRAM); repeat it for more. Without it a polling agent runs only the toolkit's trainers." type:"path" sep:"none" placeholder:"PROGRAM"`
+	SLURMConfig string   `name:"slurm-config" help:"JSON file of SLURM keys (job_python, partition, gres, time, ...): submit each job with sbatch." type:"path" env:"POTATO_TRAINING_SLURM_CONFIG"`
 }
 
 func (c *agentCmd) Run(ctx *cli.Context) error {
 	o, err := agent.Settings{Server: c.Server, Socket: c.Socket, Backend: c.Backend, TokenFile: c.TokenFile,
 		Python: c.Python, Once: c.Once, Workdir: c.Workdir, Keep: c.Keep, SLURMConfig: c.SLURMConfig,
-		Name: ctx.Name}.Options(ctx.Stdin, ctx.Stderr)
+		AllowExec: c.AllowExec, Name: ctx.Name}.Options(ctx.Stdin, ctx.Stderr)
 	if err != nil {
 		return exitError(err)
 	}

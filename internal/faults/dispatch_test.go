@@ -4,7 +4,6 @@ package faults
 
 import (
 	"fmt"
-	"os/exec"
 	"syscall"
 	"testing"
 	"time"
@@ -34,8 +33,9 @@ func (p *project) killDispatch(id string) {
 // run succeeds.
 func testKillDispatchMidFit(t *testing.T) {
 	p := newProject(t, "", 120, 100, "")
-	id := p.Detach(endlessFit...)
+	id := p.Detach(p.localEndless().Args()...)
 	p.fitting(t, id)
+	tr := p.trainer(id)
 	p.killDispatch(id)
 	killed := time.Now()
 	f := p.settled(id, rundir.StateError, "dispatch_lost", 5*time.Second)
@@ -43,10 +43,7 @@ func testKillDispatchMidFit(t *testing.T) {
 	if took > 5*time.Second {
 		t.Errorf("settled %s after the kill, want within 5 s", took)
 	}
-	spec := p.Root().RunDir(id) + "/" + rundir.SpecFile
-	testproject.WaitFor(t, "the trainer to go with its dispatch", func() bool {
-		return exec.Command("pgrep", "-f", "worker --spec "+spec).Run() != nil
-	})
+	testproject.WaitFor(t, "the trainer to go with its dispatch", tr.gone)
 	stored, kept := p.predictions(id)
 	record(t, "kill -9 of the dispatch mid-fit", "error/dispatch_lost within 5 s; next run succeeds",
 		fmt.Sprintf("%s after %.1f s; %d predictions produced; %s", f, took.Seconds(), stored+kept, p.nextRunSucceeds()))

@@ -87,9 +87,46 @@ func newProject(t *testing.T, dir string, n, labelled int, block string) *projec
 	return p
 }
 
-// endlessFit are the built-in trainer's parameters for a fit that lasts
-// until something stops it.
-var endlessFit = []string{"--trainer", "tfidf-logreg", "--schemas", "sentiment", "--param", "epochs=1000000", "--param", "patience=-1"}
+// endless is a fit that lasts until the fault stops it or the test
+// releases it (testproject.Endless), whatever the machine's speed; a
+// released fit ends with the built-in trainer run by worker, a path or a
+// glob on the machine that trains.
+func (p *project) endless(worker string) *testproject.Endless {
+	p.t.Helper()
+	return testproject.NewEndless(p.t, testcli.SharedDir(p.t, 0o755), worker)
+}
+
+// localEndless is endless for a run whose built-in trainer is this
+// machine's potato-agent: the local backend, or a polling agent here.
+func (p *project) localEndless() *testproject.Endless {
+	return p.endless(filepath.Join(p.Bin, "potato-agent"))
+}
+
+// proc is a process as the test found it: its pid and command line.
+type proc struct {
+	pid int
+	cmd string
+}
+
+// gone reports whether the process has exited: its pid is no longer a
+// process with its command line (a zombie has none).
+func (pr proc) gone() bool { return remoteCmdline(pr.pid) != pr.cmd }
+
+// trainer is the run's training process, by the pid its run log names;
+// the test fails when the log names none, or the process is gone.
+func (p *project) trainer(id string) proc {
+	p.t.Helper()
+	var pid int
+	testproject.WaitFor(p.t, "the run log to name the training process", func() bool {
+		pid = p.TrainerPID(id)
+		return pid > 0 || p.Info(id).Finished
+	})
+	pr := proc{pid, remoteCmdline(pid)}
+	if pid == 0 || pr.cmd == "" {
+		p.t.Fatalf("no training process: the run log names pid %d, whose command line is %q\n%s", pid, pr.cmd, p.dump(id))
+	}
+	return pr
+}
 
 // fitting waits until the run's training process has reported progress,
 // and returns the run then; a run that ends first fails the test.

@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -43,20 +42,6 @@ func (p *project) localIntegrity() string {
 // localLogHas reports whether the run's run.log has a line containing s.
 func (p *project) localLogHas(id, s string) bool {
 	return strings.Contains(p.File(id, rundir.LogFile), s)
-}
-
-// localWorker is the pid of the run's training process, the built-in
-// worker.
-func (p *project) localWorker(id string) int {
-	p.t.Helper()
-	spec := filepath.Join(p.Root().RunDir(id), rundir.SpecFile)
-	out, err := exec.Command("pgrep", "-f", "worker --spec "+spec).Output()
-	pids := strings.Fields(string(out))
-	if err != nil || len(pids) != 1 {
-		p.t.Fatalf("pgrep of the worker: %v %q", err, out)
-	}
-	pid, _ := strconv.Atoi(pids[0])
-	return pid
 }
 
 // localWriteback is potato-dispatch writeback CONFIG ID; it fails the
@@ -176,16 +161,15 @@ func testLocalKillDispatchMidWriteback(t *testing.T) {
 			ok, f, pending, storedAtKill, kept, stored, kept, after.file, p.nextRunSucceeds()))
 }
 
-// The fault: kill -9 of the training process (the built-in worker,
-// potato-agent worker --spec RUN/spec.json) while it fits, as the kernel's
-// OOM killer does. Expected: error (out_of_memory) in run.json, the store
+// The fault: kill -9 of the training process (the pid the run log
+// names) while it fits, as the kernel's OOM killer does. Expected: error (out_of_memory) in run.json, the store
 // and the page, with the message that the process was killed (SIGKILL);
 // it had produced no prediction; the next run succeeds.
 func testLocalKillTrainer(t *testing.T) {
 	p := newProject(t, "", 120, 100, "")
-	id := p.Detach(endlessFit...)
+	id := p.Detach(p.localEndless().Args()...)
 	p.fitting(t, id)
-	if err := syscall.Kill(p.localWorker(id), syscall.SIGKILL); err != nil {
+	if err := syscall.Kill(p.trainer(id).pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	f := p.settled(id, rundir.StateError, "out_of_memory", 60*time.Second)
@@ -274,18 +258,22 @@ func testLocalDiskFull(t *testing.T) {
 	record(t, "disk full: room for run.json, not the bundle", `error/bad_bundle, "no space left on device"`,
 		fmt.Sprintf("exit %d; %s; %q", r.Code, f, msg))
 
-	// The disk fills while the trainer fits: the worker is stopped
-	// (SIGSTOP) while the disk is filled, so that it cannot finish first.
+	// The disk fills while the trainer fits: it fits until released, and
+	// is stopped (SIGSTOP) while the disk is filled, so that it reports
+	// nothing to a disk half full; released, the built-in trainer ends
+	// the fit and writes its model and predictions.
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	id := p.Detach("--trainer", "tfidf-logreg", "--schemas", "sentiment", "--param", "epochs=3000", "--param", "patience=-1")
+	fit := p.localEndless()
+	id := p.Detach(fit.Args()...)
 	p.fitting(t, id)
-	worker := p.localWorker(id)
+	worker := p.trainer(id).pid
 	if err := syscall.Kill(worker, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	localFill(t, filler, 0)
+	fit.Release(t)
 	if err := syscall.Kill(worker, syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
@@ -359,20 +347,15 @@ func (p *project) localRow(id string) string {
 }
 
 // localLockedFit starts a run and takes the store's write lock while its
-// trainer fits; the worker is stopped (SIGSTOP) meanwhile, so that it
-// cannot finish first.
+// trainer fits, then releases the fit: the built-in trainer ends it and
+// the run reaches its write-back under the lock.
 func (p *project) localLockedFit() (id string, release func()) {
 	p.t.Helper()
-	id = p.Detach("--trainer", "tfidf-logreg", "--schemas", "sentiment", "--param", "epochs=300", "--param", "patience=-1")
+	fit := p.localEndless()
+	id = p.Detach(fit.Args()...)
 	p.fitting(p.t, id)
-	worker := p.localWorker(id)
-	if err := syscall.Kill(worker, syscall.SIGSTOP); err != nil {
-		p.t.Fatal(err)
-	}
 	release = p.localLock()
-	if err := syscall.Kill(worker, syscall.SIGCONT); err != nil {
-		p.t.Fatal(err)
-	}
+	fit.Release(p.t)
 	return id, release
 }
 

@@ -224,8 +224,8 @@ func testRemoteKillDispatchDuringCopyBack(t *testing.T) {
 			f, int64(at.Progress.Current)>>20, int64(at.Progress.Total)>>20, produced, kept, stored, storedAfter, wb, model, len(socks), len(left), p.nextRunSucceeds()))
 }
 
-// The fault: kill -9 of the remote potato-agent of an ssh run while the
-// built-in trainer fits. Expected: the run fails with the session's text
+// The fault: kill -9 of the remote potato-agent of an ssh run while its
+// trainer fits. Expected: the run fails with the session's text
 // ("the ssh session to potato-test ended before the agent reported a
 // result ...") or the heartbeat's ("No word from the agent on gpu for 10
 // seconds"), in all three witnesses; the training process dies with its
@@ -233,12 +233,12 @@ func testRemoteKillDispatchDuringCopyBack(t *testing.T) {
 func testRemoteKillSSHAgentMidFit(t *testing.T) {
 	sd := testcli.SSHD(t)
 	p, remoteDir := remoteSSHProject(t, "potato-test", sd+"/ssh_config")
-	id := p.Detach(endlessFit...)
+	id := p.Detach(p.endless(remoteDir + "/code/*/potato-agent").Args()...)
 	p.fitting(t, id)
 	agents := remotePgrep(t, "potato-agent --socket /tmp/potato-"+id)
-	trainers := remotePgrep(t, "worker --spec "+filepath.Join(remoteDir, "jobs", id))
-	if len(agents) == 0 || len(trainers) == 0 {
-		t.Fatalf("remote agent %v, trainer %v: not both found\n%s", agents, trainers, p.File(id, rundir.LogFile))
+	trainer := p.trainer(id)
+	if len(agents) == 0 {
+		t.Fatalf("no remote agent of the run\n%s", p.File(id, rundir.LogFile))
 	}
 	for _, pid := range agents {
 		syscall.Kill(pid, syscall.SIGKILL)
@@ -252,14 +252,7 @@ func testRemoteKillSSHAgentMidFit(t *testing.T) {
 		t.Errorf("error %q, want the session's or the heartbeat's text\n%s", info.Error, p.File(id, rundir.LogFile))
 	}
 	f := p.settled(id, rundir.StateError, info.ErrorCode, 10*time.Second)
-	testproject.WaitFor(t, "the remote trainer to go with its agent", func() bool {
-		for _, pid := range trainers {
-			if syscall.Kill(pid, 0) == nil {
-				return false
-			}
-		}
-		return true
-	})
+	testproject.WaitFor(t, "the remote trainer to go with its agent", trainer.gone)
 	job := "removed from the host"
 	if _, err := os.Stat(filepath.Join(remoteDir, "jobs", id)); err == nil {
 		job = "left on the host"
@@ -392,8 +385,8 @@ func natScript(t *testing.T, verb, name string) {
 }
 
 // The fault: kill -9 of a polling potato-agent behind NAT (the agent in
-// the lab namespace, potato-server in srv, rtr masquerading lab) while the
-// built-in trainer fits. Expected: "No word from the agent on lab for 4
+// the lab namespace, potato-server in srv, rtr masquerading lab) while its
+// trainer fits (a program its --allow-exec names). Expected: "No word from the agent on lab for 4
 // seconds" in all three witnesses; the training process dies with its
 // agent; an agent started again on the same work directory does not take
 // the dead job up again (it spooled nothing: it died before the result)
@@ -404,13 +397,13 @@ func testRemoteKillNATAgentMidFit(t *testing.T) {
 	const addr = "10.200.1.1:8000"
 	p.remoteServer(ns+"-srv", addr, ns+"-lab")
 	work := t.TempDir()
-	a := p.remoteAgent(ns+"-lab", token, "http://"+addr, work, "--once")
-	id := p.Detach(endlessFit...)
+	fit := p.localEndless()
+	a := p.remoteAgent(ns+"-lab", token, "http://"+addr, work, "--once", "--allow-exec", fit.Program())
+	id := p.Detach(fit.Args()...)
 	p.fitting(t, id)
-	spec := filepath.Join(work, "jobs", id, "spec.json")
-	trainers := remotePgrepAny("worker --spec " + spec)
-	if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", a.cmd.Process.Pid)); strings.TrimSpace(string(comm)) != "potato-agent" || len(trainers) == 0 {
-		t.Fatalf("agent %d is %q, trainers %v\n%s", a.cmd.Process.Pid, comm, trainers, a.log)
+	trainer := p.trainer(id)
+	if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", a.cmd.Process.Pid)); strings.TrimSpace(string(comm)) != "potato-agent" {
+		t.Fatalf("agent %d is %q\n%s", a.cmd.Process.Pid, comm, a.log)
 	}
 	a.kill()
 	killed := time.Now()
@@ -421,7 +414,7 @@ func testRemoteKillNATAgentMidFit(t *testing.T) {
 		t.Errorf("error %q, want %q\n%s", info.Error, want, p.File(id, rundir.LogFile))
 	}
 	f := p.settled(id, rundir.StateError, info.ErrorCode, 10*time.Second)
-	testproject.WaitFor(t, "the trainer to go with its agent", func() bool { return len(remotePgrepAny("worker --spec "+spec)) == 0 })
+	testproject.WaitFor(t, "the trainer to go with its agent", trainer.gone)
 	stored, kept := p.predictions(id)
 
 	again := p.remoteAgent(ns+"-lab", token, "http://"+addr, work, "--once")
@@ -447,18 +440,6 @@ func testRemoteKillNATAgentMidFit(t *testing.T) {
 			f, took.Seconds(), info.Error, stored+kept, resumed, left, next))
 }
 
-// remotePgrepAny are the pids of any user's processes matching pattern.
-func remotePgrepAny(pattern string) []int {
-	out, _ := exec.Command("pgrep", "-f", pattern).Output()
-	var pids []int
-	for _, f := range strings.Fields(string(out)) {
-		if pid, err := strconv.Atoi(f); err == nil {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
-
 // remoteWaitExit waits for a process to exit by itself.
 func remoteWaitExit(pr *remoteProc, bound time.Duration) error {
 	done := make(chan error, 1)
@@ -474,7 +455,7 @@ func remoteWaitExit(pr *remoteProc, bound time.Duration) error {
 }
 
 // The fault: potato-server killed (SIGKILL) while the agent trains, and
-// started again on the same address 2 s later. Expected: the run goes on
+// started again on the same address once the agent has found it gone. Expected: the run goes on
 // and succeeds (the agent keeps trying; the dispatch never depended on
 // the server), every prediction is in Potato's store, and the three
 // witnesses agree.
@@ -487,13 +468,21 @@ func testRemoteServerRestartMidRun(t *testing.T) {
 	addr := l.Addr().String()
 	l.Close()
 	srv := p.remoteServer("", addr, "")
-	a := p.remoteAgent("", token, "http://"+addr, t.TempDir(), "--once")
-	// About 10 s of fitting here.
-	id := p.Detach("--trainer", "tfidf-logreg", "--schemas", "sentiment", "--param", "epochs=50000", "--param", "patience=-1")
+	fit := p.localEndless()
+	a := p.remoteAgent("", token, "http://"+addr, t.TempDir(), "--once", "--allow-exec", fit.Program())
+	id := p.Detach(fit.Args()...)
 	at := p.fitting(t, id)
 	srv.kill()
-	time.Sleep(2 * time.Second)
+	// The server is started again once the agent has met the outage, and
+	// the fit ends once the agent has reached it again.
+	testproject.WaitFor(t, "the agent to meet the outage", func() bool {
+		return strings.Contains(a.log.String(), "trying again until the server answers")
+	})
 	p.remoteServer("", addr, "")
+	testproject.WaitFor(t, "the agent to reach the server again", func() bool {
+		return strings.Contains(a.log.String(), "the server answers again, after ")
+	})
+	fit.Release(t)
 	f := p.settled(id, rundir.StateSuccess, "", 120*time.Second)
 	info := p.Info(id)
 	stored, kept := p.predictions(id)

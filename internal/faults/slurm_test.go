@@ -101,21 +101,11 @@ func (s *slurmProject) jobField(job, key string) string {
 	return m[1]
 }
 
-// requeueTrainer is the built-in trainer, run by the agent's worker on
-// the compute node, as a trainer that can tell its attempts apart: the
-// first attempt fits until stopped (epochs=1000000, patience=-1 come from
-// the run's params), a requeued one fits 5 epochs and finishes.
-func (s *slurmProject) requeueTrainer(t *testing.T) string {
-	t.Helper()
-	mark := testcli.UserDir(t, "/tmp")
-	return testproject.Trainer(t, testcli.UserDir(t, "/tmp"), `worker=$(ls `+s.remoteDir+`/code/*/potato-agent | head -n 1)
-if [ -e `+mark+`/first ]; then
-	sed 's|"trainer": *"[^"]*"|"trainer": "tfidf-logreg"|; s|"1000000"|"5"|' "$2" >spec-builtin.json
-else
-	: >`+mark+`/first
-	sed 's|"trainer": *"[^"]*"|"trainer": "tfidf-logreg"|' "$2" >spec-builtin.json
-fi
-exec "$worker" worker --spec spec-builtin.json`)
+// endless is a fit that lasts until the scheduler ends its job or the
+// test releases it; released, the built-in trainer of the code that the
+// run deployed on the login node ends it.
+func (s *slurmProject) endless() *testproject.Endless {
+	return s.project.endless(s.remoteDir + "/code/*/potato-agent")
 }
 
 // kept checks that a run that succeeded lost none of its predictions:
@@ -133,7 +123,7 @@ func (s *slurmProject) kept(t *testing.T, id string) string {
 }
 
 // none checks that a run the scheduler ended mid-fit produced no
-// predictions (the built-in trainer writes them at its end) and that
+// predictions (its trainer writes them once released) and that
 // none was half-written into the store.
 func (s *slurmProject) none(t *testing.T, id string) string {
 	t.Helper()
@@ -151,7 +141,7 @@ func slurmRequeued(job, why string) *regexp.Regexp {
 }
 
 // The fault: the job's node is set down (scontrol update state=down)
-// while the built-in trainer fits. SLURM requeues the job (Restarts=1,
+// while the trainer fits. SLURM requeues the job (Restarts=1,
 // slurm.out: "DUE TO NODE FAILURE"). Expected: the run log says "requeued
 // by the scheduler after a node failure, Restarts=1", the run waits in the
 // queue, and once the node is resumed the second attempt succeeds; its
@@ -159,7 +149,8 @@ func slurmRequeued(job, why string) *regexp.Regexp {
 // and the next run succeeds.
 func testSLURMNodeDown(t *testing.T) {
 	s := newSLURMProject(t, "", "")
-	id := s.Detach(append([]string{"--trainer", s.requeueTrainer(t)}, endlessFit[2:]...)...)
+	fit := s.endless()
+	id := s.Detach(fit.Args()...)
 	job := s.job(t, id)
 	s.fitting(t, id)
 	s.nodeDown(t)
@@ -167,6 +158,8 @@ func testSLURMNodeDown(t *testing.T) {
 	testproject.WaitFor(t, "the requeue in the run log", func() bool {
 		return requeued.MatchString(s.File(id, rundir.LogFile)) || s.Info(id).Finished
 	})
+	// The second attempt fits only until released, and is released now.
+	fit.Release(t)
 	s.resume(t)
 	f := s.settled(id, rundir.StateSuccess, "", 5*time.Minute)
 	line := requeued.FindString(s.File(id, rundir.LogFile))
@@ -185,7 +178,7 @@ func testSLURMNodeDown(t *testing.T) {
 // produced; once the node is resumed the next run succeeds.
 func testSLURMNodeDownNoRequeue(t *testing.T) {
 	s := newSLURMProject(t, "", `SBATCH_NO_REQUEUE: "1"`)
-	id := s.Detach(endlessFit...)
+	id := s.Detach(s.endless().Args()...)
 	job := s.job(t, id)
 	s.fitting(t, id)
 	s.nodeDown(t)
@@ -221,13 +214,13 @@ func (s *slurmProject) resume(t *testing.T) {
 
 // The fault: the job reaches its time limit (time: "1", one minute,
 // which the scheduler enforces 74 to 90 s after the start) while the
-// built-in trainer fits. Expected: error with exactly F9's "SLURM job N
+// trainer fits. Expected: error with exactly F9's "SLURM job N
 // ended before the worker finished: it reached its time limit" in
 // run.json, the same state in the store and the page, no prediction
 // (none was produced), and the next run succeeds.
 func testSLURMTimeLimit(t *testing.T) {
 	s := newSLURMProject(t, "      time: \"1\"\n", "")
-	id := s.Detach(endlessFit...)
+	id := s.Detach(s.endless().Args()...)
 	job := s.job(t, id)
 	s.fitting(t, id)
 	f := s.settled(id, rundir.StateError, "backend", 4*time.Minute)
@@ -259,7 +252,7 @@ func (s *slurmProject) preempt(t *testing.T) string {
 }
 
 // The fault: a job of the urgent partition preempts the run's job
-// (PreemptMode=REQUEUE in scripts/test-slurm) while the built-in trainer
+// (PreemptMode=REQUEUE in scripts/test-slurm) while the trainer
 // fits. SLURM requeues the job (slurm.out: "DUE TO PREEMPTION").
 // Expected: as for a node failure, the job was not ended but requeued, so
 // the run log says "requeued by the scheduler after a preemption,
@@ -268,7 +261,8 @@ func (s *slurmProject) preempt(t *testing.T) string {
 // next run succeeds.
 func testSLURMPreemptedRequeued(t *testing.T) {
 	s := newSLURMProject(t, "      gres: gpu:2\n", "")
-	id := s.Detach(append([]string{"--trainer", s.requeueTrainer(t)}, endlessFit[2:]...)...)
+	fit := s.endless()
+	id := s.Detach(fit.Args()...)
 	job := s.job(t, id)
 	s.fitting(t, id)
 	urgent := s.preempt(t)
@@ -276,6 +270,7 @@ func testSLURMPreemptedRequeued(t *testing.T) {
 	testproject.WaitFor(t, "the requeue in the run log", func() bool {
 		return requeued.MatchString(s.File(id, rundir.LogFile)) || s.Info(id).Finished
 	})
+	fit.Release(t)
 	f := s.settled(id, rundir.StateSuccess, "", 5*time.Minute)
 	line := requeued.FindString(s.File(id, rundir.LogFile))
 	if line == "" {
@@ -295,7 +290,7 @@ func testSLURMPreemptedRequeued(t *testing.T) {
 // produced; the next run succeeds.
 func testSLURMScancelWhileRequeued(t *testing.T) {
 	s := newSLURMProject(t, "      gres: gpu:2\n", "")
-	id := s.Detach(endlessFit...)
+	id := s.Detach(s.endless().Args()...)
 	job := s.job(t, id)
 	s.fitting(t, id)
 	s.preempt(t)
@@ -323,7 +318,7 @@ func testSLURMScancelWhileRequeued(t *testing.T) {
 // next run succeeds.
 func testSLURMPreemptedNoRequeue(t *testing.T) {
 	s := newSLURMProject(t, "      gres: gpu:2\n", `SBATCH_NO_REQUEUE: "1"`)
-	id := s.Detach(endlessFit...)
+	id := s.Detach(s.endless().Args()...)
 	job := s.job(t, id)
 	s.fitting(t, id)
 	urgent := s.preempt(t)

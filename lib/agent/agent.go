@@ -12,7 +12,9 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -49,8 +51,13 @@ type Options struct {
 	MaxBundleBytes int64
 	// AllowExec lets a job name a program of this machine as its trainer
 	// (exec:PATH). Only an agent started over ssh by the dispatch of the
-	// machine's own user allows it; a polling agent never does.
+	// machine's own user allows any; a polling agent runs only the
+	// programs of ExecAllowed.
 	AllowExec bool
+	// ExecAllowed are the programs, absolute paths, that a job may name as
+	// its trainer on a polling agent (--allow-exec): its operator's
+	// choice, never the server's.
+	ExecAllowed []string
 	// SLURM, when set, makes this an agent on a login node: each job's
 	// training process is submitted with sbatch (SPEC M5, M9).
 	SLURM *slurm.Options
@@ -218,8 +225,8 @@ func Run(ctx context.Context, o Options) error {
 		if !rundir.ValidID(claim.RunID) {
 			return fmt.Errorf("the server handed out a run id %q that is not one", claim.RunID)
 		}
-		if trainer.IsExec(claim.Spec.Trainer) && !o.AllowExec {
-			o.logf("run %s: refusing trainer %s: this agent runs only the toolkit's trainers", claim.RunID, claim.Spec.Trainer)
+		if trainer.IsExec(claim.Spec.Trainer) && !o.execAllowed(claim.Spec.Trainer) {
+			o.logf("run %s: refusing trainer %s: this agent runs only the toolkit's trainers and those of --allow-exec", claim.RunID, claim.Spec.Trainer)
 			err := s.finish(ctx, &job{o: o, a: s, claim: claim}, events.ExitBadSpec, "", "",
 				fail(agentproto.CodeExecRefused, errors.New("this agent runs only the toolkit's trainers, not "+claim.Spec.Trainer)))
 			if o.Once {
@@ -756,6 +763,24 @@ func (j *job) stop(code, why string, grace time.Duration) {
 	if j.sj != nil {
 		go j.sj.cancel(grace)
 	}
+}
+
+// execAllowed reports whether the agent may run the program of an
+// exec:PROGRAM trainer: any, for an agent of an ssh or slurm backend;
+// for a polling agent, only one its --allow-exec names, found by the
+// same absolute path (a name is looked up on PATH, as it would run).
+func (o *Options) execAllowed(name string) bool {
+	if o.AllowExec {
+		return true
+	}
+	prog, err := ProgramPath(strings.TrimPrefix(name, trainer.ExecPrefix))
+	if err == nil && !strings.Contains(prog, "/") {
+		prog, err = exec.LookPath(prog)
+	}
+	if err != nil {
+		return false
+	}
+	return slices.Contains(o.ExecAllowed, filepath.Clean(prog))
 }
 
 // train runs the training process and relays its events; it returns the

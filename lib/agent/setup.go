@@ -38,6 +38,9 @@ type Settings struct {
 	// SLURMConfig is a JSON file of the backend's SLURM keys: the agent
 	// then submits each job with sbatch (SPEC M5, M9).
 	SLURMConfig string
+	// AllowExec are the programs a polling agent may run as a job's
+	// trainer (exec:PROGRAM), by path.
+	AllowExec []string
 	// Name is the program's name for Options.Name.
 	Name string
 }
@@ -75,7 +78,18 @@ func (s Settings) Options(stdin io.Reader, log io.Writer) (Options, error) {
 		}
 		so = &o
 	}
-	return Options{Client: client, Backend: s.Backend, Workdir: s.Workdir, Python: s.Python,
+	var allowed []string
+	for _, p := range s.AllowExec {
+		abs, err := AbsPath(p)
+		if err != nil {
+			return Options{}, usagef("--allow-exec %s: %v", p, err)
+		}
+		if st, err := os.Stat(abs); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
+			return Options{}, usagef("--allow-exec %s: not a program that can be run here", p)
+		}
+		allowed = append(allowed, abs)
+	}
+	return Options{Client: client, ExecAllowed: allowed, Backend: s.Backend, Workdir: s.Workdir, Python: s.Python,
 		Once: s.Once, Keep: s.Keep, Worker: self, Lost: lost, Log: log, Name: s.Name, AllowExec: s.Socket != "", SLURM: so,
 		Unreachable: unreachable(), Polling: s.Socket == ""}, nil
 }
