@@ -86,7 +86,7 @@ func (e *agentEnv) wait(id string) rundir.Info {
 
 type agentProc struct {
 	cmd    *exec.Cmd
-	stderr *bytes.Buffer
+	stderr *testcli.SyncBuffer
 }
 
 // agent starts potato-agent polling the server, the token in its
@@ -97,7 +97,7 @@ func (e *agentEnv) agent(token string, args ...string) *agentProc {
 	cmd := exec.Command(filepath.Join(e.Bin, "potato-agent"), append([]string{"--server", "http://" + e.addr,
 		"--backend", "lab", "--workdir", work}, args...)...)
 	cmd.Env = append(os.Environ(), "POTATO_TRAINING_TOKEN="+token)
-	a := &agentProc{cmd: cmd, stderr: &bytes.Buffer{}}
+	a := &agentProc{cmd: cmd, stderr: &testcli.SyncBuffer{}}
 	cmd.Stderr = a.stderr
 	if err := cmd.Start(); err != nil {
 		e.t.Fatal(err)
@@ -234,7 +234,9 @@ func testServerRestartMidRun(t *testing.T) {
 	testproject.WaitFor(t, "the run to wait for an agent", func() bool { return e.Info(id).Step == "waiting for an agent on lab" })
 	e.stopServer()
 	a := e.agent(e.token, "--once")
-	time.Sleep(2 * time.Second) // the agent finds no server meanwhile
+	testproject.WaitFor(t, "the agent to find no server", func() bool {
+		return strings.Contains(a.stderr.String(), "trying again until the server answers")
+	})
 	e.startServer()
 	info := e.wait(id)
 	if info.State != rundir.StateSuccess || info.Writeback["n_written"] == 0 {
@@ -249,9 +251,10 @@ func testServerRestartMidRun(t *testing.T) {
 // SIGSTOP) fails the run with the exact text.
 func testAgentSilentAgentFailsTheRun(t *testing.T) {
 	e := agentSetup(t, "      heartbeat_timeout_s: 3\n")
-	id := e.Detach("--trainer", "tfidf-logreg", "--schemas", "sentiment", "--param", "epochs=100000")
-	a := e.agent(e.token, "--once")
-	testproject.WaitFor(t, "the claim", func() bool { return e.Info(id).State == rundir.StateRunning || e.Info(id).Finished })
+	fit := testproject.NewEndless(t, testcli.SharedDir(t, 0o755), filepath.Join(e.Bin, "potato-agent"))
+	id := e.Detach(fit.Args()...)
+	a := e.agent(e.token, "--once", "--allow-exec", fit.Program())
+	testproject.WaitFor(t, "the fit", func() bool { return e.Info(id).Progress != nil || e.Info(id).Finished })
 	a.cmd.Process.Signal(syscall.SIGSTOP)
 	defer a.cmd.Process.Signal(syscall.SIGCONT)
 	info := e.wait(id)

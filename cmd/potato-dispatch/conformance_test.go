@@ -38,6 +38,9 @@ type bench struct {
 	// programs is where a trainer program goes so that the far side can
 	// run it.
 	programs string
+	// worker is the far side's potato-agent, a path or a glob, which
+	// ends a released endless fit.
+	worker string
 	// serve starts what takes a run off the backend's own queue (the
 	// agent backend's polling agent); nil when the dispatch does it all.
 	serve func()
@@ -157,7 +160,7 @@ func conformCancelQueued(t *testing.T, r rig) {
 // cancelled, exit 3, with no process left on the far side.
 func conformCancelRunning(t *testing.T, r rig) {
 	b := r.bench(t, 120, 100, "")
-	id := b.Detach("--trainer", "tfidf-logreg", "--schemas", "sentiment", "--param", "epochs=1000000", "--param", "patience=-1")
+	id := b.Detach(b.endless().Args()...)
 	b.start()
 	b.waitTraining(id)
 	b.cancel(id)
@@ -179,7 +182,7 @@ func conformHeartbeatLoss(t *testing.T, r rig) {
 		return
 	}
 	b := r.bench(t, 120, 100, "")
-	id := b.Detach("--trainer", "tfidf-logreg", "--schemas", "sentiment", "--param", "epochs=1000000", "--param", "patience=-1")
+	id := b.Detach(b.endless().Args()...)
 	b.start()
 	b.waitTraining(id)
 	pids := b.farSide(id)
@@ -229,6 +232,11 @@ echo small > artifacts/small.txt
 		t.Errorf("big.bin is not whole on the far side: %v", err)
 	}
 	b.exitCode(id, 0)
+}
+
+// endless is a fit that lasts until it is stopped (testproject.Endless).
+func (b *bench) endless() *testproject.Endless {
+	return testproject.NewEndless(b.t, b.programs, b.worker)
 }
 
 func (b *bench) start() {
@@ -299,6 +307,7 @@ func newBench(t *testing.T, name string, n, labelled int, block string) *bench {
 func localBench(t *testing.T, n, labelled int, keys string) *bench {
 	b := newBench(t, "local", n, labelled, "")
 	b.programs = t.TempDir()
+	b.worker = filepath.Join(b.Bin, "potato-agent")
 	return b
 }
 
@@ -335,6 +344,7 @@ func sshBench(t *testing.T, n, labelled int, keys string) *bench {
 	remoteDir := testcli.SharedDir(t, 0o777)
 	b := newBench(t, "gpu", n, labelled, testcli.SSHBackend("potato-test", sd+"/ssh_config", remoteDir, heartbeatS, "      gpus: none\n"+keys))
 	b.programs = testcli.SharedDir(t, 0o755)
+	b.worker = remoteDir + "/code/*/potato-agent"
 	b.farSide = agentsOf
 	b.remoteArtifacts = func(id string) string { return filepath.Join(remoteDir, "jobs", id, "artifacts") }
 	return b
@@ -349,6 +359,7 @@ func slurmBench(t *testing.T, n, labelled int, keys string) *bench {
 	env := fmt.Sprintf(`PATH: "/usr/local/bin:/usr/bin:/bin", SLURM_CONF: "%s", POTATO_TRAINING_EXIT_CODE_WAIT_S: "3"`, conf)
 	b := newBench(t, "cluster", n, labelled, testcli.SLURMBackend(t, remoteDir, heartbeatS, env, "      time: \"10:00\"\n"+keys))
 	b.programs = testcli.SharedDir(t, 0o755)
+	b.worker = remoteDir + "/code/*/potato-agent"
 	b.farSide = agentsOf
 	b.remoteArtifacts = func(id string) string { return filepath.Join(remoteDir, "jobs", id, "artifacts") }
 	// A job whose agent was stopped outlives its run: the test cancels
@@ -399,9 +410,15 @@ func agentBench(t *testing.T, n, labelled int, keys string) *bench {
 		}
 		return err == nil
 	})
+	// The agent runs the endless trainer of the tests that need a fit
+	// that lasts, and no other program.
+	b.programs = testcli.SharedDir(t, 0o755)
+	b.worker = filepath.Join(b.Bin, "potato-agent")
+	allowed := strings.TrimPrefix(b.endless().Trainer, "exec:")
 	var agent *exec.Cmd
 	b.serve = func() {
-		agent = exec.Command(filepath.Join(b.Bin, "potato-agent"), "--server", "http://"+addr, "--backend", "lab", "--workdir", t.TempDir())
+		agent = exec.Command(filepath.Join(b.Bin, "potato-agent"), "--server", "http://"+addr, "--backend", "lab", "--workdir", t.TempDir(),
+			"--allow-exec", allowed)
 		agent.Env = append(os.Environ(), "POTATO_TRAINING_TOKEN="+tok)
 		if err := agent.Start(); err != nil {
 			t.Fatal(err)

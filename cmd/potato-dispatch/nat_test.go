@@ -52,8 +52,7 @@ func testBehindNAT(t *testing.T) {
 	srvNS, labNS := ns+"-srv", ns+"-lab"
 	runs := &testproject.Runs{T: t, Bin: testcli.Binaries(t), Dir: t.TempDir()}
 	bin, root := runs.Bin, runs.Root()
-	// Enough items that training takes a while: the link is cut mid-run.
-	cfg := testproject.Write(t, runs.Dir, 20000, 16000, `  backend: lab
+	cfg := testproject.Write(t, runs.Dir, 120, 100, `  backend: lab
   backends:
     lab:
       type: agent
@@ -115,8 +114,11 @@ func testBehindNAT(t *testing.T) {
 	// The link is cut during a run: the agent stops its training process
 	// itself after the unreachable limit, and the server fails the run by
 	// its heartbeat.
-	id = dispatch("--param", "epochs=100000", "--param", "patience=-1")
-	a, alog = agent()
+	// The second run's fit lasts until it is stopped: the link is cut
+	// while it fits.
+	fit := testproject.NewEndless(t, testcli.SharedDir(t, 0o755), filepath.Join(bin, "potato-agent"))
+	id = runs.Detach(fit.Args()...)
+	a, alog = agent("--allow-exec", fit.Program())
 	testproject.WaitFor(t, "the second run to train", func() bool {
 		return strings.Contains(runLog(id), "claimed the run") && info(id).Progress != nil
 	})

@@ -31,20 +31,22 @@ func emailProject(t *testing.T) *testproject.Runs {
 // shellQuote quotes s for sh.
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
-// The bar of the project's event files: a 1500-email tfidf run writes an
-// events.jsonl under 1 MB, and the last progress event, the fit's end, is
-// in it. Run on a real terminal (a pseudo-terminal from script(1)), run
-// shows one line rewritten in place with the phase, percent, rate and
-// ETA, and erases it before the summary.
+// Run on a real terminal (a pseudo-terminal from script(1)), run shows
+// one line rewritten in place with the phase, percent, rate and ETA, and
+// erases it before the summary. The trainer reports 20 progress events a
+// tenth of a second apart, then the built-in trainer ends the run: two
+// seconds of progress at least, whatever the machine's speed.
 func TestProgressOnATerminal(t *testing.T) {
 	if _, err := exec.LookPath("script"); err != nil {
 		t.Skip("script(1) from util-linux is not installed")
 	}
 	r := emailProject(t)
+	fit := testproject.NewEndless(t, t.TempDir(), filepath.Join(r.Bin, "potato-agent"))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // a guard against a hang
 	defer cancel()
 	argv := []string{filepath.Join(r.Bin, "potato-dispatch"), "run", r.Config}
-	argv = append(argv, longFit...)
+	argv = append(argv, fit.Args()...)
+	argv = append(argv, "--param", "events=20")
 	for i, a := range argv {
 		argv[i] = shellQuote(a)
 	}
@@ -61,15 +63,33 @@ func TestProgressOnATerminal(t *testing.T) {
 	if id == nil {
 		t.Fatalf("no run id in what the terminal showed:\n%q", text)
 	}
-	line := regexp.MustCompile(`\rpotato-dispatch: [0-9]+:[0-9]{2}  fit  [0-9.]+%  [0-9]+/3000  [0-9.k]+ it/s  ETA [0-9hms]+\x1b\[K`)
+	line := regexp.MustCompile(`\rpotato-dispatch: [0-9]+:[0-9]{2}  fit  [0-9.]+%  [0-9]+/1000000  [0-9.k]+ it/s  ETA [0-9hms]+\x1b\[K`)
 	if n := len(line.FindAllString(text, -1)); n < 2 {
 		t.Errorf("%d progress lines rewritten in place, want several:\n%q", n, text)
 	}
 	if !strings.Contains(text, "\r\x1b[Kpotato-dispatch: run "+id[1]+": success;") {
 		t.Errorf("the line is not erased before the summary:\n%q", text)
 	}
+}
 
-	b, err := os.ReadFile(filepath.Join(r.Root().RunDir(id[1]), rundir.EventsFile))
+// Without a terminal (a pipe, as for a script or cron) run prints the run
+// id on standard output and the summary on standard error, nothing else.
+// Its events.jsonl stays small whatever the fit's rate.
+func TestNoProgressOnAPipe(t *testing.T) {
+	r := emailProject(t)
+	code, stdout, stderr := runDispatch(t, r, []string{"TERM=xterm"}, append([]string{"run", r.Config}, longFit...)...)
+	id := strings.TrimSpace(stdout)
+	if code != 0 || !rundir.ValidID(id) || stdout != id+"\n" {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	if !regexp.MustCompile(`^potato-dispatch: run ` + id + `: success; [^\r\x1b]*\n$`).MatchString(stderr) {
+		t.Errorf("stderr is not the summary line alone: %q", stderr)
+	}
+
+	// The bar of the project's event files: a 1500-email tfidf run writes
+	// an events.jsonl under 1 MB, and the last progress event, the fit's
+	// end, is in it.
+	b, err := os.ReadFile(filepath.Join(r.Root().RunDir(id), rundir.EventsFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,18 +107,4 @@ func TestProgressOnATerminal(t *testing.T) {
 		t.Errorf("the last progress event is %v, want the fit's end, 3000 of 3000", last.Fields)
 	}
 	t.Logf("events.jsonl: %d bytes", len(b))
-}
-
-// Without a terminal (a pipe, as for a script or cron) run prints the run
-// id on standard output and the summary on standard error, nothing else.
-func TestNoProgressOnAPipe(t *testing.T) {
-	r := emailProject(t)
-	code, stdout, stderr := runDispatch(t, r, []string{"TERM=xterm"}, append([]string{"run", r.Config}, longFit...)...)
-	id := strings.TrimSpace(stdout)
-	if code != 0 || !rundir.ValidID(id) || stdout != id+"\n" {
-		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
-	}
-	if !regexp.MustCompile(`^potato-dispatch: run ` + id + `: success; [^\r\x1b]*\n$`).MatchString(stderr) {
-		t.Errorf("stderr is not the summary line alone: %q", stderr)
-	}
 }

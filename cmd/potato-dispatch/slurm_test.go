@@ -39,6 +39,30 @@ type cluster struct {
 
 // shim sets up potato-slurm-shim as the login node's scheduler, with
 // slots job slots and two GPUs.
+// countCalls makes the cluster's command name count its calls, and
+// returns what counts them so far: a test waits for the calls it needs
+// instead of for a time they should take.
+func (c *cluster) countCalls(name string) func() int {
+	c.t.Helper()
+	count := filepath.Join(c.bin, name+".calls")
+	if err := os.WriteFile(count, nil, 0o666); err != nil {
+		c.t.Fatal(err)
+	}
+	os.Chmod(count, 0o666)
+	cmd := filepath.Join(c.bin, name)
+	if err := os.Remove(cmd); err != nil {
+		c.t.Fatal(err)
+	}
+	script := "#!/bin/sh\necho >>" + count + "\nexec " + filepath.Join(c.bin, "potato-slurm-shim") + " " + name + " \"$@\"\n"
+	if err := os.WriteFile(cmd, []byte(script), 0o755); err != nil {
+		c.t.Fatal(err)
+	}
+	return func() int {
+		b, _ := os.ReadFile(count)
+		return len(b)
+	}
+}
+
 func shim(t *testing.T, slots int) *cluster {
 	t.Helper()
 	testcli.SSHD(t)
@@ -203,13 +227,22 @@ while [ $i -lt 600 ]; do sleep 0.2; i=$((i+1)); done
 `+testproject.ResultLines)
 }
 
-// slowBuiltin is the built-in trainer after a pause of 2 s, so that a
-// squeue poll sees its job running: the agent's worker on the host, run
-// on the same spec with the trainer's name put back.
-func slowBuiltin(t *testing.T, e *slurmEnv) string {
-	return testproject.Trainer(t, testcli.UserDir(t, "/tmp"), `sleep 2
+// gatedBuiltin is the built-in trainer once the test opens its gate, so
+// that a squeue poll sees its job running whatever the machine's speed:
+// the agent's worker on the host, run on the same spec with the trainer's
+// name put back. open lets it go on.
+func gatedBuiltin(t *testing.T, e *slurmEnv) (tr string, open func()) {
+	dir := testcli.SharedDir(t, 0o755)
+	gate := filepath.Join(dir, "gate")
+	tr = testproject.Trainer(t, testcli.UserDir(t, "/tmp"), `echo '{"v":1,"event":"status","state":"fitting","step":"waiting for its gate"}'
+while [ ! -e `+gate+` ]; do sleep 0.1; done
 sed 's|"trainer": *"[^"]*"|"trainer": "tfidf-logreg"|' "$2" >spec-builtin.json
 exec "$(ls `+e.remoteDir+`/code/*/potato-agent | head -n 1)" worker --spec spec-builtin.json`)
+	return tr, func() {
+		if err := os.WriteFile(gate, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 func testEndToEndPendingThenRunning(t *testing.T) {
@@ -217,13 +250,16 @@ func testEndToEndPendingThenRunning(t *testing.T) {
 	e := slurmSetup(t, c, "      gres: gpu:1\n      time: \"10:00\"\n      partition: debug\n      job_python: /usr/bin/python3\n")
 	_, unblock := c.blocker()
 	defer unblock()
-	id := e.Detach("--trainer", slowBuiltin(t, e), "--schemas", "sentiment")
+	tr, open := gatedBuiltin(t, e)
+	id := e.Detach("--trainer", tr, "--schemas", "sentiment")
 	testproject.WaitFor(t, "PENDING (Priority)", func() bool { return e.logHas(id, "SLURM job ") && e.logHas(id, ": PENDING (Priority)") })
 	// The log line and the status event that sets the step line are two
 	// events: the step line may follow the log a moment later.
 	pending := regexp.MustCompile(`^SLURM job \d+: PENDING \(Priority\)$`)
 	testproject.WaitFor(t, "the step line PENDING (Priority)", func() bool { return pending.MatchString(e.Info(id).Step) })
 	unblock()
+	testproject.WaitFor(t, "RUNNING", func() bool { return e.logHas(id, ": RUNNING on node07") })
+	open()
 	info := e.wait(id)
 	log := e.File(id, "run.log")
 	if info.State != rundir.StateSuccess || info.Heldout == nil || info.RanOn != "cluster (slurm via potato-test)" {
@@ -264,6 +300,7 @@ func testEndToEndPendingThenRunning(t *testing.T) {
 // job between two polls of squeue).
 func testStepLineStaysTheTrainers(t *testing.T) {
 	c := shim(t, 1)
+	squeues := c.countCalls("squeue")
 	e := slurmSetup(t, c, "")
 	_, unblock := c.blocker()
 	defer unblock()
@@ -272,8 +309,9 @@ func testStepLineStaysTheTrainers(t *testing.T) {
 	unblock()
 	testproject.WaitFor(t, "the queue to say RUNNING", func() bool { return e.logHas(id, ": RUNNING on node07") })
 	testproject.WaitFor(t, "the trainer's step line", func() bool { return e.Info(id).Step == "working" })
-	// Two more polls of the queue (poll_interval_s 1) change nothing.
-	time.Sleep(2500 * time.Millisecond)
+	// Two more polls of the queue change nothing.
+	seen := squeues()
+	testproject.WaitFor(t, "two more polls of the queue", func() bool { return squeues() >= seen+2 })
 	if step := e.Info(id).Step; step != "working" {
 		t.Errorf("step line %q, want the trainer's %q\n%s", step, "working", e.dump(id))
 	}
@@ -582,11 +620,14 @@ func testRealSubmitQueueRelay(t *testing.T) {
 	e := slurmSetup(t, c, "      gres: gpu:1\n      time: \"10:00\"\n")
 	_, unblock := c.blocker("--gres=gpu:2")
 	defer unblock()
-	id := e.Detach("--trainer", slowBuiltin(t, e), "--schemas", "sentiment")
+	tr, open := gatedBuiltin(t, e)
+	id := e.Detach("--trainer", tr, "--schemas", "sentiment")
 	job := e.waitJob(id)
 	pendingWhy := regexp.MustCompile(`SLURM job ` + job + `: PENDING \((Resources|Priority)\)`)
 	testproject.WaitFor(t, "PENDING with its reason", func() bool { return pendingWhy.MatchString(e.File(id, "run.log")) })
 	unblock()
+	testproject.WaitFor(t, "RUNNING", func() bool { return e.logHas(id, "SLURM job "+job+": RUNNING on ") })
+	open()
 	info := e.wait(id)
 	if info.State != rundir.StateSuccess || info.Heldout == nil {
 		t.Fatalf("state %s error %q\n%s", info.State, info.Error, e.dump(id))

@@ -93,8 +93,11 @@ func testRunEndToEndAndCodeReuse(t *testing.T) {
 // remote user has it in its argv or environment, and no log holds it.
 func testTokenNeverOnACommandLineOrInALog(t *testing.T) {
 	e := sshSetup(t, "", "", "")
-	tr := testproject.Trainer(t, testcli.SharedDir(t, 0o755), `echo '{"v":1,"event":"status","state":"fitting","step":"holding"}'
-sleep 3
+	// The trainer holds the run until the test has looked.
+	progs := testcli.SharedDir(t, 0o755)
+	gate := filepath.Join(progs, "gate")
+	tr := testproject.Trainer(t, progs, `echo '{"v":1,"event":"status","state":"fitting","step":"holding"}'
+while [ ! -e `+gate+` ]; do sleep 0.1; done
 `+testproject.ResultLines)
 	// The dispatch takes the run's token from this variable, a seam for
 	// tests only, so the test knows what to look for.
@@ -145,6 +148,9 @@ sleep 3
 	local, err := os.Stat(sock)
 	if err != nil || local.Mode().Perm() != 0o600 {
 		t.Errorf("local socket %s: %v", sock, err)
+	}
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
 	}
 	testproject.WaitFor(t, "the end", func() bool { return e.Info(id).Finished })
 	for _, name := range []string{"run.log", "agent.log", "run.json", "events.jsonl", "spec.json"} {

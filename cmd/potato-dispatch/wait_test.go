@@ -181,11 +181,12 @@ func TestWaitDispatchKilled(t *testing.T) {
 	testproject.WaitFor(t, "the run to train", func() bool { return r.Info(id).State == rundir.StateRunning })
 	waitCmd, _ := startDispatch(t, r, false, "wait", r.Config, id)
 	pid := r.Info(id).PID
-	// Killed before wait looks, the run is found lost at once; killed
-	// while wait blocks on the dispatch's lock, the lock's release wakes
-	// it. Either ends the same; the pause makes the second, the case this
-	// test is for, the likely one.
-	time.Sleep(300 * time.Millisecond)
+	// Killed while wait blocks on the dispatch's lock, the case this test
+	// is for, the lock's release wakes it: the kill comes once
+	// /proc/locks shows wait's request blocked on the lock.
+	testproject.WaitFor(t, "wait to block on the dispatch's lock", func() bool {
+		return flockWaiter(t, filepath.Join(r.Root().RunDir(id), rundir.DispatchLockFile))
+	})
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -228,4 +229,25 @@ func TestRunRefusesParams(t *testing.T) {
 	if id := strings.TrimSpace(stdout); code != 0 || r.Info(id).Params["epochs"] != "3" {
 		t.Errorf("epochs=3: exit %d, stderr %q", code, stderr)
 	}
+}
+
+// flockWaiter reports whether a process waits for the flock(2) of path:
+// /proc/locks lists a blocked request as "N: -> FLOCK ... MAJ:MIN:INODE".
+func flockWaiter(t *testing.T, path string) bool {
+	t.Helper()
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	locks, err := os.ReadFile("/proc/locks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inode := ":" + strconv.FormatUint(st.Ino, 10) + " "
+	for _, l := range strings.Split(string(locks), "\n") {
+		if strings.Contains(l, "-> FLOCK") && strings.Contains(l, inode) {
+			return true
+		}
+	}
+	return false
 }

@@ -228,7 +228,7 @@ func Run(ctx context.Context, o Options) error {
 		if trainer.IsExec(claim.Spec.Trainer) && !o.execAllowed(claim.Spec.Trainer) {
 			o.logf("run %s: refusing trainer %s: this agent runs only the toolkit's trainers and those of --allow-exec", claim.RunID, claim.Spec.Trainer)
 			err := s.finish(ctx, &job{o: o, a: s, claim: claim}, events.ExitBadSpec, "", "",
-				fail(agentproto.CodeExecRefused, errors.New("this agent runs only the toolkit's trainers, not "+claim.Spec.Trainer)))
+				fail(agentproto.CodeExecRefused, errors.New("this agent runs only the toolkit's trainers and the programs its --allow-exec names, not "+claim.Spec.Trainer)))
 			if o.Once {
 				return &JobError{RunID: claim.RunID, Err: err}
 			}

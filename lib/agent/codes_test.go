@@ -81,18 +81,23 @@ func TestResultCodes(t *testing.T) {
 	}
 }
 
-// A polling agent refuses an exec: trainer. Expected: exit status 2 in
-// the result, with code exec_refused.
+// A polling agent refuses an exec: trainer, unless its --allow-exec
+// names the program. Expected: exit status 2 in the result, with code
+// exec_refused, without the option and with one that names another
+// program.
 func TestResultCodeExecRefused(t *testing.T) {
-	s := newPollServer(t, nil)
-	s.claim.Spec.Trainer = "exec:/bin/true"
-	addr, _ := s.serve("127.0.0.1:0")
-	a := startAgent(t, addr, t.TempDir(), tokenEnv(s), "--once")
-	if code := a.wait(t); code != 1 {
-		t.Errorf("exit %d, want 1\n%s", code, a.stderr)
-	}
-	res := s.result()
-	if res == nil || res.ExitCode != 2 || res.Code != agentproto.CodeExecRefused || !strings.Contains(res.Error, "runs only the toolkit's trainers") {
-		t.Fatalf("result %+v\n%s", res, a.stderr)
+	other := testproject.NewEndless(t, t.TempDir(), "").Program()
+	for _, args := range [][]string{nil, {"--allow-exec", other}} {
+		s := newPollServer(t, nil)
+		s.claim.Spec.Trainer = "exec:/bin/true"
+		addr, _ := s.serve("127.0.0.1:0")
+		a := startAgent(t, addr, t.TempDir(), tokenEnv(s), append([]string{"--once"}, args...)...)
+		if code := a.wait(t); code != 1 {
+			t.Errorf("%q: exit %d, want 1\n%s", args, code, a.stderr)
+		}
+		res := s.result()
+		if res == nil || res.ExitCode != 2 || res.Code != agentproto.CodeExecRefused || !strings.Contains(res.Error, "runs only the toolkit's trainers and the programs its --allow-exec names") {
+			t.Fatalf("%q: result %+v\n%s", args, res, a.stderr)
+		}
 	}
 }

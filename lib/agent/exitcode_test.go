@@ -78,9 +78,10 @@ func TestOnceExitsOneWhenTheServerRefuses(t *testing.T) {
 // the server, and the agent exits 1: its job did not finish. SIGTERM to
 // one waiting for a job is exit 0.
 func TestOnceSignalled(t *testing.T) {
-	s := newPollServer(t, map[string]string{"epochs": "100000000", "patience": "-1"})
+	s := newPollServer(t, nil)
+	allow := s.endless()
 	addr, _ := s.serve("127.0.0.1:0")
-	a := startAgent(t, addr, t.TempDir(), tokenEnv(s), "--once")
+	a := startAgent(t, addr, t.TempDir(), tokenEnv(s), append(allow, "--once")...)
 	testproject.WaitFor(t, "the training to run", func() bool { return s.hasEvent(events.KindProgress, "") })
 	a.cmd.Process.Signal(syscall.SIGTERM)
 	code := a.wait(t)

@@ -106,6 +106,16 @@ func newPollServerN(t *testing.T, params map[string]string, items int) *pollServ
 	return s
 }
 
+// endless makes the job's trainer one that fits until it is stopped
+// (testproject.Endless), whatever the machine's speed, and returns the
+// agent's arguments that allow it.
+func (s *pollServer) endless() []string {
+	fit := testproject.NewEndless(s.t, s.t.TempDir(), "")
+	s.claim.Spec.Trainer = fit.Trainer
+	s.claim.Spec.Params = map[string]string{}
+	return []string{"--allow-exec", fit.Program()}
+}
+
 // serve listens on addr ("127.0.0.1:0" for any port) and returns the
 // address and a function that stops the listener: the server is down.
 func (s *pollServer) serve(addr string) (string, func()) {
@@ -602,11 +612,12 @@ func TestPollingPredictionsTooLarge(t *testing.T) {
 // training process itself and says why; the result stays in the spool
 // and an agent started again once the server is back sends it.
 func TestPollingUnreachableStopsTheJob(t *testing.T) {
-	s := newPollServer(t, map[string]string{"epochs": "100000000", "patience": "-1"})
+	s := newPollServer(t, nil)
+	allow := s.endless()
 	addr, _ := s.serve("127.0.0.1:0")
 	work := t.TempDir()
 	env := append(tokenEnv(s), "POTATO_TRAINING_UNREACHABLE_S=2")
-	a := startAgent(t, addr, work, env, "--once")
+	a := startAgent(t, addr, work, env, append(allow, "--once")...)
 	testproject.WaitFor(t, "the training to run", func() bool { return s.hasEvent(events.KindProgress, "") })
 	s.setFault(func(string) fault { return hangUp })
 	if code := a.wait(t); code != 1 {
@@ -662,11 +673,12 @@ func TestPollingBundleResumes(t *testing.T) {
 // A job claimed again after its agent was killed finds its bundle in the
 // cache: it is not downloaded again.
 func TestPollingBundleCachedByDigest(t *testing.T) {
-	s := newPollServer(t, map[string]string{"epochs": "100000000", "patience": "-1"})
+	s := newPollServer(t, nil)
+	allow := s.endless()
 	s.claims = 2
 	addr, _ := s.serve("127.0.0.1:0")
 	work := t.TempDir()
-	a := startAgent(t, addr, work, tokenEnv(s), "--once")
+	a := startAgent(t, addr, work, tokenEnv(s), append(allow, "--once")...)
 	testproject.WaitFor(t, "the training to run", func() bool { return s.hasEvent(events.KindProgress, "") })
 	a.cmd.Process.Kill()
 	a.wait(t)
@@ -677,7 +689,7 @@ func TestPollingBundleCachedByDigest(t *testing.T) {
 	s.mu.Lock()
 	sent := s.bundleTx
 	s.mu.Unlock()
-	b := startAgent(t, addr, work, tokenEnv(s), "--once")
+	b := startAgent(t, addr, work, tokenEnv(s), append(allow, "--once")...)
 	testproject.WaitFor(t, "the job to run again", func() bool { return b.says("cached by digest") })
 	b.cmd.Process.Signal(syscall.SIGTERM)
 	b.wait(t)

@@ -160,8 +160,9 @@ func TestQueryTimeout(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "did not answer within 100ms") {
 		t.Errorf("error %v", err)
 	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Errorf("Query took %v", d)
+	// It gave up at its timeout, not when the program ended by itself.
+	if d := time.Since(start); d >= 10*time.Second {
+		t.Errorf("Query took %v: it waited for the program's end", d)
 	}
 }
 

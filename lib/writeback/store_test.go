@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -531,19 +532,23 @@ func TestWriteWaitsForAnotherWriter(t *testing.T) {
 	if _, err := tx.Exec(`INSERT INTO training_runs (project, run_id, trainer, status, created_at) VALUES ('p', 'held', 't', 'running', 1)`); err != nil {
 		t.Fatal(err)
 	}
+	// The other writer holds the lock a while, then commits; RecordRun,
+	// called meanwhile, must wait for the commit, not fail.
 	released := make(chan error, 1)
+	var committing atomic.Int64
 	go func() {
 		time.Sleep(300 * time.Millisecond)
+		committing.Store(time.Now().UnixNano())
 		released <- tx.Commit()
 	}()
-	start := time.Now()
 	if err := s.RecordRun(RunRow{Project: "p", RunID: "r1", Trainer: "t", Status: "queued"}); err != nil {
 		t.Fatalf("RecordRun while another writer held the lock: %v", err)
 	}
+	returned := time.Now().UnixNano()
 	if err := <-released; err != nil {
 		t.Fatal(err)
 	}
-	if waited := time.Since(start); waited < 200*time.Millisecond {
-		t.Errorf("RecordRun returned after %v, before the other writer committed", waited)
+	if c := committing.Load(); c == 0 || returned < c {
+		t.Errorf("RecordRun returned before the other writer committed")
 	}
 }
