@@ -143,13 +143,11 @@ func check(cfg *config.Config, opt *Options) (*config.Backend, error) {
 	if opt.Trainer == "" {
 		return nil, usagef("no trainer given: use --trainer with one of %s", trainer.Choices())
 	}
-	if trainer.IsExec(opt.Trainer) {
-		// A program on the machine that runs the training process: the
-		// server has no say over what an agent's owner runs.
-		if b.Type == config.TypeAgent {
-			return nil, usagef("trainer %s names a program: it runs on the local, ssh and slurm backends, not on agent backend %s", opt.Trainer, b.Name)
-		}
-	} else {
+	// A program (exec:) is one of the machine that runs the training
+	// process, with parameters of its own: on an agent backend, the agent
+	// runs it only if its --allow-exec names it, since the server has no
+	// say over what an agent's owner runs.
+	if !trainer.IsExec(opt.Trainer) {
 		info, ok := trainer.Lookup(opt.Trainer)
 		switch {
 		case !ok:
