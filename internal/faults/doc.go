@@ -10,6 +10,11 @@
 //     the run's final state;
 //   - the next run starts, and succeeds.
 //
+// A fault strikes a fit that lasts until it is stopped or released
+// (testproject.Endless), never a number of epochs taken for a duration,
+// and each test waits for what it needs, never for a time: the suite
+// gives the same answers on a fast machine and on a loaded one.
+//
 // The suite is built only with the faults tag, so that make test does not
 // run it twice; scripts/test-faults prints its table: fault, expected,
 // seen.
