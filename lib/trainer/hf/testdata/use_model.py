@@ -1,0 +1,60 @@
+"""Predicts with a run's model in plain transformers and peft, as
+potato-rundir(5) shows under USING A MODEL: nothing of the toolkit.
+
+    python3 use_model.py RUNDIR/artifacts/model-SCHEMA ITEMS.jsonl
+    python3 use_model.py RUNDIR/artifacts/model-SCHEMA/adapter ITEMS.jsonl
+
+The first is the model as the run saved it: a LoRA adapter, a merged
+model (merge=true) or a whole fine-tuned one (lora=false); the second, of
+a merged model, its adapter on the base model.
+
+ITEMS.jsonl has one {"instance_id", "text"} a line (a split of the run's
+bundle will do). Writes one {"instance_id", "label", "confidence",
+"probs"} a line."""
+
+import json
+import os
+import sys
+
+import torch
+from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
+
+
+def load(model_dir):
+    # A merged model keeps its adapter in adapter/, whose card is the
+    # model's, one directory up.
+    card_path = model_dir + "/model_card.json"
+    if not os.path.exists(card_path):
+        card_path = os.path.dirname(os.path.abspath(model_dir)) + "/model_card.json"
+    card = json.load(open(card_path))
+    if os.path.exists(model_dir + "/adapter_config.json"):
+        from peft import PeftModel
+        config = AutoConfig.from_pretrained(model_dir)
+        base = AutoModelForSequenceClassification.from_pretrained(card["base_model"], config=config)
+        model = PeftModel.from_pretrained(base, model_dir)
+    else:
+        model = AutoModelForSequenceClassification.from_pretrained(model_dir)
+    return card, AutoTokenizer.from_pretrained(model_dir), model.eval()
+
+
+def main(model_dir, items):
+    card, tok, model = load(model_dir)
+    labels, multi = card["labels"], card["problem_type"] == "multi_label_classification"
+    for line in open(items):
+        item = json.loads(line)
+        enc = tok(item["text"] or " ", truncation=True, max_length=card["max_length"], return_tensors="pt")
+        with torch.no_grad():
+            logits = model(**enc).logits[0]
+        probs = (torch.sigmoid(logits) if multi else torch.softmax(logits, -1)).tolist()
+        if multi:
+            t = card["threshold"]
+            label = "|".join(sorted(l for l, p in zip(labels, probs) if p >= t))
+            conf = min(p if p >= t else 1 - p for p in probs)
+        else:
+            best = max(range(len(probs)), key=probs.__getitem__)
+            label, conf = labels[best], probs[best]
+        print(json.dumps({"instance_id": item["instance_id"], "label": label, "confidence": conf, "probs": probs}))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])
