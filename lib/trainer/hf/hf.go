@@ -78,7 +78,8 @@ func Write(dir string) (string, error) {
 
 // Packages are the Python packages a run with these parameters imports,
 // as the script decides them: torch alone for a builtin: model, and
-// transformers, with peft unless lora is off, for a pretrained one.
+// transformers, with peft and jinja2 (which peft needs to save an
+// adapter) unless lora is off, for a pretrained one.
 func Packages(params map[string]string) []string {
 	if strings.HasPrefix(params["model"], "builtin:") {
 		return []string{"torch"}
@@ -87,5 +88,5 @@ func Packages(params map[string]string) []string {
 	case "0", "false", "no", "off":
 		return []string{"torch", "transformers"}
 	}
-	return []string{"torch", "transformers", "peft"}
+	return []string{"torch", "transformers", "peft", "jinja2"}
 }

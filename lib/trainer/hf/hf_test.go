@@ -165,7 +165,7 @@ func TestWithoutTorch(t *testing.T) {
 		last = e
 	}
 	var missing []string
-	for _, p := range []string{"torch", "transformers", "peft"} {
+	for _, p := range []string{"torch", "transformers", "peft", "jinja2"} {
 		if exec.Command(py, "-S", "-c", "import importlib.util,sys; sys.exit(importlib.util.find_spec('"+p+"') is None)").Run() != nil {
 			missing = append(missing, p)
 		}

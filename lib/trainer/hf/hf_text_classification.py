@@ -565,10 +565,12 @@ def set_seed(torch, seed):
 
 def needed_packages(params):
     """The import names the run needs: torch alone for a built-in model,
-    transformers too for another, and peft for LoRA."""
+    transformers too for another, and peft for LoRA, with jinja2, without
+    which peft's save_pretrained fails as it writes the adapter's model
+    card: after the whole fit, were it not checked first."""
     if is_builtin(params["model"]):
         return ("torch",)
-    return ("torch", "transformers", "peft") if params["lora"] else ("torch", "transformers")
+    return ("torch", "transformers", "peft", "jinja2") if params["lora"] else ("torch", "transformers")
 
 
 def missing_packages(find=importlib.util.find_spec, names=PACKAGES):

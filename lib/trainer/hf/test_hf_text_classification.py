@@ -129,7 +129,7 @@ class TestSpec(unittest.TestCase):
         self.assertEqual((b["learning_rate"], b["epochs"], b["batch_size"], b["merge"]), (0.01, 8, 32, False))
         self.assertEqual(hf.needed_packages(b), ("torch",))
         self.assertEqual(hf.needed_packages(hf.parse_params({"lora": "false"})), ("torch", "transformers"))
-        self.assertEqual(hf.needed_packages(hf.parse_params({})), ("torch", "transformers", "peft"))
+        self.assertEqual(hf.needed_packages(hf.parse_params({})), ("torch", "transformers", "peft", "jinja2"))
         for bad in ({"epochs": "many"}, {"epochs": "0"}, {"lora": "maybe"}, {"learning_rate": "-1"},
                     {"precision": "fp8"}, {"threshold": "1"}, {"learning_rate": "nan"},
                     {"model": "builtin:bert"}, {"buckets": "3"}, {"max_grad_norm": "-1"}):
