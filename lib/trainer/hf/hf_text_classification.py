@@ -28,6 +28,7 @@ import math
 import os
 import random
 import re
+import shutil
 import signal
 import socket
 import sys
@@ -1002,6 +1003,23 @@ def _safe(name):
     return re.sub(r"[/\\\x00]", "_", name) or "_"
 
 
+# A schema's model is saved under this prefix in workdir, and renamed to
+# model-SCHEMA once every schema's model and predictions are written: a run
+# that fails or is cancelled leaves no partial model in artifacts/.
+PARTIAL_PREFIX = ".partial-"
+
+
+def remove_partial(workdir):
+    """Removes what a run that did not finish saved in workdir."""
+    try:
+        names = os.listdir(workdir)
+    except OSError:
+        return
+    for n in names:
+        if n.startswith(PARTIAL_PREFIX):
+            shutil.rmtree(os.path.join(workdir, n), ignore_errors=True)
+
+
 def _files_under(root, rel_base):
     out = []
     for d, dirs, files in os.walk(root):
@@ -1121,12 +1139,13 @@ def train(spec, ev, stop, env=None):
     tok_cache = _TokenizerCache()
     start = time.time()
     oom = None
+    saved = []  # (partial, final) directories of the models
     try:
         with open(tmp_pred, "w", encoding="utf-8") as pf:
             for s, labels, train_ex, steps in plans:
                 n_pred += fit_schema(torch, device, amp, precision, params, spec, s, labels, train_ex, steps,
                                      total_steps, splits, mods, env, ev, stop, tok_cache, clock, metrics, pf,
-                                     seed, versions)
+                                     seed, versions, saved)
                 orders[s["name"]] = labels
                 # What the schema held goes before the next one's model.
                 gc.collect()
@@ -1136,10 +1155,18 @@ def train(spec, ev, stop, env=None):
                         s["name"], torch.cuda.memory_allocated(device) / 2**20))
             pf.flush()
             os.fsync(pf.fileno())
+        stop.check()
+        for partial, final in saved:
+            if os.path.exists(final):
+                shutil.rmtree(final)
+            os.rename(partial, final)
+            for rel, size in _files_under(final, workdir):
+                ev.artifact(rel, size)
         os.replace(tmp_pred, pred_path)
     except BaseException as e:
         if os.path.exists(tmp_pred):
             os.remove(tmp_pred)
+        remove_partial(workdir)
         if not is_oom(torch, e):
             raise
         oom = "%s ran out of memory (%s)" % ("the GPU " + device_name if device.type == "cuda" else "the machine",
@@ -1161,9 +1188,10 @@ def train(spec, ev, stop, env=None):
 
 
 def fit_schema(torch, device, amp, precision, params, spec, s, labels, train_ex, steps, total_steps, splits,
-               mods, env, ev, stop, tok_cache, clock, metrics, pf, seed, versions):
-    """Fits one schema's model, saves it, writes its predictions to pf and
-    returns how many."""
+               mods, env, ev, stop, tok_cache, clock, metrics, pf, seed, versions, saved):
+    """Fits one schema's model, saves it under PARTIAL_PREFIX (appending
+    the directory and its final name to saved), writes its predictions to
+    pf and returns how many."""
     name, multi = s["name"], s["kind"] == "multilabel"
     bs = params["batch_size"]
     val_ex = examples(splits.get("val", []), s, labels)
@@ -1289,7 +1317,10 @@ def fit_schema(torch, device, amp, precision, params, spec, s, labels, train_ex,
     del best, opt, sched, scaler
 
     workdir = spec["workdir"]
-    out_dir = os.path.join(workdir, "model-" + _safe(name))
+    final_dir = os.path.join(workdir, "model-" + _safe(name))
+    out_dir = os.path.join(workdir, PARTIAL_PREFIX + "model-" + _safe(name))
+    shutil.rmtree(out_dir, ignore_errors=True)
+    saved.append((out_dir, final_dir))
     model.eval()
     loaded.save(out_dir)
     _write_json(os.path.join(out_dir, "labels.json"), {"schema": name, "kind": s["kind"], "labels": labels})
@@ -1305,8 +1336,6 @@ def fit_schema(torch, device, amp, precision, params, spec, s, labels, train_ex,
     card.update(loaded.card)
     card["params"] = {k: v for k, v in params.items() if k in spec["params"]}
     _write_json(os.path.join(out_dir, "model_card.json"), card)
-    for rel, size in _files_under(out_dir, workdir):
-        ev.artifact(rel, size)
 
     ev.status("predicting", "predicting %s" % name)
     n_pred = 0

@@ -53,12 +53,13 @@ func hfStack(t *testing.T, name string) stack {
 }
 
 // emailRuns is a project of the first n emails of the corpus, labelled of
-// them labelled, whose local runs use the stack's interpreter, offline.
-func emailRuns(t *testing.T, s stack, n, labelled int) *testproject.Runs {
+// them labelled, whose model_training block ends with block; its local
+// runs use the stack's interpreter, offline.
+func emailRuns(t *testing.T, s stack, n, labelled int, block string) *testproject.Runs {
 	t.Helper()
 	dir := t.TempDir()
 	emails := testproject.Emails(t, testcli.Root())[:n]
-	return &testproject.Runs{T: t, Bin: testcli.Binaries(t), Dir: dir, Config: testproject.WriteEmails(t, dir, emails, labelled, ""),
+	return &testproject.Runs{T: t, Bin: testcli.Binaries(t), Dir: dir, Config: testproject.WriteEmails(t, dir, emails, labelled, block),
 		Env: []string{local.PythonEnv + "=" + s.python, "HF_HUB_OFFLINE=1", "HF_HOME=" + t.TempDir()}}
 }
 
@@ -164,8 +165,19 @@ func reproduce(t *testing.T, s stack, r *testproject.Runs, id, schema, modelDir 
 // toolkit (each directory of dirs, under artifacts/). It is reported next
 // to tfidf-logreg on the same splits, and returns the run's record.
 func fineTune(t *testing.T, s stack, n, labelled int, dirs []string, params ...string) rundir.Info {
-	r := emailRuns(t, s, n, labelled)
-	args := []string{"--trainer", hf.Name, "--param", "model=" + s.model, "--schemas", "spam", "--backend", "local"}
+	return fineTuneOn(t, s, emailRuns(t, s, n, labelled, ""), "local", dirs, params...)
+}
+
+// fineTuneOn is fineTune on the project of r, on backend.
+func fineTuneOn(t *testing.T, s stack, r *testproject.Runs, backend string, dirs []string, params ...string) rundir.Info {
+	n, labelled := 0, 0
+	for _, e := range strings.Split(strings.TrimSpace(readFile(t, filepath.Join(r.Dir, "data", "emails.jsonl"))), "\n") {
+		if e != "" {
+			n++
+		}
+	}
+	labelled = strings.Count(readFile(t, filepath.Join(r.Dir, "annotation_output", "ann", "user_state.json")), `"schema":"spam"`)
+	args := []string{"--trainer", hf.Name, "--param", "model=" + s.model, "--schemas", "spam", "--backend", backend}
 	for _, p := range params {
 		args = append(args, "--param", p)
 	}
@@ -176,8 +188,8 @@ func fineTune(t *testing.T, s stack, n, labelled int, dirs []string, params ...s
 		reproduce(t, s, r, info.RunID, "spam", d)
 	}
 	tfidf := succeeded(t, r, r.Run("--trainer", "tfidf-logreg", "--schemas", "spam", "--backend", "local"))
-	t.Logf("%s, %d emails (%d labelled), %s: held-out accuracy %.3f, macro-F1 %.3f on %d test items in %s; tfidf-logreg on the same splits: accuracy %.3f, macro-F1 %.3f",
-		s.name, n, labelled, strings.Join(params, " "), info.Heldout.Accuracy, info.Heldout.MacroF1, info.Heldout.N, took.Round(time.Second),
+	t.Logf("%s on %s, %d emails (%d labelled), %s: held-out accuracy %.3f, macro-F1 %.3f on %d test items in %s; tfidf-logreg on the same splits: accuracy %.3f, macro-F1 %.3f",
+		s.name, backend, n, labelled, strings.Join(params, " "), info.Heldout.Accuracy, info.Heldout.MacroF1, info.Heldout.N, took.Round(time.Second),
 		tfidf.Heldout.Accuracy, tfidf.Heldout.MacroF1)
 	info.Metrics["log"] = r.File(info.RunID, rundir.LogFile)
 	return info
@@ -218,4 +230,29 @@ func TestRealFullCurrent(t *testing.T) {
 func TestRealLoRADebian(t *testing.T) {
 	fineTune(t, hfStack(t, "hf-debian"), 120, 100, []string{"model-spam"},
 		"epochs=1", "learning_rate=0.001", "max_length=64")
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestRealLoRASSH: the LoRA fine-tune over ssh, on the test sshd on
+// loopback as its own user: the agent runs the trainer with the stack's
+// interpreter (the backend's python), offline (its env), and the model
+// comes back by the copy back.
+func TestRealLoRASSH(t *testing.T) {
+	s := hfStack(t, "hf-current")
+	sd := testcli.SSHD(t)
+	block := testcli.SSHBackend("potato-test", sd+"/ssh_config", testcli.SharedDir(t, 0o777), 30,
+		"      gpus: none\n      python: "+s.python+"\n      env: {HF_HUB_OFFLINE: \"1\"}\n")
+	info := fineTuneOn(t, s, emailRuns(t, s, 300, 240, block), "gpu", []string{"model-spam"},
+		"epochs=2", "learning_rate=0.001")
+	if info.BackendType != "ssh" {
+		t.Errorf("backend type %q, want ssh", info.BackendType)
+	}
 }

@@ -510,6 +510,30 @@ class TestBuiltinLoop(unittest.TestCase):
             for f in ("predictions.jsonl", "predictions.jsonl.tmp"):
                 self.assertFalse(os.path.exists(os.path.join(d, "work", f)), f)
 
+    def test_stop_leaves_no_model(self):
+        """A run stopped once the first schema's model is saved (as by a
+        cancel between schemas) leaves no model, whole or partial, in
+        artifacts/, and sends no artifact event."""
+        real = hf.fit_schema
+        calls = []
+
+        def second_stops(*a, **kw):
+            if calls:
+                raise hf.Cancelled()
+            calls.append(1)
+            return real(*a, **kw)
+        hf.fit_schema = second_stops
+        try:
+            with tempfile.TemporaryDirectory() as d:
+                spam_bundle(d, n=200, topics=True)
+                code, evs, err = run_main(d, {"model": "builtin:ngram", "epochs": "1"}, schemas=(SPAM, TOPICS))
+                self.assertEqual(code, 4, err)
+                self.assertEqual(calls, [1])
+                self.assertEqual(sorted(os.listdir(os.path.join(d, "work"))), [])
+                self.assertNotIn("artifact", [e["event"] for e in evs])
+        finally:
+            hf.fit_schema = real
+
     def test_out_of_memory(self):
         # A real allocation failure: 2^40 buckets of 64 floats is more than
         # any address space.
