@@ -303,13 +303,13 @@ func TestPackages(t *testing.T) {
 		params map[string]string
 		want   string
 	}{
-		{nil, "torch transformers peft"},
-		{map[string]string{"model": "distilbert-base-uncased"}, "torch transformers peft"},
+		{nil, "torch transformers peft jinja2"},
+		{map[string]string{"model": "distilbert-base-uncased"}, "torch transformers peft jinja2"},
 		{map[string]string{"model": "builtin:ngram"}, "torch"},
 		{map[string]string{"model": "builtin:ngram", "lora": "true"}, "torch"},
 		{map[string]string{"lora": "false"}, "torch transformers"},
 		{map[string]string{"lora": "Off"}, "torch transformers"},
-		{map[string]string{"lora": "1"}, "torch transformers peft"},
+		{map[string]string{"lora": "1"}, "torch transformers peft jinja2"},
 	} {
 		if got := strings.Join(hf.Packages(tc.params), " "); got != tc.want {
 			t.Errorf("Packages(%v) = %q, want %q", tc.params, got, tc.want)
