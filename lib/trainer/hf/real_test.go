@@ -10,7 +10,9 @@ package hf_test
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"math"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -124,14 +126,19 @@ func readPredictions(t *testing.T, path string, recipe bool) map[string]predicti
 // probability within 1e-4 of the run's.
 func reproduce(t *testing.T, s stack, r *testproject.Runs, id, schema, modelDir string) {
 	t.Helper()
+	reproduceAt(t, s, r, id, filepath.Join(r.Root().RunDir(id), rundir.ArtifactsDir, modelDir))
+}
+
+// reproduceAt is reproduce with the model in dir.
+func reproduceAt(t *testing.T, s stack, r *testproject.Runs, id, dir string) {
+	t.Helper()
 	run := r.Root().RunDir(id)
 	out := filepath.Join(t.TempDir(), "recipe.jsonl")
 	f, err := os.Create(out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(s.python, filepath.Join("testdata", "use_model.py"), filepath.Join(run, rundir.ArtifactsDir, modelDir),
-		filepath.Join(run, rundir.BundleDir, "test.jsonl"))
+	cmd := exec.Command(s.python, filepath.Join("testdata", "use_model.py"), dir, filepath.Join(run, rundir.BundleDir, "test.jsonl"))
 	cmd.Env = append(os.Environ(), "HF_HUB_OFFLINE=1", "HF_HOME="+t.TempDir())
 	var stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = f, &stderr
@@ -251,8 +258,80 @@ func TestRealLoRASSH(t *testing.T) {
 	block := testcli.SSHBackend("potato-test", sd+"/ssh_config", testcli.SharedDir(t, 0o777), 30,
 		"      gpus: none\n      python: "+s.python+"\n      env: {HF_HUB_OFFLINE: \"1\"}\n")
 	info := fineTuneOn(t, s, emailRuns(t, s, 300, 240, block), "gpu", []string{"model-spam"},
-		"epochs=2", "learning_rate=0.001")
+		"epochs=4", "learning_rate=0.001")
 	if info.BackendType != "ssh" {
 		t.Errorf("backend type %q, want ssh", info.BackendType)
 	}
+}
+
+// TestRealLoRASLURM: the LoRA fine-tune through the real single-node SLURM
+// of scripts/test-slurm, its login node the test sshd: the job runs the
+// trainer with the stack's interpreter (job_python) on the compute node.
+func TestRealLoRASLURM(t *testing.T) {
+	s := hfStack(t, "hf-current")
+	conf := filepath.Join(testcli.SLURM(t), "slurm.conf")
+	env := fmt.Sprintf(`PATH: "/usr/local/bin:/usr/bin:/bin", SLURM_CONF: "%s", HF_HUB_OFFLINE: "1"`, conf)
+	block := testcli.SLURMBackend(t, testcli.UserDir(t, "/home/potatotest"), 60, env,
+		"      time: \"20:00\"\n      python: "+s.python+"\n      job_python: "+s.python+"\n")
+	r := emailRuns(t, s, 300, 240, block)
+	info := fineTuneOn(t, s, r, "cluster", []string{"model-spam"}, "epochs=4", "learning_rate=0.001")
+	if info.BackendType != "slurm" || !strings.Contains(r.File(info.RunID, rundir.LogFile), "Submitted SLURM job ") {
+		t.Errorf("backend type %q; the run log does not name its SLURM job:\n%s", info.BackendType, r.File(info.RunID, rundir.LogFile))
+	}
+}
+
+// TestRealLoRAAgent: the LoRA fine-tune through a polling agent: a real
+// potato-server on loopback and potato-agent --server, which runs the
+// trainer with the stack's interpreter (--python), offline. The model
+// stays on the agent's machine; the predictions come back.
+func TestRealLoRAAgent(t *testing.T) {
+	s := hfStack(t, "hf-current")
+	r := emailRuns(t, s, 300, 240, "  backend: lab\n  backends:\n    lab:\n      type: agent\n      heartbeat_timeout_s: 60\n")
+	token, err := r.Root().IssueToken("lab", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	srv := exec.Command(filepath.Join(r.Bin, "potato-server"), r.Config, "--listen", addr)
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Process.Kill(); srv.Wait() })
+	testproject.WaitFor(t, "potato-server", func() bool {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	work := t.TempDir()
+	agent := exec.Command(filepath.Join(r.Bin, "potato-agent"), "--server", "http://"+addr, "--backend", "lab",
+		"--workdir", work, "--python", s.python, "--once")
+	agent.Env = append(os.Environ(), "POTATO_TRAINING_TOKEN="+token, "HF_HUB_OFFLINE=1", "HF_HOME="+t.TempDir())
+	var alog testcli.SyncBuffer
+	agent.Stderr = &alog
+	if err := agent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { agent.Process.Kill(); agent.Wait() })
+	args := []string{"--trainer", hf.Name, "--param", "model=" + s.model, "--schemas", "spam",
+		"--param", "epochs=4", "--param", "learning_rate=0.001"}
+	info := succeeded(t, r, r.Run(args...))
+	if info.BackendType != "agent" {
+		t.Errorf("backend type %q, want agent", info.BackendType)
+	}
+	// The model stays where it was trained (SPEC G8): the recipe runs on
+	// the agent's copy, against the run's predictions.
+	models, _ := filepath.Glob(filepath.Join(work, "jobs", info.RunID, "artifacts", "model-spam", "adapter_config.json"))
+	if len(models) != 1 {
+		t.Fatalf("no adapter in the agent's job directory\nagent:\n%s", alog.String())
+	}
+	reproduceAt(t, s, r, info.RunID, filepath.Dir(models[0]))
+	t.Logf("%s through a polling agent, 300 emails (240 labelled), epochs=4 learning_rate=0.001: held-out accuracy %.3f, macro-F1 %.3f on %d test items",
+		s.name, info.Heldout.Accuracy, info.Heldout.MacroF1, info.Heldout.N)
 }
