@@ -22,6 +22,7 @@ predict loop (train), which needs torch alone. Python 3.8 or newer; torch
 import argparse
 import gc
 import importlib
+import importlib.metadata
 import importlib.util
 import json
 import math
@@ -574,6 +575,46 @@ def needed_packages(params):
     return ("torch", "transformers", "peft", "jinja2") if params["lora"] else ("torch", "transformers")
 
 
+# The oldest versions supported: the oldest stack the tests run
+# (requirements/hf-debian.txt, Debian 12's torch). Transformers from 4.50
+# on import torch.distributed.tensor, which torch 2 brought.
+MIN_VERSIONS = (("torch", (1, 13)), ("transformers", (4, 49)), ("peft", (0, 21)))
+TRANSFORMERS_NEEDS_TORCH2 = (4, 50)
+SUPPORTED = ("torch 1.13 or newer, transformers 4.49 or newer (4.50 and later need torch 2) "
+             "and, for LoRA, peft 0.21 or newer")
+
+
+def _release(v):
+    """The first two numbers of a version string, (0, 0) when none."""
+    nums = re.findall(r"\d+", v or "")[:2]
+    return tuple(int(x) for x in nums) + (0,) * (2 - len(nums))
+
+
+def check_versions(names, lookup=importlib.metadata.version):
+    """Refuses, before anything is imported, packages outside the supported
+    range (missing_dependency, naming the versions found and needed). A
+    package that is not installed is left to import_packages."""
+    found = {}
+    for name in names:
+        try:
+            found[name] = lookup(name)
+        except Exception:  # noqa: BLE001 - not installed, or no metadata
+            continue
+    wrong = []
+    for name, least in MIN_VERSIONS:
+        if name in found and _release(found[name]) < least:
+            wrong.append("%s %s is older than %d.%d" % (name, found[name], least[0], least[1]))
+    if ("transformers" in found and "torch" in found and _release(found["transformers"]) >= TRANSFORMERS_NEEDS_TORCH2
+            and _release(found["torch"]) < (2, 0)):
+        wrong.append("transformers %s needs torch 2.0 or newer, and torch is %s" % (found["transformers"], found["torch"]))
+    if wrong:
+        have = ", ".join("%s %s" % (n, found[n]) for n in names if n in found)
+        raise TrainerError(EXIT_MISSING_DEPENDENCY, "missing_dependency",
+                           "%s cannot run on this interpreter's packages (%s): %s; it needs %s"
+                           % (TRAINER, have, "; ".join(wrong), SUPPORTED),
+                           "pip install --upgrade %s" % " ".join(n for n in names if n in found))
+
+
 def missing_packages(find=importlib.util.find_spec, names=PACKAGES):
     """The import names of names that this interpreter cannot find."""
     out = []
@@ -1083,6 +1124,7 @@ def train(spec, ev, stop, env=None):
     env = os.environ if env is None else env
     params = parse_params(spec["params"])
     names = needed_packages(params)
+    check_versions(names)
     mods = dict(zip(names, import_packages(names, "for model=%s%s" % (
         params["model"], " with LoRA" if "peft" in names else ""))))
     torch = mods["torch"]

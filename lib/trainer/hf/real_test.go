@@ -335,3 +335,36 @@ func TestRealLoRAAgent(t *testing.T) {
 	t.Logf("%s through a polling agent, 300 emails (240 labelled), epochs=4 learning_rate=0.001: held-out accuracy %.3f, macro-F1 %.3f on %d test items",
 		s.name, info.Heldout.Accuracy, info.Heldout.MacroF1, info.Heldout.N)
 }
+
+// TestRealVersionOutOfRange: a host whose transformers is newer than its
+// torch runs (transformers 4.50 and later need torch 2) fails before
+// training with missing_dependency, naming the versions found and needed.
+// The host is the Debian stack with a stand-in for the upgrade: a
+// transformers-4.55.0.dist-info ahead of site-packages on PYTHONPATH,
+// which is all the check reads (it imports nothing).
+func TestRealVersionOutOfRange(t *testing.T) {
+	s := hfStack(t, "hf-debian")
+	r := emailRuns(t, s, 60, 50, "")
+	meta := filepath.Join(t.TempDir(), "transformers-4.55.0.dist-info")
+	if err := os.MkdirAll(meta, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(meta, "METADATA"), []byte("Metadata-Version: 2.1\nName: transformers\nVersion: 4.55.0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r.Env = append(r.Env, "PYTHONPATH="+filepath.Dir(meta))
+	res := r.Run("--trainer", hf.Name, "--param", "model="+s.model, "--schemas", "spam", "--backend", "local")
+	info := r.Info(res.ID)
+	want := "transformers 4.55.0 needs torch 2.0 or newer, and torch is 1.13"
+	if res.Code != 1 || info.ErrorCode != "missing_dependency" || !strings.Contains(info.Error, want) ||
+		!strings.Contains(info.Error, "it needs torch 1.13 or newer, transformers 4.49 or newer") {
+		t.Fatalf("exit %d, %s %q; want exit 1, missing_dependency, %q\n%s", res.Code, info.ErrorCode, info.Error, want, r.File(res.ID, rundir.LogFile))
+	}
+	if ev := r.File(res.ID, rundir.EventsFile); strings.Contains(ev, `"event":"progress"`) {
+		t.Errorf("the trainer started fitting:\n%s", ev)
+	}
+	if left, _ := os.ReadDir(filepath.Join(r.Root().RunDir(res.ID), rundir.ArtifactsDir)); len(left) != 0 {
+		t.Errorf("artifacts/ holds %v", left)
+	}
+	t.Logf("%s", info.Error)
+}

@@ -510,6 +510,32 @@ class TestBuiltinLoop(unittest.TestCase):
             for f in ("predictions.jsonl", "predictions.jsonl.tmp"):
                 self.assertFalse(os.path.exists(os.path.join(d, "work", f)), f)
 
+    def test_check_versions(self):
+        def lookup(have):
+            def f(name):
+                if name not in have:
+                    raise LookupError(name)
+                return have[name]
+            return f
+        names = ("torch", "transformers", "peft", "jinja2")
+        for have in ({"torch": "1.13.0a0", "transformers": "4.49.0", "peft": "0.21.2", "jinja2": "3.1.2"},
+                     {"torch": "2.15.0+cu132", "transformers": "5.23.0", "peft": "0.21.2"},
+                     {"torch": "2.0.1"}, {}):
+            hf.check_versions(names, lookup(have))
+        for have, want in (
+                ({"torch": "1.12.1", "transformers": "4.49.0", "peft": "0.21.0"}, "torch 1.12.1 is older than 1.13"),
+                ({"torch": "2.1.0", "transformers": "4.30.2", "peft": "0.5.0"},
+                 "transformers 4.30.2 is older than 4.49; peft 0.5.0 is older than 0.21"),
+                ({"torch": "1.13.0a0", "transformers": "4.55.0", "peft": "0.21.2"},
+                 "transformers 4.55.0 needs torch 2.0 or newer, and torch is 1.13.0a0")):
+            with self.assertRaises(hf.TrainerError) as cm:
+                hf.check_versions(names, lookup(have))
+            e = cm.exception
+            self.assertEqual((e.exit_code, e.code), (hf.EXIT_MISSING_DEPENDENCY, "missing_dependency"))
+            self.assertIn(want, e.message)
+            self.assertIn("it needs torch 1.13 or newer, transformers 4.49 or newer", e.message)
+            self.assertIn("torch %s" % have["torch"], e.message)
+
     def test_stop_leaves_no_model(self):
         """A run stopped once the first schema's model is saved (as by a
         cancel between schemas) leaves no model, whole or partial, in
