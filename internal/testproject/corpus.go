@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 )
 
@@ -39,11 +40,35 @@ func Emails(t T, root string) []Email {
 	return out
 }
 
+// Signals are the labels of the multiselect schema "signals" of an
+// email, which a rule derives from its text, so that a multilabel model
+// has answers to learn: "link" (a URL), "reply" (a Subject of Re: or
+// Fwd:) and "html" (HTML tags), in that order; none for some emails.
+func Signals(text string) []string {
+	var out []string
+	for _, s := range signalRules {
+		if s.re.MatchString(text) {
+			out = append(out, s.label)
+		}
+	}
+	return out
+}
+
+var signalRules = []struct {
+	label string
+	re    *regexp.Regexp
+}{
+	{"link", regexp.MustCompile(`(?i)https?://|www\.`)},
+	{"reply", regexp.MustCompile(`(?i)^Subject: *(re|fwd?):`)},
+	{"html", regexp.MustCompile(`(?i)<(html|body|p|br|font|table|a )`)},
+}
+
 // WriteEmails makes a Potato project in dir from emails: its data file,
 // one annotator who labelled the first labelled of them with the
-// corpus's label in the radio schema "spam" (labels spam, ham), and
-// config.yaml, whose model_training block ends with extra. It returns the
-// config's path.
+// corpus's label in the radio schema "spam" (labels spam, ham) and with
+// their Signals in the multiselect schema "signals", and config.yaml,
+// whose model_training block ends with extra. It returns the config's
+// path.
 func WriteEmails(t T, dir string, emails []Email, labelled int, extra string) string {
 	t.Helper()
 	must(t, os.MkdirAll(filepath.Join(dir, "data"), 0o755))
@@ -54,7 +79,11 @@ func WriteEmails(t T, dir string, emails []Email, labelled int, extra string) st
 	for i, e := range emails {
 		must(t, enc.Encode(map[string]string{"id": e.ID, "text": e.Text}))
 		if i < labelled {
-			state[e.ID] = []any{[]any{map[string]string{"schema": "spam", "name": e.Label}, "true"}}
+			values := []any{[]any{map[string]string{"schema": "spam", "name": e.Label}, "true"}}
+			for _, s := range Signals(e.Text) {
+				values = append(values, []any{map[string]string{"schema": "signals", "name": s}, "true"})
+			}
+			state[e.ID] = values
 		}
 	}
 	must(t, data.Close())
@@ -69,6 +98,7 @@ item_properties: {id_key: id, text_key: text}
 output_annotation_dir: annotation_output
 annotation_schemes:
   - {annotation_type: radio, name: spam, labels: [spam, ham]}
+  - {annotation_type: multiselect, name: signals, labels: [link, reply, html]}
 pre_annotation: {enabled: true}
 model_training:
   enabled: true

@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -83,6 +84,9 @@ func succeeded(t *testing.T, r *testproject.Runs, res testproject.Result) rundir
 	return info
 }
 
+// heldoutLine is the run log's line of a schema's held-out score.
+var heldoutLine = regexp.MustCompile(`held-out score of \S+ on \d+ test items: .*`)
+
 // prediction is one line of a predictions file, as the run or the recipe
 // wrote it.
 type prediction struct {
@@ -90,7 +94,9 @@ type prediction struct {
 	Confidence float64
 }
 
-func readPredictions(t *testing.T, path string, recipe bool) map[string]prediction {
+// readPredictions reads a predictions file, the run's (its lines of
+// schema) or the recipe's.
+func readPredictions(t *testing.T, path, schema string, recipe bool) map[string]prediction {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -105,6 +111,7 @@ func readPredictions(t *testing.T, path string, recipe bool) map[string]predicti
 			InstanceID string  `json:"instance_id"`
 			Label      string  `json:"label"`
 			Confidence float64 `json:"confidence"`
+			Schema     string  `json:"schema_name"`
 			Payload    struct {
 				Label string `json:"label"`
 			} `json:"payload"`
@@ -113,6 +120,9 @@ func readPredictions(t *testing.T, path string, recipe bool) map[string]predicti
 			t.Fatalf("%s: %v: %s", path, err, sc.Bytes())
 		}
 		if !recipe {
+			if p.Schema != schema {
+				continue
+			}
 			p.Label = p.Payload.Label
 		}
 		out[p.InstanceID] = prediction{p.InstanceID, p.Label, p.Confidence}
@@ -126,11 +136,11 @@ func readPredictions(t *testing.T, path string, recipe bool) map[string]predicti
 // probability within 1e-4 of the run's.
 func reproduce(t *testing.T, s stack, r *testproject.Runs, id, schema, modelDir string) {
 	t.Helper()
-	reproduceAt(t, s, r, id, filepath.Join(r.Root().RunDir(id), rundir.ArtifactsDir, modelDir))
+	reproduceAt(t, s, r, id, schema, filepath.Join(r.Root().RunDir(id), rundir.ArtifactsDir, modelDir))
 }
 
 // reproduceAt is reproduce with the model in dir.
-func reproduceAt(t *testing.T, s stack, r *testproject.Runs, id, dir string) {
+func reproduceAt(t *testing.T, s stack, r *testproject.Runs, id, schema, dir string) {
 	t.Helper()
 	run := r.Root().RunDir(id)
 	out := filepath.Join(t.TempDir(), "recipe.jsonl")
@@ -146,8 +156,8 @@ func reproduceAt(t *testing.T, s stack, r *testproject.Runs, id, dir string) {
 		t.Fatalf("use_model.py: %v\n%s", err, stderr.String())
 	}
 	f.Close()
-	mine := readPredictions(t, out, true)
-	theirs := readPredictions(t, filepath.Join(run, rundir.PredictionsFile), false)
+	mine := readPredictions(t, out, "", true)
+	theirs := readPredictions(t, filepath.Join(run, rundir.PredictionsFile), schema, false)
 	worst := 0.0
 	for iid, p := range mine {
 		q, ok := theirs[iid]
@@ -163,7 +173,7 @@ func reproduceAt(t *testing.T, s stack, r *testproject.Runs, id, dir string) {
 	if len(mine) == 0 {
 		t.Fatalf("the recipe predicted nothing")
 	}
-	t.Logf("%s: %d test items predicted again in a fresh process: same labels, largest probability difference %.2g", s.name, len(mine), worst)
+	t.Logf("%s, %s: %d test items predicted again in a fresh process: same labels, largest probability difference %.2g", s.name, schema, len(mine), worst)
 }
 
 // fineTune runs the trainer on a stack: a fine-tune of the packaged
@@ -172,11 +182,12 @@ func reproduceAt(t *testing.T, s stack, r *testproject.Runs, id, dir string) {
 // toolkit (each directory of dirs, under artifacts/). It is reported next
 // to tfidf-logreg on the same splits, and returns the run's record.
 func fineTune(t *testing.T, s stack, n, labelled int, dirs []string, params ...string) rundir.Info {
-	return fineTuneOn(t, s, emailRuns(t, s, n, labelled, ""), "local", dirs, params...)
+	return fineTuneOn(t, s, emailRuns(t, s, n, labelled, ""), "local", "spam", dirs, params...)
 }
 
-// fineTuneOn is fineTune on the project of r, on backend.
-func fineTuneOn(t *testing.T, s stack, r *testproject.Runs, backend string, dirs []string, params ...string) rundir.Info {
+// fineTuneOn is fineTune on the project of r, on backend, for schemas
+// (NAME[,NAME]); a directory of dirs is its schema's, model-SCHEMA[/...].
+func fineTuneOn(t *testing.T, s stack, r *testproject.Runs, backend, schemas string, dirs []string, params ...string) rundir.Info {
 	n, labelled := 0, 0
 	for _, e := range strings.Split(strings.TrimSpace(readFile(t, filepath.Join(r.Dir, "data", "emails.jsonl"))), "\n") {
 		if e != "" {
@@ -184,7 +195,7 @@ func fineTuneOn(t *testing.T, s stack, r *testproject.Runs, backend string, dirs
 		}
 	}
 	labelled = strings.Count(readFile(t, filepath.Join(r.Dir, "annotation_output", "ann", "user_state.json")), `"schema":"spam"`)
-	args := []string{"--trainer", hf.Name, "--param", "model=" + s.model, "--schemas", "spam", "--backend", backend}
+	args := []string{"--trainer", hf.Name, "--param", "model=" + s.model, "--schemas", schemas, "--backend", backend}
 	for _, p := range params {
 		args = append(args, "--param", p)
 	}
@@ -192,7 +203,13 @@ func fineTuneOn(t *testing.T, s stack, r *testproject.Runs, backend string, dirs
 	info := succeeded(t, r, r.Run(args...))
 	took := time.Since(start)
 	for _, d := range dirs {
-		reproduce(t, s, r, info.RunID, "spam", d)
+		schema, _, _ := strings.Cut(strings.TrimPrefix(d, "model-"), "/")
+		reproduce(t, s, r, info.RunID, schema, d)
+	}
+	if strings.Contains(schemas, ",") {
+		for _, l := range heldoutLine.FindAllString(r.File(info.RunID, rundir.LogFile), -1) {
+			t.Logf("%s: %s", s.name, l)
+		}
 	}
 	tfidf := succeeded(t, r, r.Run("--trainer", "tfidf-logreg", "--schemas", "spam", "--backend", "local"))
 	t.Logf("%s on %s, %d emails (%d labelled), %s: held-out accuracy %.3f, macro-F1 %.3f on %d test items in %s; tfidf-logreg on the same splits: accuracy %.3f, macro-F1 %.3f",
@@ -257,7 +274,7 @@ func TestRealLoRASSH(t *testing.T) {
 	sd := testcli.SSHD(t)
 	block := testcli.SSHBackend("potato-test", sd+"/ssh_config", testcli.SharedDir(t, 0o777), 30,
 		"      gpus: none\n      python: "+s.python+"\n      env: {HF_HUB_OFFLINE: \"1\"}\n")
-	info := fineTuneOn(t, s, emailRuns(t, s, 300, 240, block), "gpu", []string{"model-spam"},
+	info := fineTuneOn(t, s, emailRuns(t, s, 300, 240, block), "gpu", "spam", []string{"model-spam"},
 		"epochs=4", "learning_rate=0.001")
 	if info.BackendType != "ssh" {
 		t.Errorf("backend type %q, want ssh", info.BackendType)
@@ -266,7 +283,8 @@ func TestRealLoRASSH(t *testing.T) {
 
 // TestRealLoRASLURM: the LoRA fine-tune through the real single-node SLURM
 // of scripts/test-slurm, its login node the test sshd: the job runs the
-// trainer with the stack's interpreter (job_python) on the compute node.
+// trainer with the stack's interpreter (job_python) on the compute node,
+// on two schemas: spam (radio) and signals (multiselect).
 func TestRealLoRASLURM(t *testing.T) {
 	s := hfStack(t, "hf-current")
 	conf := filepath.Join(testcli.SLURM(t), "slurm.conf")
@@ -274,7 +292,7 @@ func TestRealLoRASLURM(t *testing.T) {
 	block := testcli.SLURMBackend(t, testcli.UserDir(t, "/home/potatotest"), 60, env,
 		"      time: \"20:00\"\n      python: "+s.python+"\n      job_python: "+s.python+"\n")
 	r := emailRuns(t, s, 300, 240, block)
-	info := fineTuneOn(t, s, r, "cluster", []string{"model-spam"}, "epochs=4", "learning_rate=0.001")
+	info := fineTuneOn(t, s, r, "cluster", "spam,signals", []string{"model-spam", "model-signals"}, "epochs=4", "learning_rate=0.001")
 	if info.BackendType != "slurm" || !strings.Contains(r.File(info.RunID, rundir.LogFile), "Submitted SLURM job ") {
 		t.Errorf("backend type %q; the run log does not name its SLURM job:\n%s", info.BackendType, r.File(info.RunID, rundir.LogFile))
 	}
@@ -331,7 +349,7 @@ func TestRealLoRAAgent(t *testing.T) {
 	if len(models) != 1 {
 		t.Fatalf("no adapter in the agent's job directory\nagent:\n%s", alog.String())
 	}
-	reproduceAt(t, s, r, info.RunID, filepath.Dir(models[0]))
+	reproduceAt(t, s, r, info.RunID, "spam", filepath.Dir(models[0]))
 	t.Logf("%s through a polling agent, 300 emails (240 labelled), epochs=4 learning_rate=0.001: held-out accuracy %.3f, macro-F1 %.3f on %d test items",
 		s.name, info.Heldout.Accuracy, info.Heldout.MacroF1, info.Heldout.N)
 }
