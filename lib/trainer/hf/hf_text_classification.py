@@ -713,7 +713,17 @@ def pretrained(fn, name, env, reachable=hub_reachable, **kw):
     it not, the hub is not switched off (HF_HUB_OFFLINE) and reachable. A
     model that cannot be had fails at once with model_unavailable."""
     if os.path.isdir(name):
-        return fn(name, **kw)
+        try:
+            return fn(name, **kw)
+        except TrainerError:
+            raise
+        except Exception as e:  # noqa: BLE001 - a damaged file, whatever the library raises
+            if is_oom(sys.modules.get("torch"), e):
+                raise
+            raise TrainerError(EXIT_MODEL_UNAVAILABLE, "model_unavailable",
+                               "model %s cannot be read (%s: %s): a file of it is damaged or incomplete; "
+                               "save or copy the model there again" % (name, type(e).__name__,
+                                                                        (str(e).splitlines() or [""])[0][:300]))
     if looks_like_path(name):
         raise TrainerError(EXIT_MODEL_UNAVAILABLE, "model_unavailable",
                            "model %s is not a directory: pass --param model= a directory holding a model "
@@ -936,6 +946,9 @@ def load_transformers(params, labels, multi, torch, transformers, peft, env, ev,
             hf_tok = pretrained(transformers.AutoTokenizer.from_pretrained, src, env)
             if hf_tok.pad_token is None:
                 hf_tok.pad_token = hf_tok.eos_token or hf_tok.unk_token
+                if hf_tok.pad_token is not None:
+                    ev.log("info", "the tokenizer of %s has no pad token: batches are padded with %s, which the "
+                           "attention mask hides" % (src, hf_tok.pad_token))
             if hf_tok.pad_token is None:
                 raise TrainerError(EXIT_BAD_SPEC, "bad_spec", "the tokenizer of %s has no pad, eos or unk token to "
                                    "pad batches with" % src)

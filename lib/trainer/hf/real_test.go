@@ -386,3 +386,105 @@ func TestRealVersionOutOfRange(t *testing.T) {
 	}
 	t.Logf("%s", info.Error)
 }
+
+// copyModel copies the packaged model's directory to a new one, changed by
+// edit, and returns it.
+func copyModel(t *testing.T, s stack, edit func(dir string)) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "model")
+	if out, err := exec.Command("cp", "-r", s.model, dir).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v %s", err, out)
+	}
+	edit(dir)
+	return dir
+}
+
+// setTokens sets keys of the model's tokenizer_config.json (nil: null,
+// which takes a special token away) and removes them from its
+// special_tokens_map.json.
+func setTokens(t *testing.T, dir string, keys map[string]any) {
+	t.Helper()
+	for _, name := range []string{"tokenizer_config.json", "special_tokens_map.json"} {
+		p := filepath.Join(dir, name)
+		var c map[string]any
+		if err := json.Unmarshal([]byte(readFile(t, p)), &c); err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range keys {
+			if name == "tokenizer_config.json" {
+				c[k] = v
+			} else {
+				delete(c, k)
+			}
+		}
+		b, _ := json.Marshal(c)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestRealModelFailures: what can be wrong with the model, on the real
+// stack, each with its message, its error code and the trainer's exit
+// status of potato-events(5), the same state in run.json and Potato's
+// store, and nothing in artifacts/. A tokenizer without a pad token but
+// with an unknown token is no failure: it pads with that token, and says
+// so.
+func TestRealModelFailures(t *testing.T) {
+	s := hfStack(t, "hf-current")
+	r := emailRuns(t, s, 80, 70, "")
+	hfHome := t.TempDir()
+	r.Env = append(r.Env, "HF_HOME="+hfHome)
+	corrupt := copyModel(t, s, func(d string) {
+		f, err := os.OpenFile(filepath.Join(d, "model.safetensors"), os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.WriteAt([]byte(strings.Repeat("\xff", 64)), 1000)
+		f.Truncate(5 << 20)
+		f.Close()
+	})
+	noPad := copyModel(t, s, func(d string) { setTokens(t, d, map[string]any{"pad_token": nil}) })
+	noTokens := copyModel(t, s, func(d string) { setTokens(t, d, map[string]any{"pad_token": nil, "unk_token": nil}) })
+	for _, tc := range []struct {
+		name, model, code, want string
+		exit                    int
+	}{
+		{"no such directory", "/nonexistent/model", "model_unavailable",
+			"model /nonexistent/model is not a directory: pass --param model= a directory holding a model saved with save_pretrained, or a model name", 3},
+		{"a hub name offline, with an empty HF_HOME", "sentence-transformers/all-MiniLM-L6-v2", "model_unavailable",
+			"model sentence-transformers/all-MiniLM-L6-v2 is not in " + filepath.Join(hfHome, "hub") + " and cannot be downloaded (HF_HUB_OFFLINE is set)", 3},
+		{"a corrupt model.safetensors", corrupt, "model_unavailable",
+			"model " + corrupt + " cannot be read (SafetensorError: ", 3},
+		{"a tokenizer without pad, eos or unk token", noTokens, "bad_spec",
+			"the tokenizer of " + noTokens + " has no pad, eos or unk token to pad batches with", 2},
+	} {
+		t.Run(strings.ReplaceAll(tc.name, " ", "_"), func(t *testing.T) {
+			res := r.Run("--trainer", hf.Name, "--param", "model="+tc.model, "--param", "epochs=1", "--schemas", "spam", "--backend", "local")
+			info := r.Info(res.ID)
+			log := r.File(res.ID, rundir.LogFile)
+			if res.Code != 1 || info.State != rundir.StateError || info.ErrorCode != tc.code || !strings.HasPrefix(info.Error, tc.want) {
+				t.Fatalf("exit %d, %s/%s %q; want 1, error/%s %q\n%s", res.Code, info.State, info.ErrorCode, info.Error, tc.code, tc.want, log)
+			}
+			if !strings.Contains(log, fmt.Sprintf("training process ended: exit status %d", tc.exit)) {
+				t.Errorf("the trainer did not exit %d:\n%s", tc.exit, log)
+			}
+			var status, code string
+			testproject.OpenDB(t, filepath.Join(r.Dir, "project.sqlite")).QueryRow(
+				`SELECT status, COALESCE(error_code, '') FROM training_runs WHERE run_id = ?`, res.ID).Scan(&status, &code)
+			if status != "error" || code != tc.code {
+				t.Errorf("Potato's store says %s/%s", status, code)
+			}
+			if left, _ := os.ReadDir(filepath.Join(r.Root().RunDir(res.ID), rundir.ArtifactsDir)); len(left) != 0 {
+				t.Errorf("artifacts/ holds %v", left)
+			}
+			t.Logf("%s: %s", tc.name, info.Error)
+		})
+	}
+	t.Run("a_tokenizer_without_a_pad_token", func(t *testing.T) {
+		info := succeeded(t, r, r.Run("--trainer", hf.Name, "--param", "model="+noPad, "--param", "epochs=1", "--schemas", "spam", "--backend", "local"))
+		if want := "the tokenizer of " + noPad + " has no pad token: batches are padded with [UNK]"; !strings.Contains(r.File(info.RunID, rundir.LogFile), want) {
+			t.Errorf("the run log lacks %q", want)
+		}
+	})
+}
