@@ -67,8 +67,9 @@ var signalRules = []struct {
 // one annotator who labelled the first labelled of them with the
 // corpus's label in the radio schema "spam" (labels spam, ham) and with
 // their Signals in the multiselect schema "signals", and config.yaml,
-// whose model_training block ends with extra. It returns the config's
-// path.
+// whose model_training block ends with extra. Its grace_seconds is 30, as
+// a real model's step on a CPU may take seconds before its trainer sees a
+// SIGTERM. It returns the config's path.
 func WriteEmails(t T, dir string, emails []Email, labelled int, extra string) string {
 	t.Helper()
 	must(t, os.MkdirAll(filepath.Join(dir, "data"), 0o755))
@@ -102,7 +103,7 @@ annotation_schemes:
 pre_annotation: {enabled: true}
 model_training:
   enabled: true
-  grace_seconds: 1
+  grace_seconds: 30
   writeback:
     schemas: [spam]
     include_unlabeled: true

@@ -488,3 +488,42 @@ func TestRealModelFailures(t *testing.T) {
 		}
 	})
 }
+
+// TestRealCancelMidEpoch: a cancel while the real model fits stops the
+// trainer at its next step (exit 4); the run ends cancelled (the dispatch's
+// exit code 3) in run.json and Potato's store, with no predictions and
+// nothing in artifacts/. The fit is 1000 epochs, some 25,000 steps of the
+// real model: the cancel comes once its first step is reported, and no
+// machine ends such a fit between the two.
+func TestRealCancelMidEpoch(t *testing.T) {
+	s := hfStack(t, "hf-current")
+	r := emailRuns(t, s, 500, 400, "")
+	id := r.Detach("--trainer", hf.Name, "--param", "model="+s.model, "--param", "epochs=1000", "--param", "patience=-1",
+		"--schemas", "spam", "--backend", "local")
+	testproject.WaitFor(t, "the first step", func() bool {
+		i := r.Info(id)
+		return i.Finished || i.Progress != nil && i.Progress.Current > 0
+	})
+	if code, out, errb := testproject.Exec(t, r.Command("potato-dispatch", "cancel", r.Config, id)); code != 0 {
+		t.Fatalf("cancel: exit %d: %s%s", code, out, errb)
+	}
+	info := r.Wait(id, 2*time.Minute)
+	log := r.File(id, rundir.LogFile)
+	if info.State != rundir.StateCancelled || info.ExitCode == nil || *info.ExitCode != 3 {
+		t.Fatalf("state %s, exit code %v; want cancelled and 3\n%s", info.State, info.ExitCode, log)
+	}
+	if !strings.Contains(log, "training process ended: exit status 4") {
+		t.Errorf("the trainer did not exit 4:\n%s", log)
+	}
+	var status string
+	testproject.OpenDB(t, filepath.Join(r.Dir, "project.sqlite")).QueryRow(`SELECT status FROM training_runs WHERE run_id = ?`, id).Scan(&status)
+	if status != "cancelled" {
+		t.Errorf("Potato's store says %q", status)
+	}
+	if left, _ := os.ReadDir(filepath.Join(r.Root().RunDir(id), rundir.ArtifactsDir)); len(left) != 0 {
+		t.Errorf("artifacts/ holds %v", left)
+	}
+	if r.File(id, rundir.PredictionsFile) != "" {
+		t.Errorf("a cancelled run has predictions")
+	}
+}
