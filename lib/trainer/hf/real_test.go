@@ -284,15 +284,18 @@ func TestRealLoRASSH(t *testing.T) {
 // TestRealLoRASLURM: the LoRA fine-tune through the real single-node SLURM
 // of scripts/test-slurm, its login node the test sshd: the job runs the
 // trainer with the stack's interpreter (job_python) on the compute node,
-// on two schemas: spam (radio) and signals (multiselect).
+// on two schemas: spam (radio) and signals (multiselect). The cluster's
+// one node has two cores, which the SLURM tests of cmd/potato-dispatch
+// share: the job is kept short (160 emails, 3 epochs; some 30 s), so that
+// a test there whose job waits behind it waits well within its bounds.
 func TestRealLoRASLURM(t *testing.T) {
 	s := hfStack(t, "hf-current")
 	conf := filepath.Join(testcli.SLURM(t), "slurm.conf")
 	env := fmt.Sprintf(`PATH: "/usr/local/bin:/usr/bin:/bin", SLURM_CONF: "%s", HF_HUB_OFFLINE: "1"`, conf)
 	block := testcli.SLURMBackend(t, testcli.UserDir(t, "/home/potatotest"), 60, env,
 		"      time: \"20:00\"\n      python: "+s.python+"\n      job_python: "+s.python+"\n")
-	r := emailRuns(t, s, 300, 240, block)
-	info := fineTuneOn(t, s, r, "cluster", "spam,signals", []string{"model-spam", "model-signals"}, "epochs=4", "learning_rate=0.001")
+	r := emailRuns(t, s, 160, 130, block)
+	info := fineTuneOn(t, s, r, "cluster", "spam,signals", []string{"model-spam", "model-signals"}, "epochs=3", "learning_rate=0.001")
 	if info.BackendType != "slurm" || !strings.Contains(r.File(info.RunID, rundir.LogFile), "Submitted SLURM job ") {
 		t.Errorf("backend type %q; the run log does not name its SLURM job:\n%s", info.BackendType, r.File(info.RunID, rundir.LogFile))
 	}
