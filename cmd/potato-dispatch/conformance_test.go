@@ -14,7 +14,6 @@ package main
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -392,24 +391,7 @@ func agentBench(t *testing.T, n, labelled int, keys string) *bench {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	srv := exec.Command(filepath.Join(b.Bin, "potato-server"), b.Config, "--listen", addr)
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Process.Kill(); srv.Wait() })
-	testproject.WaitFor(t, "the server", func() bool {
-		c, err := net.Dial("tcp", addr)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	})
+	addr := b.StartServer()
 	// The agent runs the endless trainer of the tests that need a fit
 	// that lasts, and no other program.
 	b.programs = testcli.SharedDir(t, 0o755)

@@ -2,6 +2,7 @@ package testproject
 
 import (
 	"bytes"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -114,4 +115,30 @@ func (r *Runs) Wait(id string, bound time.Duration) rundir.Info {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// StartServer starts potato-server on the project's config, on a free
+// port of 127.0.0.1, and returns its address once it accepts connections;
+// the server is killed when the test ends.
+func (r *Runs) StartServer() string {
+	r.T.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		r.T.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	srv := exec.Command(filepath.Join(r.Bin, "potato-server"), r.Config, "--listen", addr)
+	if err := srv.Start(); err != nil {
+		r.T.Fatal(err)
+	}
+	r.T.Cleanup(func() { srv.Process.Kill(); srv.Wait() })
+	WaitFor(r.T, "potato-server on "+addr, func() bool {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	return addr
 }

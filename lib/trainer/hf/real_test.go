@@ -12,7 +12,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -312,24 +311,7 @@ func TestRealLoRAAgent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	srv := exec.Command(filepath.Join(r.Bin, "potato-server"), r.Config, "--listen", addr)
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Process.Kill(); srv.Wait() })
-	testproject.WaitFor(t, "potato-server", func() bool {
-		c, err := net.Dial("tcp", addr)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	})
+	addr := r.StartServer()
 	work := t.TempDir()
 	agent := exec.Command(filepath.Join(r.Bin, "potato-agent"), "--server", "http://"+addr, "--backend", "lab",
 		"--workdir", work, "--python", s.python, "--once")
