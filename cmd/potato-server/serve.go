@@ -20,9 +20,13 @@ func (c *command) Run(ctx *cli.Context) error {
 	if err != nil {
 		return cli.Failf(cli.ExitUsage, "%v", err)
 	}
-	// SPEC V2, V3: errors stop the server at start-up; warnings are printed.
+	// SPEC V2, V3: errors stop the server at start-up; warnings and notes
+	// are printed.
 	for _, p := range report.Warnings {
 		fmt.Fprintf(ctx.Stderr, "potato-server: warning: %s:%d: %s\n", c.Config, p.Line, p.Message)
+	}
+	for _, p := range report.Notes {
+		fmt.Fprintf(ctx.Stderr, "potato-server: note: %s:%d: %s\n", c.Config, p.Line, p.Message)
 	}
 	if len(report.Errors) > 0 {
 		for _, p := range report.Errors {

@@ -55,6 +55,9 @@ type Report struct {
 	AgentRun      string     `json:"agent_run,omitempty"`
 	Warnings      []string   `json:"warnings"`
 	Problems      []string   `json:"problems"`
+	// Notes are advice that neither stops a run nor warns of a fault
+	// (validate.PrelabelsHidden).
+	Notes []string `json:"notes"`
 	// Hints say how to fix the problems.
 	Hints []string `json:"hints,omitempty"`
 }
@@ -98,11 +101,12 @@ func Local(ctx context.Context, cfg *config.Config, gp gpu.Probe) Report {
 }
 
 // Backend checks a configured backend. A config whose prelabels Potato
-// would not show (validate.PrelabelsHidden) adds that warning.
+// would not show (validate.PrelabelsHidden) adds that note, once.
 func Backend(ctx context.Context, cfg *config.Config, b *config.Backend, gp gpu.Probe) Report {
 	r := backendReport(ctx, cfg, b, gp)
+	r.Notes = []string{}
 	if validate.PrelabelsWithoutPreAnnotation(cfg) {
-		r.Warnings = append(r.Warnings, validate.PrelabelsHidden)
+		r.Notes = append(r.Notes, validate.PrelabelsHidden)
 	}
 	return r
 }
@@ -179,6 +183,9 @@ func WriteText(w io.Writer, r Report) error {
 	}
 	for _, h := range r.Hints {
 		b.WriteString("  hint: " + h + "\n")
+	}
+	for _, n := range r.Notes {
+		b.WriteString("  note: " + n + "\n")
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

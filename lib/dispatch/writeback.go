@@ -66,7 +66,7 @@ func prelabelsShown(cfg *config.Config) string {
 	if cfg.PreAnnotationEnabled() {
 		return "Potato shows them after its next start"
 	}
-	return "warning: " + validate.PrelabelsHidden
+	return "note: " + validate.PrelabelsHidden
 }
 
 // setHeldout records the held-out scores in a run's record.

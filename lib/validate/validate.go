@@ -1,6 +1,6 @@
-// Package validate implements the rules of potato-validate(1): the errors
-// and warnings of a project's model_training block, and the acknowledge
-// list that accepts warnings.
+// Package validate implements the rules of potato-validate(1): the errors,
+// warnings and notes of a project's model_training block, and the
+// acknowledge list that accepts warnings.
 package validate
 
 import (
@@ -26,14 +26,16 @@ const (
 	ackTooShort     = "validation.acknowledge entry %q is too short to acknowledge anything: an entry needs at least %d characters"
 	ackMatchesNone  = "validation.acknowledge entry %q matches no warning"
 	ackMinChars     = 12
-	// PrelabelsHidden is the warning for writeback.schemas without
-	// pre_annotation.enabled: true; potato-check(1) gives it too.
+	// PrelabelsHidden is the note for writeback.schemas without
+	// pre_annotation.enabled: true; potato-check(1) and the run log give
+	// it too. It is advice about Potato's side of the config, not a fault
+	// of this one, so it never fails --strict.
 	PrelabelsHidden = "model_training.writeback.schemas is set but pre_annotation.enabled is not true: " +
 		"Potato stores the prelabels and does not show them to annotators; set pre_annotation.enabled: true and restart Potato"
 	maxSLURMDuration = 6 * time.Hour
 )
 
-// Finding is one error or warning.
+// Finding is one error, warning or note.
 type Finding struct {
 	File    string `json:"file"`
 	Line    int    `json:"line"`
@@ -50,10 +52,13 @@ type Report struct {
 	Errors       []Finding `json:"errors"`
 	Warnings     []Finding `json:"warnings"`
 	Acknowledged []Finding `json:"acknowledged"`
+	// Notes are advice: neither errors nor warnings, they never make a
+	// config invalid, under --strict either.
+	Notes []Finding `json:"notes"`
 }
 
 // Valid reports whether the config passes: no errors, and under strict no
-// unacknowledged warning either.
+// unacknowledged warning either. Notes never count.
 func (r Report) Valid(strict bool) bool {
 	return len(r.Errors) == 0 && (!strict || len(r.Warnings) == 0)
 }
@@ -80,7 +85,7 @@ func Check(c *config.Config) Report {
 		ch.backend(b)
 	}
 	r := Report{File: c.Path, Errors: ch.findings(ch.errs), Warnings: []Finding{}, Acknowledged: []Finding{}}
-	r.Warnings, r.Acknowledged = acknowledge(c, ch.findings(ch.warns))
+	r.Warnings, r.Acknowledged, r.Notes = acknowledge(c, ch.findings(ch.warns), ch.findings(ch.notes))
 	return r
 }
 
@@ -91,6 +96,7 @@ type checker struct {
 	bad   map[string]bool
 	errs  []config.Problem
 	warns []config.Problem
+	notes []config.Problem
 }
 
 func (ch *checker) findings(ps []config.Problem) []Finding {
@@ -111,6 +117,10 @@ func (ch *checker) errorf(line int, key, backend, format string, args ...any) {
 
 func (ch *checker) warnf(line int, key, backend, format string, args ...any) {
 	ch.warns = append(ch.warns, config.Problem{Line: line, Key: key, Backend: backend, Message: fmt.Sprintf(format, args...)})
+}
+
+func (ch *checker) notef(line int, key, backend, format string, args ...any) {
+	ch.notes = append(ch.notes, config.Problem{Line: line, Key: key, Backend: backend, Message: fmt.Sprintf(format, args...)})
 }
 
 // line finds the line of a key of the model_training block.
@@ -172,7 +182,7 @@ func (ch *checker) training() {
 	}
 	ch.schemas("model_training.writeback.schemas", t.Writeback.Schemas, wl("schemas"))
 	if PrelabelsWithoutPreAnnotation(c) {
-		ch.warnf(wl("schemas"), "model_training.writeback.schemas", "", "%s", PrelabelsHidden)
+		ch.notef(wl("schemas"), "model_training.writeback.schemas", "", "%s", PrelabelsHidden)
 	}
 
 	ar := t.AutoRetrain
@@ -401,9 +411,13 @@ func (ch *checker) backend(b *config.Backend) {
 // is a case-sensitive substring of the warning's text. "NAME: text", where
 // NAME is a configured backend, matches text against that backend's
 // warnings only. An entry under 12 characters, or one that matches
-// nothing, becomes a warning itself.
-func acknowledge(c *config.Config, warnings []Finding) (standing, acked []Finding) {
-	standing, acked = []Finding{}, []Finding{}
+// nothing, becomes a warning itself. An entry may match a note too (an
+// entry written when the note was a warning): the note moves to the
+// acknowledged list, and the entry is not reported as matching nothing.
+func acknowledge(c *config.Config, warnings, notes []Finding) (standing, acked, left []Finding) {
+	standing, acked, left = []Finding{}, []Finding{}, []Finding{}
+	nw := len(warnings)
+	warnings = append(append([]Finding{}, warnings...), notes...)
 	accepted := make([]string, len(warnings))
 	var extra []Finding
 	for _, a := range c.Acknowledge {
@@ -434,20 +448,25 @@ func acknowledge(c *config.Config, warnings []Finding) (standing, acked []Findin
 		}
 	}
 	for i, w := range warnings {
-		if accepted[i] != "" {
+		switch {
+		case accepted[i] != "":
 			w.AcknowledgedBy = accepted[i]
 			acked = append(acked, w)
-		} else {
+		case i >= nw:
+			left = append(left, w)
+		default:
 			standing = append(standing, w)
 		}
 	}
 	standing = append(standing, extra...)
 	sort.SliceStable(standing, func(i, j int) bool { return standing[i].Line < standing[j].Line })
-	return standing, acked
+	sort.SliceStable(acked, func(i, j int) bool { return acked[i].Line < acked[j].Line })
+	return standing, acked, left
 }
 
 // WriteText prints the report as potato-validate does without --json:
-// one "FILE:LINE: error: ..." line per finding, then a summary line.
+// one "FILE:LINE: error: ..." line per finding, then a summary line, which
+// counts the notes only when there are some.
 func WriteText(w io.Writer, r Report, strict bool) error {
 	var b strings.Builder
 	for _, f := range r.Errors {
@@ -459,6 +478,9 @@ func WriteText(w io.Writer, r Report, strict bool) error {
 	for _, f := range r.Acknowledged {
 		fmt.Fprintf(&b, "%s:%d: acknowledged: %s\n", f.File, f.Line, f.Message)
 	}
+	for _, f := range r.Notes {
+		fmt.Fprintf(&b, "%s:%d: note: %s\n", f.File, f.Line, f.Message)
+	}
 	verdict := "valid"
 	switch {
 	case len(r.Errors) > 0:
@@ -466,14 +488,18 @@ func WriteText(w io.Writer, r Report, strict bool) error {
 	case strict && len(r.Warnings) > 0:
 		verdict = "invalid under --strict"
 	}
-	fmt.Fprintf(&b, "%s: %s: %s, %s, %d acknowledged\n", r.File, verdict,
+	fmt.Fprintf(&b, "%s: %s: %s, %s, %d acknowledged", r.File, verdict,
 		plural(len(r.Errors), "error"), plural(len(r.Warnings), "warning"), len(r.Acknowledged))
+	if len(r.Notes) > 0 {
+		b.WriteString(", " + plural(len(r.Notes), "note"))
+	}
+	b.WriteString("\n")
 	_, err := io.WriteString(w, b.String())
 	return err
 }
 
 // WriteJSON prints the report as one JSON object:
-// {file, errors, warnings, acknowledged}.
+// {file, errors, warnings, acknowledged, notes}.
 func WriteJSON(w io.Writer, r Report) error {
 	return rundir.WriteJSON(w, r)
 }

@@ -265,7 +265,7 @@
       $("report").hidden = false;
       $("verdict").textContent = "Checking " + name + "...";
       $("verdict").className = "";
-      for (const id of ["report-problems", "report-warnings", "report-hints"]) $(id).replaceChildren();
+      for (const id of ["report-problems", "report-warnings", "report-hints", "report-notes"]) $(id).replaceChildren();
       $("report-json").textContent = "";
       try {
         const rep = await api("GET", "/backends/" + encodeURIComponent(name) + "/check");
@@ -274,6 +274,7 @@
         $("report-problems").replaceChildren(...(rep.problems || []).map((p) => el("li", p)));
         $("report-warnings").replaceChildren(...(rep.warnings || []).map((p) => el("li", "warning: " + p)));
         $("report-hints").replaceChildren(...(rep.hints || []).map((p) => el("li", "hint: " + p)));
+        $("report-notes").replaceChildren(...(rep.notes || []).map((p) => el("li", "note: " + p)));
         $("report-json").textContent = JSON.stringify(rep, null, 2);
         showError(null);
       } catch (e) {
