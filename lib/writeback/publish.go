@@ -7,10 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"io/fs"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"potato-training/lib/bundle"
+	"potato-training/lib/config"
 )
 
 // Options says which run publishes and what it may publish.
@@ -130,7 +134,10 @@ type prelabel struct {
 // schema is not in opt.Schemas, or its confidence is not null and below
 // opt.MinConfidence. A published row replaces the row for the same (item,
 // schema) unless that row belongs to a run created later. A line without a
-// payload publishes a null one. Blank lines are ignored.
+// payload publishes a null one. Blank lines are ignored. The payload of a
+// schema that the bundle's manifest says is multilabel is stored in the
+// form Potato's annotation page pre-selects (potatoMultilabel); any other
+// payload is stored as the line has it.
 //
 // Publish is one transaction. A line that is not a JSON object with a
 // string instance_id and schema_name and a numeric or null confidence fails
@@ -147,6 +154,10 @@ func (s *Store) Publish(bundleDir, predictionsPath string, opt Options) (Report,
 		return Report{}, fmt.Errorf("writeback: publish run %q: %w", opt.RunID, err)
 	}
 	train, err := trainIDs(bundleDir)
+	if err != nil {
+		return fail(err)
+	}
+	multi, err := multilabelSchemas(bundleDir)
 	if err != nil {
 		return fail(err)
 	}
@@ -203,6 +214,11 @@ func (s *Store) Publish(bundleDir, predictionsPath string, opt Options) (Report,
 					}
 					raw = compact.Bytes()
 				}
+				if multi[p.schema] {
+					if raw, err = potatoMultilabel(raw); err != nil {
+						return fmt.Errorf("payload of %s %s: %w", p.schema, p.id, err)
+					}
+				}
 				r.payload = string(raw)
 			}
 			if batch = append(batch, r); len(batch) == predsPerInsert {
@@ -231,6 +247,73 @@ func (s *Store) Publish(bundleDir, predictionsPath string, opt Options) (Report,
 	rep.NWritten = int(written)
 	rep.NSkippedNewerRun = accepted - rep.NWritten
 	return rep, nil
+}
+
+// multilabelSchemas are the schemas of kind multilabel in the bundle's
+// manifest; none for a bundle without one.
+func multilabelSchemas(bundleDir string) (map[string]bool, error) {
+	m, err := bundle.ReadManifest(bundleDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for _, s := range m.Schemas {
+		if s.Kind == config.KindMultilabel {
+			out[s.Name] = true
+		}
+	}
+	return out, nil
+}
+
+// potatoMultilabel rewrites a multilabel prediction's payload as Potato
+// stores a prelabel that its annotation page pre-selects: the trainers'
+// {"label": "a|b", "confidence": c} (FORMATS.md: the chosen names, sorted,
+// joined by "|"; or the names as a list) becomes one entry a chosen name,
+// [{"label": "a", "confidence": c}, {"label": "b", "confidence": c}], and
+// no name chosen becomes []. Potato 2.12 reads a prelabel's label names
+// from a string, a {"label": NAME} object or a list of either, and checks
+// the box of each name that is one of the schema's labels; "a|b" is none of
+// them, so the joined form pre-selects nothing. A payload that is not such
+// an object (a list already, null) is returned unchanged.
+func potatoMultilabel(raw []byte) ([]byte, error) {
+	if len(raw) == 0 || raw[0] != '{' {
+		return raw, nil
+	}
+	var p struct {
+		Label      json.RawMessage `json:"label"`
+		Confidence json.RawMessage `json:"confidence"`
+	}
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return nil, err
+	}
+	var names []string
+	var joined string
+	switch {
+	case p.Label == nil:
+		return raw, nil
+	case json.Unmarshal(p.Label, &joined) == nil:
+		for name := range strings.SplitSeq(joined, "|") {
+			if name != "" {
+				names = append(names, name)
+			}
+		}
+	case json.Unmarshal(p.Label, &names) == nil:
+		names = slices.DeleteFunc(names, func(n string) bool { return n == "" })
+	default:
+		return raw, nil
+	}
+	type entry struct {
+		Label      string          `json:"label"`
+		Confidence json.RawMessage `json:"confidence,omitempty"`
+	}
+	out := make([]entry, len(names))
+	for i, name := range names {
+		out[i] = entry{Label: name, Confidence: p.Confidence}
+	}
+	return json.Marshal(out)
 }
 
 // idSet is a set of instance ids held as sorted 64-bit hashes: an eighth

@@ -278,3 +278,47 @@ func TestPublishManyRows(t *testing.T) {
 		t.Errorf("%d rows, want %d", i, n)
 	}
 }
+
+// A multilabel schema's prelabel is stored as Potato's annotation page
+// pre-selects it: one {"label", "confidence"} a chosen name. The manifest
+// says which schemas are multilabel; a nominal label with a "|" in it is
+// left alone.
+func TestPublishMultilabelAsPotatoList(t *testing.T) {
+	s, _ := openTestStore(t)
+	bdir := testBundle(t)
+	writeLines(t, filepath.Join(bdir, "manifest.json"), map[string]any{
+		"v": 1,
+		"schemas": []map[string]any{
+			{"name": "sentiment", "annotation_type": "radio", "kind": "nominal", "labels": []string{"pos", "neg"}},
+			{"name": "topics", "annotation_type": "multiselect", "kind": "multilabel", "labels": []string{"a", "b", "c"}},
+		},
+		"splits": map[string]any{
+			"train": map[string]any{"path": "train.jsonl", "format": "jsonl", "n": 2},
+			"val":   map[string]any{"path": "val.jsonl", "format": "jsonl", "n": 3},
+			"test":  map[string]any{"path": "test.jsonl", "format": "jsonl", "n": 2},
+		},
+	})
+	opt := Options{Project: "p", RunID: "r1", Schemas: []string{"sentiment", "topics"}, CreatedAt: 1}
+	rep := publish(t, s, bdir, opt,
+		pred{"v1", "topics", label("a|c", 0.75), conf(0.75)},
+		pred{"v2", "topics", label("", 0.5), conf(0.5)},
+		pred{"v3", "topics", map[string]any{"label": []string{"b"}}, nil},
+		pred{"e1", "topics", []map[string]any{{"label": "c"}}, nil},
+		pred{"e2", "topics", nil, nil},
+		pred{"v1", "sentiment", label("pos|neg", 0.6), conf(0.6)},
+		pred{"t1", "topics", label("a", 0.9), conf(0.9)})
+	if rep.NWritten != 6 || rep.NSkippedTrainSplit != 1 {
+		t.Errorf("report %+v, want 6 written and 1 of the train split", rep)
+	}
+	want := []string{
+		`p e1 topics r1 [{"label":"c"}] NULL 1`,
+		`p e2 topics r1 null NULL 1`,
+		`p v1 sentiment r1 {"confidence":0.6,"label":"pos|neg"} 0.6 1`,
+		`p v1 topics r1 [{"label":"a","confidence":0.75},{"label":"c","confidence":0.75}] 0.75 1`,
+		`p v2 topics r1 [] 0.5 1`,
+		`p v3 topics r1 [{"label":"b"}] NULL 1`,
+	}
+	if got := predictionRows(t, s.db); !reflect.DeepEqual(got, want) {
+		t.Errorf("rows:\n got %q\nwant %q", got, want)
+	}
+}
