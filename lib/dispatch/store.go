@@ -143,7 +143,8 @@ func runRow(cfg *config.Config, root *rundir.Root, rec rundir.Record) writeback.
 // where scored). A name that starts with a schema ("sentiment/loss", as the
 // trainers name them) drops the schema when the run has one; a run with
 // several keeps it ("sentiment/test_accuracy") and also has the first
-// scored schema's score under the plain names.
+// scored schema's score under the plain names. That score's accuracy is
+// also accuracy, which Potato's Training page shows.
 func potatoMetrics(rec rundir.Record, dir string) map[string]float64 {
 	out := map[string]float64{}
 	several := len(rec.Schemas) > 1
@@ -222,6 +223,12 @@ func potatoMetrics(rec rundir.Record, dir string) map[string]float64 {
 	}
 	if several && first != "" {
 		add("", scores[first])
+	}
+	// Potato's Training page shows a run's "Held-out score" from accuracy
+	// (or train_accuracy): the held-out accuracy, unless the trainer
+	// reported an accuracy of its own.
+	if _, ok := out["accuracy"]; !ok && first != "" {
+		out["accuracy"] = scores[first].Accuracy
 	}
 	return out
 }
