@@ -544,6 +544,10 @@ func TestReleasedPotato(t *testing.T) {
 		}
 	}
 
+	// Potato reads the store's prelabels as it starts: until its next start
+	// its pages show none of them.
+	checkPrelabels(walk(t, srv, "viewer0", len(items)), false)
+
 	// Restarted, Potato shows the prelabels to a new annotator.
 	srv.restart()
 	if !strings.Contains(srv.log(), fmt.Sprintf("Restored %d model prediction(s)", written)) {
