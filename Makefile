@@ -48,7 +48,7 @@ screenshots:
 DEMO = examples/reviews/config.yaml
 demo: build
 	bin/potato validate $(DEMO) --strict
-	bin/potato training check local $(DEMO)
+	bin/potato training check local $(DEMO) --trainer tfidf-logreg
 	@id=$$(bin/potato training run $(DEMO) --trainer tfidf-logreg --schemas sentiment --backend local) && \
 		bin/potato training status $(DEMO) $$id
 

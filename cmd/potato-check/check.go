@@ -21,7 +21,11 @@ func (c *command) Run(ctx *cli.Context) error {
 	if !ok {
 		return cli.Failf(cli.ExitUsage, "no backend %q in %s", c.Backend, c.Config)
 	}
-	r := check.Backend(context.Background(), cfg, b, gpu.Probe{})
+	j, err := check.Judge(cfg, b, c.Trainer)
+	if err != nil {
+		return cli.Failf(cli.ExitUsage, "%v", err)
+	}
+	r := check.Backend(context.Background(), cfg, b, gpu.Probe{}, j)
 	if c.JSON {
 		err = check.WriteJSON(ctx.Stdout, r)
 	} else {

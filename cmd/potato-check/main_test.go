@@ -14,9 +14,10 @@ func TestMain(m *testing.M) {
 }
 
 // The scripts put a fake nvidia-smi ($FAKEGPU) on PATH where they need a
-// GPU: this machine has none.
+// GPU: this machine has none. The sibling binaries are on PATH: the
+// built-in trainers need potato-agent.
 func TestScripts(t *testing.T) {
-	p := testcli.Params(t, "testdata", false)
+	p := testcli.Params(t, "testdata", true)
 	setup := p.Setup
 	gpuDir := fakebin.NvidiaSMI(t, t.TempDir(), "0, GPU-aaaa, NVIDIA H200, 143771, 120000, 12, 9.0\n1, GPU-bbbb, NVIDIA H200, 143771, 143000, 0, 9.0\n")
 	p.Setup = func(env *testscript.Env) error {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -338,6 +339,67 @@ func TestAbsentDeviceFallsBack(t *testing.T) {
 		if !strings.Contains(log, want) {
 			t.Errorf("run log lacks %q:\n%s", want, log)
 		}
+	}
+}
+
+// The built-in trainer uses no GPU: with one listed by nvidia-smi, its
+// local run is recorded, and its spec written, as running on the CPU, and
+// the run log says why.
+func TestBuiltinTrainerRunsOnCPU(t *testing.T) {
+	dir, cfg := testproject.Project(t, 40, 30, "")
+	fake := fakebin.NvidiaSMI(t, t.TempDir(), "0, GPU-0000, NVIDIA H200, 143771, 140000, 3, 9.0\n")
+	cmd := dispatchCmd(t, "run", cfg, "--trainer", "tfidf-logreg", "--schemas", "sentiment")
+	cmd.Env = append(cmd.Env, "PATH="+fake+":"+testcli.Binaries(t)+":"+os.Getenv("PATH"))
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := strings.TrimSpace(string(out))
+	log := runLog(t, dir, id)
+	if !regexp.MustCompile(`device: CPU \(\d+ cores?\) \(tfidf-logreg uses no GPU\)`).MatchString(log) || strings.Contains(log, "H200") {
+		t.Errorf("run log:\n%s", log)
+	}
+	if info := testproject.Read(t, dir, id); info.Device != "cpu" {
+		t.Errorf("device %q, want cpu", info.Device)
+	}
+	spec, _ := os.ReadFile(filepath.Join(testproject.Root(dir).RunDir(id), "spec.json"))
+	if !strings.Contains(string(spec), `"device":"cpu"`) && !strings.Contains(string(spec), `"device": "cpu"`) {
+		t.Errorf("spec.json: %s", spec)
+	}
+}
+
+// A local run of a Python trainer runs the interpreter that
+// model_training.python names, a path taken from the config's directory,
+// and its run log names it; python3 on PATH is not used. The interpreter
+// here is a stand-in that ends the run as the trainer would.
+func TestLocalRunNamesItsInterpreter(t *testing.T) {
+	dir, cfg := testproject.Project(t, 40, 30, "  python: ./venv/bin/python3\n")
+	py := filepath.Join(dir, "venv", "bin", "python3")
+	if err := os.MkdirAll(filepath.Dir(py), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	script := "#!/bin/sh\necho \"ran $0 $1\" >&2\n" + resultLines + "\n"
+	if err := os.WriteFile(py, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, "run", cfg, "--trainer", "hf-text-classification", "--schemas", "sentiment")
+	id := strings.TrimSpace(r.stdout)
+	log := runLog(t, dir, id)
+	if r.code != 0 || !strings.Contains(log, "python: "+py+" (model_training.python)") {
+		t.Fatalf("exit %d: %s\n%s", r.code, r.stderr, log)
+	}
+	stderr, _ := os.ReadFile(filepath.Join(testproject.Root(dir).RunDir(id), "stderr.log"))
+	if !strings.Contains(string(stderr), "ran "+py+" ") {
+		t.Errorf("the interpreter named did not run: stderr.log %q", stderr)
+	}
+
+	// One that is not there fails the run, naming it and the key.
+	dir, cfg = testproject.Project(t, 40, 30, "  python: /no/such/python3\n")
+	r = run(t, "run", cfg, "--trainer", "hf-text-classification", "--schemas", "sentiment")
+	info := testproject.Read(t, dir, strings.TrimSpace(r.stdout))
+	want := "the interpreter of trainer hf-text-classification: /no/such/python3 was not found on this machine (from model_training.python)"
+	if r.code != 1 || info.Error != want {
+		t.Errorf("exit %d, error %q, want %q", r.code, info.Error, want)
 	}
 }
 

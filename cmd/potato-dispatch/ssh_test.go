@@ -63,12 +63,14 @@ func testRunEndToEndAndCodeReuse(t *testing.T) {
 	if info.State != rundir.StateSuccess || info.Heldout == nil || info.RanOn != "gpu (ssh to potato-test)" || info.BackendType != "ssh" {
 		t.Errorf("record: %+v", info.Record)
 	}
-	for _, want := range []string{"copied Potato's code", "GPU obtained: 1 (NVIDIA H200, 120000 MB free)", "potato-test: Linux"} {
+	// The built-in trainer uses no GPU: it trains on the host's CPU,
+	// however many GPUs the host has.
+	for _, want := range []string{"copied Potato's code", "tfidf-logreg uses no GPU: training on the CPU of potato-test", "potato-test: Linux"} {
 		if !strings.Contains(log, want) {
 			t.Errorf("run log lacks %q:\n%s", want, log)
 		}
 	}
-	if info.Device != "cuda:1" {
+	if info.Device != "cpu" || strings.Contains(log, "GPU obtained") {
 		t.Errorf("device %q", info.Device)
 	}
 	models, _ := filepath.Glob(filepath.Join(e.Root().RunDir(r.ID), "artifacts", "model-*.json"))
@@ -186,10 +188,12 @@ func testGPUChoice(t *testing.T) {
 		{"none", twoGPUs, "      gpus: none\n", "cpu", ""},
 		{"no GPU on the host", "", "", "cpu", ""},
 	}
+	// A program may use a GPU, so it gets the one gpus chooses.
+	tr := testproject.Trainer(t, testcli.SharedDir(t, 0o755), testproject.ResultLines)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			e := sshSetup(t, c.gpus, c.backend, "")
-			r := e.Run("--trainer", "tfidf-logreg", "--schemas", "sentiment")
+			r := e.Run("--trainer", tr, "--schemas", "sentiment")
 			info := e.Info(r.ID)
 			if c.err != "" {
 				if r.Code != 1 || info.Error != c.err {
@@ -206,9 +210,9 @@ func testGPUChoice(t *testing.T) {
 
 // A fake torch built for sm_80 only (this machine has no CUDA torch)
 // cannot use the H200s (9.0). The torch checks apply only to trainers that
-// need torch: the built-in tfidf-logreg gets the GPU with the most free
-// memory, the H200, and runs even where torch can use no GPU at all. The
-// choice for a torch trainer is TestChooseDeviceForTorch's, in lib/check.
+// need torch: a program trainer gets the GPU with the most free memory,
+// the H200, and runs even where torch can use no GPU at all. The choice
+// for a torch trainer is TestChooseDeviceForTorch's, in lib/check.
 func testGPUWithoutTorchKernels(t *testing.T) {
 	py := testcli.SharedDir(t, 0o755)
 	os.MkdirAll(filepath.Join(py, "torch", "cuda"), 0o755)
@@ -219,7 +223,8 @@ func testGPUWithoutTorchKernels(t *testing.T) {
 	e := sshSetup(t, gpus, "", "")
 	cfg, _ := os.ReadFile(e.Config)
 	os.WriteFile(e.Config, bytes.Replace(cfg, []byte("env: {PATH:"), []byte("env: {PYTHONPATH: \""+py+"\", PATH:"), 1), 0o644)
-	r := e.Run("--trainer", "tfidf-logreg", "--schemas", "sentiment")
+	tr := testproject.Trainer(t, testcli.SharedDir(t, 0o755), testproject.ResultLines)
+	r := e.Run("--trainer", tr, "--schemas", "sentiment")
 	info := e.Info(r.ID)
 	log := e.File(r.ID, "run.log")
 	if r.Code != 0 || info.Device != "cuda:1" || strings.Contains(log, "no kernels") {
@@ -228,7 +233,7 @@ func testGPUWithoutTorchKernels(t *testing.T) {
 	e2 := sshSetup(t, "0, GPU-bbbb, NVIDIA H200, 143771, 140000, 0, 9.0\n", "", "")
 	cfg, _ = os.ReadFile(e2.Config)
 	os.WriteFile(e2.Config, bytes.Replace(cfg, []byte("env: {PATH:"), []byte("env: {PYTHONPATH: \""+py+"\", PATH:"), 1), 0o644)
-	r = e2.Run("--trainer", "tfidf-logreg", "--schemas", "sentiment")
+	r = e2.Run("--trainer", tr, "--schemas", "sentiment")
 	if info := e2.Info(r.ID); r.Code != 0 || info.Device != "cuda:0" {
 		t.Errorf("exit %d device %q error %q", r.Code, info.Device, info.Error)
 	}
@@ -237,7 +242,7 @@ func testGPUWithoutTorchKernels(t *testing.T) {
 // The host's real Python is Debian's, with its CPU-only torch and no
 // transformers (nvidia-smi is the fake: this machine has no GPU). A torch
 // trainer whose model needs torch alone runs there, on the CPU, with the
-// warning; the built-in trainer still gets a GPU.
+// warning; the built-in trainer, which uses no GPU, runs on the CPU too.
 func testTorchTrainerOnACPUTorchHost(t *testing.T) {
 	requireTorch(t)
 	e := sshSetup(t, twoGPUs, "", "")
@@ -251,7 +256,7 @@ func testTorchTrainerOnACPUTorchHost(t *testing.T) {
 		t.Errorf("run log lacks the CPU torch warning:\n%s", log)
 	}
 	r = e.Run("--trainer", "tfidf-logreg", "--schemas", "sentiment")
-	if info := e.Info(r.ID); r.Code != 0 || info.Device != "cuda:1" {
+	if info := e.Info(r.ID); r.Code != 0 || info.Device != "cpu" {
 		t.Errorf("tfidf-logreg: exit %d device %q error %q", r.Code, info.Device, info.Error)
 	}
 }

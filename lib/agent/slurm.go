@@ -87,10 +87,10 @@ func slurmEnv() []string { return withoutToken(os.Environ()) }
 
 // jobEnv are the variables job.sh sets for the training process: the
 // device (the scheduler sets CUDA_VISIBLE_DEVICES from gres; no gres, no
-// GPU), the thread variables and the interpreter for Python trainers.
+// GPU; a trainer that uses no GPU hides the job's), the thread variables and the interpreter for Python trainers.
 func jobEnv(o slurm.Options, spec *trainer.Spec, python string) []string {
 	var env []string
-	if o.WithGPU() {
+	if o.WithGPU() && trainer.UsesGPU(spec.Trainer) {
 		spec.Limits.Device = "cuda"
 	} else {
 		spec.Limits.Device = "cpu"

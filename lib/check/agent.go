@@ -7,6 +7,7 @@ import (
 
 	"potato-training/lib/config"
 	"potato-training/lib/rundir"
+	"potato-training/lib/trainer"
 )
 
 // Texts of the agent check (SPEC G5, F10).
@@ -27,7 +28,31 @@ const defaultHeartbeat = 120
 // heartbeat_timeout_s is taken to be polling. A run can start when one is
 // polling, or when one is busy with a run of this backend (it polls again
 // when that run ends); otherwise a run would wait in the queue.
-func Agent(cfg *config.Config, b *config.Backend, now time.Time) Report {
+func Agent(cfg *config.Config, b *config.Backend, now time.Time, j Judged) Report {
+	r := agentReport(cfg, b, now)
+	var verdicts []Verdict
+	for _, name := range candidates(j) {
+		v := Verdict{Trainer: name, OK: r.OK, Device: "the agent's machine"}
+		if !trainer.UsesGPU(name) {
+			v.Device = "the CPU of the agent's machine"
+		}
+		switch {
+		case localOnly(name) != "":
+			v.OK, v.Reason, v.Device = false, localOnly(name), ""
+		case !r.OK:
+			v.Reason = r.Problems[0]
+		case isPython(name):
+			v.Note = "its packages on the agent's machine cannot be seen from here"
+		case trainer.IsExec(name):
+			v.Note = "the agent runs it only when its --allow-exec names it"
+		}
+		verdicts = append(verdicts, v)
+	}
+	judge(&r, j, verdicts, b.Label())
+	return r
+}
+
+func agentReport(cfg *config.Config, b *config.Backend, now time.Time) Report {
 	r := Report{Backend: b.Name, Type: b.Type, GPUs: []GPUInfo{}, Warnings: []string{}, Problems: []string{}}
 	fail := func(msg string, hints ...string) Report {
 		r.Summary = b.Label() + ": " + msg

@@ -40,8 +40,13 @@ func text(t *testing.T, r Report) string {
 
 func TestAgentNoToken(t *testing.T) {
 	cfg, b, _ := agentConfig(t, "")
-	r := Agent(cfg, b, time.Now())
-	want := "lab (agent): no token issued yet\n  hint: issue one with: potato training register lab config.yaml\n"
+	r := Agent(cfg, b, time.Now(), hfJudged)
+	want := "lab (agent): no token issued yet\n" +
+		"  trainer: hf-text-classification (the first trainer that uses a GPU)\n" +
+		"  tfidf-logreg: cannot start: no token issued yet\n" +
+		"  hf-text-classification: cannot start: no token issued yet\n" +
+		"  decision-calibrate: cannot start: it runs only on the annotation server: it reads the annotation server's own files (Potato's store, project.sqlite, and the annotations)\n" +
+		"  hint: issue one with: potato training register lab config.yaml\n"
 	if got := text(t, r); r.OK || got != want {
 		t.Errorf("ok %v, text:\n%s\nwant:\n%s", r.OK, got, want)
 	}
@@ -58,7 +63,7 @@ func TestAgentLastSeen(t *testing.T) {
 	}
 
 	// Registered, never seen: a run would wait, so the answer is no.
-	r := Agent(cfg, b, issued.Add(time.Minute))
+	r := Agent(cfg, b, issued.Add(time.Minute), hfJudged)
 	got := text(t, r)
 	if r.OK || r.TokenIssuedAt == nil || !r.TokenIssuedAt.Equal(issued) || r.LastSeen != nil {
 		t.Errorf("never seen: %+v", r)
@@ -79,7 +84,7 @@ func TestAgentLastSeen(t *testing.T) {
 	if err := root.AgentSeen("lab", "ws-01", seen); err != nil {
 		t.Fatal(err)
 	}
-	r = Agent(cfg, b, seen.Add(30*time.Second))
+	r = Agent(cfg, b, seen.Add(30*time.Second), hfJudged)
 	got = text(t, r)
 	if !r.OK || !r.AgentPolling || r.LastHost != "ws-01" || r.LastSeenAgoS == nil || *r.LastSeenAgoS != 30 {
 		t.Errorf("polling: %+v", r)
@@ -94,7 +99,7 @@ func TestAgentLastSeen(t *testing.T) {
 	}
 
 	// Seen 3 hours ago: no agent polls now (F10).
-	r = Agent(cfg, b, seen.Add(3*time.Hour))
+	r = Agent(cfg, b, seen.Add(3*time.Hour), hfJudged)
 	got = text(t, r)
 	if r.OK || r.AgentPolling {
 		t.Errorf("stale: %+v", r)
@@ -111,7 +116,7 @@ func TestAgentLastSeen(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer run.Close()
-	r = Agent(cfg, b, seen.Add(3*time.Hour))
+	r = Agent(cfg, b, seen.Add(3*time.Hour), hfJudged)
 	if !r.OK || r.AgentRun != run.ID || !strings.HasPrefix(r.Summary, "lab (agent): an agent is training run "+run.ID) {
 		t.Errorf("busy: %+v", r)
 	}
@@ -122,8 +127,49 @@ func TestAgentLastSeen(t *testing.T) {
 		t.Fatal(err)
 	}
 	run.Close()
-	r = Agent(cfg, b, seen.Add(4*time.Hour))
+	r = Agent(cfg, b, seen.Add(4*time.Hour), hfJudged)
 	if r.OK || r.LastSeen != nil || !strings.Contains(text(t, r), "last_seen: never") {
 		t.Errorf("re-registered: %+v", r)
+	}
+}
+
+var hfJudged = Judged{Name: "hf-text-classification", From: FromFirstGPU}
+
+// An agent polling: every trainer but the local-only one can start, on
+// the agent's machine, whose packages the check cannot see.
+func TestAgentVerdicts(t *testing.T) {
+	dir := t.TempDir()
+	cfg := config.ParseConfig([]byte("model_training:\n  backends:\n    lab: {type: agent}\n"), dir)
+	b, _ := cfg.Backend("lab")
+	root, err := rundir.Open(cfg.TrainingDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := root.IssueToken("lab", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := root.AgentSeen("lab", "ws-01", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	r := Agent(cfg, b, time.Now(), hfJudged)
+	if !r.OK || r.Trainer != "hf-text-classification" || len(r.Trainers) != 3 {
+		t.Fatalf("%+v", r)
+	}
+	want := []Verdict{
+		{Trainer: "tfidf-logreg", OK: true, Device: "the CPU of the agent's machine"},
+		{Trainer: "hf-text-classification", OK: true, Device: "the agent's machine", Note: "its packages on the agent's machine cannot be seen from here"},
+		{Trainer: "decision-calibrate", Reason: r.Trainers[2].Reason},
+	}
+	for i, v := range want {
+		if r.Trainers[i] != v {
+			t.Errorf("verdict %d: %+v, want %+v", i, r.Trainers[i], v)
+		}
+	}
+	if !strings.HasPrefix(r.Trainers[2].Reason, "it runs only on the annotation server") {
+		t.Errorf("decision-calibrate: %q", r.Trainers[2].Reason)
+	}
+	r = Agent(cfg, b, time.Now(), Judged{Name: "decision-calibrate", From: FromFlag})
+	if r.OK || !strings.HasPrefix(r.Summary, "lab (agent): decision-calibrate cannot start: it runs only on the annotation server") {
+		t.Errorf("decision-calibrate judged: %+v", r)
 	}
 }

@@ -11,10 +11,12 @@ import (
 	"strings"
 	"time"
 
+	"potato-training/lib/backend/local"
 	"potato-training/lib/config"
 	"potato-training/lib/gpu"
 	"potato-training/lib/probe"
 	"potato-training/lib/rundir"
+	"potato-training/lib/trainer"
 	"potato-training/lib/validate"
 )
 
@@ -30,9 +32,17 @@ type Report struct {
 	Summary string      `json:"summary"`
 	Device  *DeviceInfo `json:"device,omitempty"`
 	GPUs    []GPUInfo   `json:"gpus"`
-	// Python is the host's interpreter and its version (ssh, slurm).
+	// Trainer is the trainer whose verdict is the answer, TrainerFrom why
+	// it is that one (--trainer, auto_retrain, the first that uses a
+	// GPU); Trainers is every trainer's verdict.
+	Trainer     string    `json:"trainer"`
+	TrainerFrom string    `json:"trainer_from"`
+	Trainers    []Verdict `json:"trainers"`
+	// Python is the host's interpreter and its version (local, ssh,
+	// slurm); PythonFrom says which setting named it (local).
 	Python        string `json:"python,omitempty"`
 	PythonVersion string `json:"python_version,omitempty"`
+	PythonFrom    string `json:"python_from,omitempty"`
 	// Missing lists, per Python trainer, the packages the host lacks.
 	Missing map[string][]string `json:"missing_packages,omitempty"`
 	// JobPython is the interpreter a SLURM job runs on the compute node;
@@ -78,32 +88,69 @@ type DeviceInfo struct {
 	Cores    int    `json:"cores"`
 }
 
-// Local checks the local backend (SPEC L2): the device a local run would
-// use, given model_training.device.
-func Local(ctx context.Context, cfg *config.Config, gp gpu.Probe) Report {
+// Local checks the local backend (SPEC L2): the device a local run of the
+// judged trainer would use, given model_training.device, and the
+// interpreter of the Python trainers (model_training.python).
+func Local(ctx context.Context, cfg *config.Config, gp gpu.Probe, j Judged) Report {
 	r := Report{Backend: "local", Type: config.TypeLocal, GPUs: []GPUInfo{}, Warnings: []string{}, Problems: []string{}}
 	if gpus, err := gpu.Query(ctx, gp.NvidiaSMI); err == nil {
 		for _, g := range gpus {
 			r.GPUs = append(r.GPUs, GPUInfo{GPU: g})
 		}
 	}
-	dev, warnings, err := gpu.LocalDevice(ctx, cfg.Training.Device, gp)
-	r.Warnings = append(r.Warnings, warnings...)
-	if err != nil {
-		r.Problems = append(r.Problems, err.Error())
-		r.Summary = "local: " + err.Error()
-		return r
+	py := trainer.LocalPythonOf(cfg)
+	r.Python, r.PythonFrom = py.Name, py.From
+	pyErr := ""
+	var f probe.Facts
+	if path, err := py.Find(); err != nil {
+		pyErr = err.Error()
+	} else if f, err = probeLocal(ctx, path); err != nil {
+		pyErr = err.Error()
+	} else {
+		r.Python, r.PythonVersion = f.Python, f.PythonVersion
+		r.Missing = missingByTrainer(f)
 	}
-	r.OK = true
-	r.Device = &DeviceInfo{Kind: dev.Kind, Name: dev.Name, Device: dev.String(), Describe: dev.Describe(), Cores: dev.Cores}
-	r.Summary = "local: this machine, " + dev.Describe()
+	var verdicts []Verdict
+	for _, name := range candidates(j) {
+		v := Verdict{Trainer: name}
+		dev, err := local.Device(ctx, cfg, name, gp, func(w string) {
+			if name == j.Name {
+				r.Warnings = append(r.Warnings, w)
+			}
+		})
+		switch {
+		case err != nil:
+			v.Reason = err.Error()
+		case isPython(name) && pyErr != "":
+			v.Reason = pyErr
+		case isPython(name):
+			v.Reason = pythonVerdict(name, f, "this machine", r.Missing)
+		case trainer.IsExec(name):
+			v.Reason = execProgram(name)
+		default:
+			if _, err := trainer.FindProgram("potato-agent"); err != nil {
+				v.Reason = err.Error()
+			}
+		}
+		v.OK = v.Reason == ""
+		if err == nil {
+			v.Device = dev.Describe()
+			if name == j.Name {
+				r.Device = &DeviceInfo{Kind: dev.Kind, Name: dev.Name, Device: dev.String(), Describe: dev.Describe(), Cores: dev.Cores}
+				r.Summary = "local: this machine, " + dev.Describe()
+			}
+		}
+		verdicts = append(verdicts, v)
+	}
+	judge(&r, j, verdicts, "local")
 	return r
 }
 
-// Backend checks a configured backend. A config whose prelabels Potato
-// would not show (validate.PrelabelsHidden) adds that note, once.
-func Backend(ctx context.Context, cfg *config.Config, b *config.Backend, gp gpu.Probe) Report {
-	r := backendReport(ctx, cfg, b, gp)
+// Backend checks a configured backend for the judged trainer. A config
+// whose prelabels Potato would not show (validate.PrelabelsHidden) adds
+// that note, once.
+func Backend(ctx context.Context, cfg *config.Config, b *config.Backend, gp gpu.Probe, j Judged) Report {
+	r := backendReport(ctx, cfg, b, gp, j)
 	r.Notes = []string{}
 	if validate.PrelabelsWithoutPreAnnotation(cfg) {
 		r.Notes = append(r.Notes, validate.PrelabelsHidden)
@@ -111,16 +158,16 @@ func Backend(ctx context.Context, cfg *config.Config, b *config.Backend, gp gpu.
 	return r
 }
 
-func backendReport(ctx context.Context, cfg *config.Config, b *config.Backend, gp gpu.Probe) Report {
+func backendReport(ctx context.Context, cfg *config.Config, b *config.Backend, gp gpu.Probe, j Judged) Report {
 	switch b.Type {
 	case config.TypeLocal:
-		return Local(ctx, cfg, gp)
+		return Local(ctx, cfg, gp, j)
 	case config.TypeSSH:
-		return SSH(ctx, b)
+		return SSH(ctx, b, j)
 	case config.TypeSLURM:
-		return SLURM(ctx, b)
+		return SLURM(ctx, b, j)
 	case config.TypeAgent:
-		return Agent(cfg, b, time.Now())
+		return Agent(cfg, b, time.Now(), j)
 	}
 	msg := fmt.Sprintf("checking %s backends is not available in this version", b.Type)
 	return Report{Backend: b.Name, Type: b.Type, Summary: b.Label() + ": " + msg,
@@ -132,7 +179,15 @@ func WriteText(w io.Writer, r Report) error {
 	var b strings.Builder
 	b.WriteString(r.Summary + "\n")
 	if r.Python != "" {
-		fmt.Fprintf(&b, "  python: %s\n", strings.TrimSpace(r.Python+" "+r.PythonVersion))
+		line := strings.TrimSpace(r.Python + " " + r.PythonVersion)
+		switch r.PythonFrom {
+		case "":
+		case trainer.PythonKey, trainer.PythonEnv:
+			line += " (" + r.PythonFrom + ")"
+		default:
+			line += " (the default)"
+		}
+		fmt.Fprintf(&b, "  python: %s\n", line)
 	}
 	if r.Shell != "" {
 		fmt.Fprintf(&b, "  shell: %s\n", r.Shell)
@@ -169,6 +224,21 @@ func WriteText(w io.Writer, r Report) error {
 	}
 	if r.Device != nil && r.Type != config.TypeLocal {
 		fmt.Fprintf(&b, "  a run would get: %s\n", r.Device.Describe)
+	}
+	if r.Trainer != "" {
+		fmt.Fprintf(&b, "  trainer: %s (%s)\n", r.Trainer, r.TrainerFrom)
+	}
+	for _, v := range r.Trainers {
+		line := "can start"
+		if v.Device != "" {
+			line += " on " + v.Device
+		}
+		if !v.OK {
+			line = "cannot start: " + v.Reason
+		} else if v.Note != "" {
+			line += "; " + v.Note
+		}
+		fmt.Fprintf(&b, "  %s: %s\n", v.Trainer, line)
 	}
 	for _, t := range slices.Sorted(maps.Keys(r.Missing)) {
 		fmt.Fprintf(&b, "  %s lacks: %s\n", t, strings.Join(r.Missing[t], " "))

@@ -8,6 +8,7 @@ import (
 
 	slurmbackend "potato-training/lib/backend/slurm"
 	"potato-training/lib/config"
+	"potato-training/lib/trainer"
 )
 
 // SLURM connects to a cluster's login node (SPEC M4, F8): sbatch, squeue
@@ -15,9 +16,10 @@ import (
 // remote_dir not under /tmp, and the login node's Python and shell; it
 // names the job_python the job will use, whose packages it cannot see
 // from the login node.
-func SLURM(ctx context.Context, b *config.Backend) Report {
+func SLURM(ctx context.Context, b *config.Backend, j Judged) Report {
 	r, f, ok := probeHost(ctx, b, nil)
 	if !ok {
+		judge(&r, j, unreachable(j, r.Problems[0]), "")
 		return r
 	}
 	r.Python = f.Python
@@ -41,17 +43,39 @@ func SLURM(ctx context.Context, b *config.Backend) Report {
 	r.Problems = append(r.Problems, c.Problems...)
 	r.Warnings = append(r.Warnings, c.Warnings...)
 	r.Hints = append(r.Hints, c.Hints...)
-	r.Device = &DeviceInfo{Kind: "slurm", Name: "SLURM job", Device: "cpu", Describe: "a SLURM job without gres (CPU only)"}
-	if g := b.Gres; g != "" {
-		r.Device.Device = "cuda"
-		r.Device.Describe = "a SLURM job with gres " + g
-	}
 	host := fmt.Sprintf("%s (%s %s)", b.Label(), f.OS, f.Arch)
-	r.OK = len(r.Problems) == 0
-	if r.OK {
+	var verdicts []Verdict
+	for _, name := range candidates(j) {
+		v := Verdict{Trainer: name, OK: true}
+		dev := &DeviceInfo{Kind: "slurm", Name: "SLURM job", Device: "cpu", Describe: "a SLURM job without gres (CPU only)"}
+		switch g := b.Gres; {
+		case localOnly(name) != "":
+			v.OK, v.Reason, dev = false, localOnly(name), nil
+		case !trainer.UsesGPU(name):
+			dev.Describe = "the CPUs of a SLURM job"
+		case g != "":
+			dev.Device = "cuda"
+			dev.Describe = "a SLURM job with gres " + g
+		}
+		if len(r.Problems) > 0 {
+			v.OK, v.Reason = false, r.Problems[0]
+		}
+		if isPython(name) {
+			v.Note = "its packages on the compute nodes cannot be seen from the login node"
+		}
+		if dev != nil {
+			v.Device = dev.Describe
+			if name == j.Name {
+				r.Device = dev
+			}
+		}
+		verdicts = append(verdicts, v)
+	}
+	if len(r.Problems) == 0 {
 		r.Summary = host + ": a run can start"
 	} else {
 		r.Summary = host + ": " + r.Problems[0]
 	}
+	judge(&r, j, verdicts, host)
 	return r
 }

@@ -10,27 +10,17 @@ import (
 	"potato-training/lib/gpu"
 	"potato-training/lib/probe"
 	"potato-training/lib/sshx"
+	"potato-training/lib/trainer"
 )
 
-// pythonTrainers are the trainers whose packages the check looks for.
-var pythonTrainers = []string{"hf-text-classification"}
-
 // SSH connects to an ssh backend's host (SPEC S5): its Python, each GPU
-// with its free memory and utilisation, the GPU a run would get, and the
-// packages the Python trainers lack there.
-func SSH(ctx context.Context, b *config.Backend) Report {
-	seen := map[string]bool{}
-	var pkgs []string
-	for _, t := range pythonTrainers {
-		for _, p := range sshbackend.TrainerPackages(t, nil) {
-			if !seen[p] {
-				seen[p] = true
-				pkgs = append(pkgs, p)
-			}
-		}
-	}
-	r, f, ok := probeHost(ctx, b, pkgs)
+// with its free memory and utilisation, the GPU a run of the judged trainer
+// would get, the packages the Python trainers lack there, and each
+// trainer's verdict.
+func SSH(ctx context.Context, b *config.Backend, j Judged) Report {
+	r, f, ok := probeHost(ctx, b, pythonPackages())
 	if !ok {
+		judge(&r, j, unreachable(j, r.Problems[0]), "")
 		return r
 	}
 	for _, g := range f.GPUs {
@@ -42,78 +32,88 @@ func SSH(ctx context.Context, b *config.Backend) Report {
 	}
 	r.PythonVersion = f.PythonVersion
 	host := fmt.Sprintf("%s (%s %s)", b.Label(), f.OS, f.Arch)
-	// The built-in trainer needs no Python: a missing interpreter stops
-	// only the Python trainers, so it is a warning.
-	if err := f.PythonError(b.Host); err != nil {
-		r.Warnings = append(r.Warnings, err.Error()+" (the Python trainers cannot run there; the built-in tfidf-logreg can)")
-	}
 	if f.NvidiaSMIError != "" {
 		r.Warnings = append(r.Warnings, "nvidia-smi: "+f.NvidiaSMIError)
 	}
 	if f.TorchError != "" {
 		r.Warnings = append(r.Warnings, "torch does not import: "+f.TorchError)
 	}
-	missing := map[string]bool{}
-	for _, m := range f.Missing {
-		missing[m] = true
-	}
-	for _, t := range pythonTrainers {
-		var lacks []string
-		for _, p := range sshbackend.TrainerPackages(t, nil) {
-			if missing[p] {
-				lacks = append(lacks, p)
-			}
-		}
-		if len(lacks) > 0 && !f.PythonMissing {
-			if r.Missing == nil {
-				r.Missing = map[string][]string{}
-			}
-			r.Missing[t] = lacks
-			msg, hint := probe.ImportError(t, lacks)
-			r.Warnings = append(r.Warnings, msg+" ("+hint+")")
-		}
-	}
+	r.Missing = missingByTrainer(f)
 	if msg, bad := f.NvrtcMismatch(); bad {
 		r.Warnings = append(r.Warnings, msg)
 	}
-	// The torch trainers' device: what the host's torch allows them does
-	// not keep the built-in trainer from running, so it is a warning.
-	for _, t := range pythonTrainers {
-		if !sshbackend.NeedsTorch(t, nil) || f.PythonMissing || f.Torch == "" {
-			continue
-		}
-		switch dev, _, err := sshbackend.ChooseDevice(b, f, true); {
-		case err != nil:
-			r.Warnings = append(r.Warnings, t+": "+err.Error())
-		case dev == "cpu" && f.CPUTorch() && len(f.GPUs) > 0 && !b.GPUs.None:
-			r.Warnings = append(r.Warnings, fmt.Sprintf(probe.CPUTorchFormat, f.Torch, t, b.Host))
-		}
-	}
-	// The device line is the built-in trainer's, which needs no torch.
-	dev, _, err := sshbackend.ChooseDevice(b, f, false)
-	if err != nil {
-		r.Problems = append(r.Problems, err.Error())
-	} else {
-		info := &DeviceInfo{Device: dev, Kind: gpu.KindCPU, Name: "CPU", Describe: "CPU"}
-		if strings.HasPrefix(dev, "cuda:") {
-			info.Kind = gpu.KindCUDA
-			info.Describe = dev
-			for _, g := range f.GPUs {
-				if dev == fmt.Sprintf("cuda:%d", g.Index) {
-					info.Name = g.Name
-					info.Describe = fmt.Sprintf("GPU %d, %s, %d MB free (%s)", g.Index, g.Name, g.MemoryFreeMB, dev)
-				}
+	var verdicts []Verdict
+	for _, name := range candidates(j) {
+		v := Verdict{Trainer: name}
+		dev := ""
+		switch {
+		case localOnly(name) != "":
+			v.Reason = localOnly(name)
+		case !trainer.UsesGPU(name):
+			dev = "cpu"
+		case isPython(name):
+			// The device is reported even when a package is missing: it
+			// is the one the run would get once it is installed.
+			v.Reason = pythonVerdict(name, f, b.Host, r.Missing)
+			if f.PythonError(b.Host) != nil {
+				break
+			}
+			var err error
+			if dev, _, err = sshbackend.ChooseDevice(b, f, sshbackend.NeedsTorch(name, nil)); err != nil {
+				v.Reason = strings.TrimPrefix(v.Reason+"; "+err.Error(), "; ")
+			} else if dev == "cpu" && f.CPUTorch() && len(f.GPUs) > 0 && !b.GPUs.None {
+				r.Warnings = append(r.Warnings, fmt.Sprintf(probe.CPUTorchFormat, f.Torch, name, b.Host))
+			}
+		default:
+			var err error
+			if dev, _, err = sshbackend.ChooseDevice(b, f, false); err != nil {
+				v.Reason = err.Error()
 			}
 		}
-		r.Device = info
+		v.OK = v.Reason == ""
+		if dev != "" {
+			info := deviceInfo(dev, f)
+			v.Device = info.Describe
+			if name == j.Name {
+				r.Device = info
+			}
+		}
+		verdicts = append(verdicts, v)
 	}
-	r.OK = len(r.Problems) == 0
-	if r.OK {
-		r.Summary = host + ": a run can start"
-	} else {
-		r.Summary = host + ": " + r.Problems[0]
-	}
+	r.Summary = host + ": a run can start"
+	judge(&r, j, verdicts, host)
 	return r
+}
+
+// deviceInfo describes a device a remote run would get: "cuda:N" with
+// its GPU's name and free memory, pinned GPUs, or the CPU.
+func deviceInfo(dev string, f probe.Facts) *DeviceInfo {
+	info := &DeviceInfo{Device: dev, Kind: gpu.KindCPU, Name: "CPU", Describe: "CPU"}
+	if strings.HasPrefix(dev, "cuda:") {
+		info.Kind = gpu.KindCUDA
+		info.Describe = dev
+		for _, g := range f.GPUs {
+			if dev == fmt.Sprintf("cuda:%d", g.Index) {
+				info.Name = g.Name
+				info.Describe = fmt.Sprintf("GPU %d, %s, %d MB free (%s)", g.Index, g.Name, g.MemoryFreeMB, dev)
+			}
+		}
+	}
+	return info
+}
+
+// unreachable is every trainer's verdict on a host the check could not
+// probe: none can start, for the same reason.
+func unreachable(j Judged, why string) []Verdict {
+	var out []Verdict
+	for _, name := range candidates(j) {
+		v := Verdict{Trainer: name, Reason: why}
+		if lo := localOnly(name); lo != "" {
+			v.Reason = lo
+		}
+		out = append(out, v)
+	}
+	return out
 }
 
 // probeHost logs in to b's host and runs the probe, looking for pkgs; a

@@ -20,7 +20,18 @@ import (
 	"potato-training/lib/probe"
 )
 
+// exec is a judged trainer that may use a GPU and needs no package: the
+// device it gets is the one gpus and min_free_gpu_mb choose.
+var execJudged = Judged{Name: "exec:/bin/true", From: FromFlag}
+
 func sshBackend(t *testing.T, host, python, gpus string) *config.Backend {
+	t.Helper()
+	return sshBackendEnv(t, host, python, gpus, "")
+}
+
+// sshBackendEnv is sshBackend with more variables in the backend's env,
+// written "NAME: value, ".
+func sshBackendEnv(t *testing.T, host, python, gpus, env string) *config.Backend {
 	t.Helper()
 	dir := testcli.SSHD(t)
 	fakes, _ := os.MkdirTemp("/tmp", "potato-check-test-")
@@ -35,8 +46,8 @@ func sshBackend(t *testing.T, host, python, gpus string) *config.Backend {
       ssh_config: %s/ssh_config
       python: %s
       min_free_gpu_mb: 4000
-      env: {PATH: "%s:/usr/bin:/bin"}
-`, host, dir, python, fakes)
+      env: {%sPATH: "%s:/usr/bin:/bin"}
+`, host, dir, python, env, fakes)
 	c := config.ParseConfig([]byte(text), t.TempDir())
 	if len(c.Problems) > 0 {
 		t.Fatal(c.Problems)
@@ -47,7 +58,7 @@ func sshBackend(t *testing.T, host, python, gpus string) *config.Backend {
 
 func TestSSHReport(t *testing.T) {
 	b := sshBackend(t, "potato-test", "python3", "0, GPU-a, NVIDIA H200, 143771, 3000, 90, 9.0\n1, GPU-b, NVIDIA H200, 143771, 100000, 4, 9.0\n")
-	r := SSH(context.Background(), b)
+	r := SSH(context.Background(), b, execJudged)
 	if !r.OK || r.Device == nil || r.Device.Device != "cuda:1" || len(r.GPUs) != 2 || r.PythonVersion == "" {
 		t.Fatalf("%+v", r)
 	}
@@ -56,19 +67,30 @@ func TestSSHReport(t *testing.T) {
 	}
 	var out strings.Builder
 	WriteText(&out, r)
-	for _, want := range []string{"gpu-server (ssh to potato-test) (Linux", ": a run can start", "  GPU 1: NVIDIA H200, 100000 of 143771 MB free, 4% used", "a run would get: GPU 1, NVIDIA H200, 100000 MB free (cuda:1)", "Trainer 'hf-text-classification' could not be imported"} {
+	for _, want := range []string{"gpu-server (ssh to potato-test) (Linux", ": a run can start", "  GPU 1: NVIDIA H200, 100000 of 143771 MB free, 4% used", "a run would get: GPU 1, NVIDIA H200, 100000 MB free (cuda:1)",
+		"  trainer: exec:/bin/true (--trainer)", "  tfidf-logreg: can start on CPU\n",
+		"  hf-text-classification: cannot start: Trainer 'hf-text-classification' could not be imported",
+		"  decision-calibrate: cannot start: it runs only on the annotation server"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}
 	}
 }
 
-// F2: a missing interpreter is reported; the built-in trainer can still
-// run, so the answer stays yes.
+// F2: a missing interpreter is the verdict of the Python trainers; the
+// built-in trainer can still run, so its answer is yes, and the answer for
+// hf-text-classification no.
 func TestSSHReportMissingPython(t *testing.T) {
-	r := SSH(context.Background(), sshBackend(t, "potato-test", "/opt/conda/bin/python3", ""))
-	if !r.OK || !strings.Contains(strings.Join(r.Warnings, "\n"), "/opt/conda/bin/python3 was not found on potato-test") {
-		t.Errorf("%+v", r)
+	b := sshBackend(t, "potato-test", "/opt/conda/bin/python3", "")
+	want := "hf-text-classification cannot start: /opt/conda/bin/python3 was not found on potato-test"
+	r := SSH(context.Background(), b, Judged{Name: "tfidf-logreg", From: FromFlag})
+	if !r.OK || r.Device == nil || r.Device.Device != "cpu" || len(r.Trainers) != 3 || r.Trainers[1].OK ||
+		"hf-text-classification cannot start: "+r.Trainers[1].Reason != want {
+		t.Errorf("tfidf-logreg: %+v", r)
+	}
+	r = SSH(context.Background(), b, Judged{Name: "hf-text-classification", From: FromFirstGPU})
+	if r.OK || !strings.HasSuffix(r.Summary, ": "+want) || r.Problems[0] != want {
+		t.Errorf("hf-text-classification: %+v", r)
 	}
 }
 
@@ -80,7 +102,7 @@ func TestSSHReportFailures(t *testing.T) {
 		{"F3", "potato-test", "python3", "0, GPU-a, NVIDIA H200, 143771, 3000, 90, 9.0\n", "No GPU has 4000 MB free"},
 	}
 	for _, c := range cases {
-		r := SSH(context.Background(), sshBackend(t, c.host, c.python, c.gpus))
+		r := SSH(context.Background(), sshBackend(t, c.host, c.python, c.gpus), execJudged)
 		if r.OK || !strings.Contains(strings.Join(r.Problems, "\n"), c.want) || !strings.Contains(r.Summary, c.want) {
 			t.Errorf("%s: %+v", c.name, r)
 		}
@@ -127,8 +149,9 @@ func TestChooseDeviceForTorch(t *testing.T) {
 // TestSSHReportCPUTorch runs the check against this machine's real
 // /usr/bin/python3, whose torch is Debian's CPU build (scripts/install-deps
 // installs it; outside CI a host without it skips), with two GPUs from the
-// fake nvidia-smi. A run can start: the built-in trainer gets a GPU; the
-// torch trainer would train on the CPU, which is a warning.
+// fake nvidia-smi. The built-in trainer runs on the CPU, as it uses no
+// GPU; the torch trainer would train on the CPU too, which is a warning;
+// no GPU is what it would get.
 func TestSSHReportCPUTorch(t *testing.T) {
 	if err := exec.Command("/usr/bin/python3", "-c", "import torch; assert torch.version.cuda is None").Run(); err != nil {
 		if os.Getenv("CI") == "" {
@@ -137,9 +160,9 @@ func TestSSHReportCPUTorch(t *testing.T) {
 		t.Fatalf("/usr/bin/python3 has no CPU-only torch: %v", err)
 	}
 	b := sshBackend(t, "potato-test", "/usr/bin/python3", "0, GPU-a, NVIDIA H200, 143771, 3000, 90, 9.0\n1, GPU-b, NVIDIA H200, 143771, 100000, 4, 9.0\n")
-	r := SSH(context.Background(), b)
+	r := SSH(context.Background(), b, Judged{Name: "tfidf-logreg", From: FromFlag})
 	warnings := strings.Join(r.Warnings, "\n")
-	if !r.OK || r.Device == nil || r.Device.Device != "cuda:1" || len(r.Problems) > 0 ||
+	if !r.OK || r.Device == nil || r.Device.Device != "cpu" || len(r.Problems) > 0 ||
 		!strings.Contains(warnings, "is a CPU build, so hf-text-classification trains on the CPU of potato-test") {
 		t.Fatalf("%+v", r)
 	}
@@ -148,11 +171,49 @@ func TestSSHReportCPUTorch(t *testing.T) {
 			t.Errorf("GPU %d not marked: a CPU torch has no kernels for it", g.Index)
 		}
 	}
+	r = SSH(context.Background(), b, Judged{Name: "hf-text-classification", From: FromFlag})
+	if r.OK || r.Device == nil || r.Device.Device != "cpu" {
+		t.Errorf("hf-text-classification: %+v", r)
+	}
 	b.GPUs = config.GPUs{Indices: []int{0}}
-	r = SSH(context.Background(), b)
-	want := "hf-text-classification: gpus pins GPU 0, but the torch " + torchVersion(t) + " on potato-test is a CPU build and cannot use it"
-	if !r.OK || r.Device == nil || r.Device.Device != "cuda:0" || !slices.Contains(r.Warnings, want) {
+	r = SSH(context.Background(), b, Judged{Name: "hf-text-classification", From: FromFlag})
+	want := "gpus pins GPU 0, but the torch " + torchVersion(t) + " on potato-test is a CPU build and cannot use it"
+	if r.OK || r.Device != nil || !strings.Contains(r.Trainers[1].Reason, want) {
 		t.Errorf("pinned: %+v", r)
+	}
+}
+
+// A torch built for sm_80 only (a fake module on the remote PYTHONPATH:
+// this machine has no CUDA torch) has no kernels for an H200 (9.0). With
+// gpus: auto the report never gives such a GPU as the one a run of the
+// torch trainer gets, though it has the most free memory; with only such
+// GPUs the trainer cannot start (F5).
+func TestSSHReportNeverANoKernelGPU(t *testing.T) {
+	py, _ := os.MkdirTemp("/tmp", "potato-check-torch-")
+	os.Chmod(py, 0o755)
+	t.Cleanup(func() { os.RemoveAll(py) })
+	os.MkdirAll(py+"/torch/cuda", 0o755)
+	os.WriteFile(py+"/torch/__init__.py", []byte("__version__ = '2.4.0'\nfrom . import cuda, version\n"), 0o644)
+	os.WriteFile(py+"/torch/version.py", []byte("cuda = '12.4'\n"), 0o644)
+	os.WriteFile(py+"/torch/cuda/__init__.py", []byte("def get_arch_list():\n    return ['sm_80', 'sm_86']\ndef is_available():\n    return True\n"), 0o644)
+	env := `PYTHONPATH: "` + py + `", `
+	hf := Judged{Name: "hf-text-classification", From: FromFirstGPU}
+
+	b := sshBackendEnv(t, "potato-test", "python3", "0, GPU-a, NVIDIA A100, 81920, 70000, 0, 8.0\n1, GPU-b, NVIDIA H200, 143771, 140000, 0, 9.0\n", env)
+	r := SSH(context.Background(), b, hf)
+	var out strings.Builder
+	WriteText(&out, r)
+	if r.Device == nil || r.Device.Device != "cuda:0" || !r.GPUs[1].NoTorchKernels || r.GPUs[0].NoTorchKernels {
+		t.Errorf("%+v", r)
+	}
+	if !strings.Contains(out.String(), "a run would get: GPU 0, NVIDIA A100") || strings.Contains(out.String(), "a run would get: GPU 1") {
+		t.Errorf("report:\n%s", out.String())
+	}
+
+	b = sshBackendEnv(t, "potato-test", "python3", "0, GPU-b, NVIDIA H200, 143771, 140000, 0, 9.0\n", env)
+	r = SSH(context.Background(), b, hf)
+	if r.OK || r.Device != nil || !strings.Contains(r.Problems[0], gpu.NoUsableGPUText) {
+		t.Errorf("only a GPU without kernels: %+v", r)
 	}
 }
 

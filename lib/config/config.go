@@ -103,6 +103,7 @@ type Training struct {
 	MaxRAMMB         int    `key:"max_ram_mb"`
 	Device           string `key:"device"`
 	NumThreads       int    `key:"num_threads"`
+	Python           string `key:"python"`
 	GraceSeconds     int    `key:"grace_seconds"`
 	RetainRuns       int    `key:"retain_runs"`
 	SplitSeed        int    `key:"split_seed"`

@@ -115,6 +115,7 @@ var TrainingKeys = []Key{
 	{Name: "max_ram_mb", Doc: "Address-space limit of a local training process."},
 	{Name: "device", Default: "auto", Doc: "Device of a local run: auto (CUDA, then mps, then CPU), cpu, mps, cuda or cuda:N."},
 	{Name: "num_threads", Doc: "Thread count of a local run (OMP, MKL and OpenBLAS variables)."},
+	{Name: "python", Doc: "Interpreter of a local run's Python trainers (3.8 or newer): a path, taken from the config file's directory when relative, or a name looked up on PATH. Left out: POTATO_TRAINING_PYTHON when set, else python3 on PATH."},
 	{Name: "grace_seconds", Default: "20", Doc: "Time between SIGTERM and SIGKILL when a run is cancelled."},
 	{Name: "retain_runs", Default: "5", Doc: "Finished runs kept: the newest this many, and the newest this many successful ones; older runs are removed with their rows in Potato's store, except the newest success of each trainer and schema and runs whose prelabels are still cited (see potato-dispatch(1), RETENTION); 0 keeps all."},
 	{Name: "split_seed", Default: "0", Doc: "Seed of the stable train/val/test split."},

@@ -116,6 +116,12 @@ func (p Probe) defaults() Probe {
 	return p
 }
 
+// CPU is this machine's CPU as a device: the device of a local run whose
+// trainer uses no GPU.
+func CPU(probe Probe) Device {
+	return Device{Kind: KindCPU, Name: cpuName, Cores: probe.defaults().NumCPU}
+}
+
 // LocalDevice resolves a local run's `device` setting (SPEC L1).
 //
 // "auto" or "" takes CUDA when nvidia-smi lists a GPU (the lowest index,

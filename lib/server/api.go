@@ -24,6 +24,7 @@ import (
 
 	"potato-training/lib/agentproto"
 	"potato-training/lib/rundir"
+	"potato-training/lib/trainer"
 )
 
 // apiPrefix is the root of the HTTP API (SPEC A2, A3).
@@ -633,13 +634,22 @@ func (a *api) listBackends(w http.ResponseWriter, r *http.Request, _ []string) {
 	agentproto.WriteJSON(w, http.StatusOK, a.s.backends(time.Now()))
 }
 
-// checkBackend runs potato-check NAME CONFIG --json and passes its report
-// on as it is: a "no" (exit 1) is a report too.
+// checkBackend runs potato-check NAME CONFIG --json, with --trainer when
+// the query names one, and passes its report on as it is: a "no" (exit 1)
+// is a report too.
 func (a *api) checkBackend(w http.ResponseWriter, r *http.Request, parts []string) {
 	name := parts[1]
 	if _, ok := a.s.Config.Backend(name); !ok || name == "" {
 		a.fail(w, errorf(http.StatusNotFound, msgNoBackend, name, strings.Join(a.s.Config.BackendNames(), ", ")))
 		return
+	}
+	args := []string{"--json"}
+	if t := r.URL.Query().Get("trainer"); t != "" {
+		if _, ok := trainer.Lookup(t); !ok && !trainer.IsExec(t) {
+			a.fail(w, errorf(http.StatusBadRequest, "unknown trainer %q: the trainers are %s", t, trainer.Choices()))
+			return
+		}
+		args = append(args, "--trainer="+t)
 	}
 	select {
 	case a.checks <- struct{}{}:
@@ -652,7 +662,7 @@ func (a *api) checkBackend(w http.ResponseWriter, r *http.Request, parts []strin
 	var stdout, stderr bytes.Buffer
 	// "--" ends the flags: neither name nor the config's path can be
 	// taken for one.
-	err := command(ctx, a.s.Check, []string{"--json", "--", name, a.s.ConfigPath}, &stdout, &stderr).Run()
+	err := command(ctx, a.s.Check, append(args, "--", name, a.s.ConfigPath), &stdout, &stderr).Run()
 	var ee *exec.ExitError
 	switch {
 	case ctx.Err() == context.DeadlineExceeded:

@@ -475,15 +475,20 @@ func TestAPIBackends(t *testing.T) {
 		t.Errorf("agent backend with no token: %s", a.body)
 	}
 
-	a = e.do("GET", "/backends/local/check", "")
+	// The check judges the trainer the query names.
+	a = e.do("GET", "/backends/local/check?trainer=tfidf-logreg", "")
 	var rep struct {
 		Backend string `json:"backend"`
 		OK      bool   `json:"ok"`
 		Summary string `json:"summary"`
+		Trainer string `json:"trainer"`
 	}
 	a.decode(t, &rep)
-	if a.code != 200 || !rep.OK || rep.Backend != "local" {
+	if a.code != 200 || !rep.OK || rep.Backend != "local" || rep.Trainer != "tfidf-logreg" {
 		t.Errorf("check local: %d %s", a.code, a.body)
+	}
+	if a = e.do("GET", "/backends/local/check?trainer=nope", ""); a.code != 400 || !bytes.Contains(a.body, []byte(`unknown trainer \"nope\"`)) {
+		t.Errorf("check for an unknown trainer: %d %s", a.code, a.body)
 	}
 	// A "no" is a report too: the agent backend has no token.
 	a = e.do("GET", "/backends/fresh/check", "")

@@ -236,9 +236,11 @@ func TestPageInBrowser(t *testing.T) {
 		t.Errorf("selected backend %q, want gpu-server (model_training.backend)", sel)
 	}
 
-	// Check: the report of potato-check --json, with its verdict.
+	// Check: the report of potato-check --json for the trainer the start
+	// form selects, with its verdict.
+	tr := b.text("document.getElementById('trainer').value")
 	for _, name := range []string{"gpu-server", "local"} {
-		out, _ := exec.Command(filepath.Join(b.e.bin, "potato-check"), "--json", name, b.e.cfg).Output()
+		out, _ := exec.Command(filepath.Join(b.e.bin, "potato-check"), "--json", "--trainer", tr, name, b.e.cfg).Output()
 		var rep struct {
 			OK      bool   `json:"ok"`
 			Summary string `json:"summary"`
@@ -257,8 +259,9 @@ func TestPageInBrowser(t *testing.T) {
 		}
 		var shown struct {
 			Backend string `json:"backend"`
+			Trainer string `json:"trainer"`
 		}
-		if err := json.Unmarshal([]byte(b.text("document.getElementById('report-json').textContent")), &shown); err != nil || shown.Backend != name {
+		if err := json.Unmarshal([]byte(b.text("document.getElementById('report-json').textContent")), &shown); err != nil || shown.Backend != name || shown.Trainer != tr {
 			t.Errorf("Check %s: the report shown is not potato-check's (%v)", name, err)
 		}
 	}

@@ -94,6 +94,10 @@ type Info struct {
 	NoPredictions bool
 	// LocalReason says why a LocalOnly trainer runs only locally.
 	LocalReason string
+	// GPU trainers can use a GPU, so a run of one gets the backend's; the
+	// others run on the CPU whatever the backend has, and their spec says
+	// so (limits.device "cpu").
+	GPU bool
 	// Params are the parameters it takes: potato-dispatch run refuses
 	// others before it records the run, and the trainer reads them
 	// through this declaration.
@@ -104,7 +108,7 @@ type Info struct {
 // the errors and potato-dispatch(1) list them.
 var registry = []Info{
 	{Name: "tfidf-logreg", Builtin: true, Kinds: []string{"nominal", "multilabel"}, Available: true, Params: tfidfParams},
-	{Name: hf.Name, Kinds: []string{"nominal", "multilabel"}, Available: true, Params: hfParams},
+	{Name: hf.Name, Kinds: []string{"nominal", "multilabel"}, Available: true, GPU: true, Params: hfParams},
 	{Name: calibrate.Name, LocalOnly: true, Builtin: true, Kinds: []string{"nominal"}, Available: true,
 		NoPredictions: true, LocalReason: "it reads the annotation server's own files (Potato's store, project.sqlite, and the annotations)",
 		Params: calibrateParams},
@@ -216,6 +220,16 @@ func Choices() string {
 		names = append(names, n)
 	}
 	return strings.Join(names, ", ") + ", or " + ExecPrefix + "PROGRAM"
+}
+
+// UsesGPU is whether a run of trainer name gets a GPU: a trainer of the
+// registry that can use one, or an exec: program, which may.
+func UsesGPU(name string) bool {
+	if IsExec(name) {
+		return true
+	}
+	i, ok := Lookup(name)
+	return ok && i.GPU
 }
 
 // Lookup finds a trainer by name.

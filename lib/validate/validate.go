@@ -166,6 +166,7 @@ func (ch *checker) training() {
 	if !deviceRE.MatchString(t.Device) {
 		ch.errorf(ch.line("device"), "model_training.device", "", "model_training.device is %q: use auto, cpu, mps, cuda or cuda:N", t.Device)
 	}
+	ch.python()
 	if t.Aggregation != "majority" && t.Aggregation != "consensus" {
 		ch.errorf(ch.line("aggregation"), "model_training.aggregation", "", "model_training.aggregation is %q: use majority or consensus", t.Aggregation)
 	}
@@ -220,6 +221,27 @@ func (ch *checker) training() {
 		}
 		if b, ok := c.Backend(name); ok && b.Type != config.TypeLocal {
 			ch.errorf(al("trainer"), "model_training.auto_retrain.trainer", "", "model_training.auto_retrain: the trainer decision-calibrate runs only on the annotation server, not on %s (%s)", b.Name, b.Type)
+		}
+	}
+}
+
+// python checks model_training.python, the interpreter of local runs'
+// Python trainers. One this machine lacks is a warning: the built-in
+// trainers and the remote backends run without it.
+func (ch *checker) python() {
+	t := ch.c.Training
+	if _, set := t.Lines["python"]; !set {
+		return
+	}
+	l := ch.line("python")
+	switch {
+	case strings.TrimSpace(t.Python) == "":
+		ch.errorf(l, trainer.PythonKey, "", "%s is empty: name an interpreter, or leave the key out for python3 on PATH", trainer.PythonKey)
+	case strings.HasPrefix(t.Python, "-") || strings.ContainsAny(t.Python, "\n\x00"):
+		ch.errorf(l, trainer.PythonKey, "", "%s is %q, which is not an interpreter's name or path", trainer.PythonKey, t.Python)
+	default:
+		if err := trainer.LocalPythonOf(ch.c).Missing(); err != nil {
+			ch.warnf(l, trainer.PythonKey, "", "%s: %v, so local runs of the Python trainers cannot start (the built-in trainers need no Python)", trainer.PythonKey, err)
 		}
 	}
 }

@@ -47,7 +47,8 @@ type execution struct {
 	queued time.Time
 }
 
-// Prepare packs the bundle. The agent's machine chooses its own device.
+// Prepare packs the bundle. The agent's machine chooses its own device,
+// except for a trainer that uses no GPU, which trains on the CPU.
 func (a *Backend) Prepare(ctx context.Context, run backend.Run) (backend.Execution, error) {
 	root, err := rundir.Open(run.Config.TrainingDir())
 	if err != nil {
@@ -55,6 +56,9 @@ func (a *Backend) Prepare(ctx context.Context, run backend.Run) (backend.Executi
 	}
 	spec := run.Spec
 	spec.Limits.Device = "auto"
+	if !trainer.UsesGPU(spec.Trainer) {
+		spec.Limits.Device = "cpu"
+	}
 	sum, n, err := bundle.PackFile(run.Dir.Path(rundir.BundleDir), run.Dir.Path(rundir.BundleArchive))
 	if err != nil {
 		return nil, fmt.Errorf("packing the bundle: %w", err)

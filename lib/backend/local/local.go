@@ -10,7 +10,6 @@ import (
 	"io/fs"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -46,31 +45,48 @@ type execution struct {
 }
 
 // Prepare picks the device (SPEC L1): a requested device that is absent is
-// replaced, with a warning in the run log.
+// replaced, with a warning in the run log. A trainer that uses no GPU runs
+// on the CPU, whatever model_training.device says.
 func (b *Backend) Prepare(ctx context.Context, run backend.Run) (backend.Execution, error) {
-	dev, warnings, err := gpu.LocalDevice(ctx, run.Config.Training.Device, b.Probe)
+	dev, err := Device(ctx, run.Config, run.Spec.Trainer, b.Probe, func(w string) { run.Sink.Logf("warning: %s", w) })
 	if err != nil {
 		return nil, err
-	}
-	for _, w := range warnings {
-		run.Sink.Logf("warning: %s", w)
 	}
 	e := &execution{run: run, spec: run.Spec, device: dev}
 	e.spec.Limits.Device = dev.String()
 	e.spec.Params = calibrateParams(run.Config, e.spec)
-	run.Sink.Logf("device: %s", dev.Describe())
+	if trainer.UsesGPU(run.Spec.Trainer) {
+		run.Sink.Logf("device: %s", dev.Describe())
+	} else {
+		run.Sink.Logf("device: %s (%s uses no GPU)", dev.Describe(), run.Spec.Trainer)
+	}
 	return e, nil
+}
+
+// Device is the device a local run of trainerName gets: the CPU for a
+// trainer that uses no GPU, else model_training.device resolved, its
+// warnings passed to warn. potato-check(1) reports the same.
+func Device(ctx context.Context, cfg *config.Config, trainerName string, probe gpu.Probe, warn func(string)) (gpu.Device, error) {
+	if !trainer.UsesGPU(trainerName) {
+		return gpu.CPU(probe), nil
+	}
+	dev, warnings, err := gpu.LocalDevice(ctx, cfg.Training.Device, probe)
+	for _, w := range warnings {
+		warn(w)
+	}
+	return dev, err
 }
 
 func (e *execution) Spec() trainer.Spec { return e.spec }
 
-// PythonEnv names the interpreter of local runs of Python trainers;
-// python3 on PATH when unset. potato-agent's --python reads it too.
-const PythonEnv = "POTATO_TRAINING_PYTHON"
+// PythonEnv names the interpreter of local runs of Python trainers when
+// model_training.python does not (trainer.PythonEnv).
+const PythonEnv = trainer.PythonEnv
 
 // command is the training process's command line (trainer.Argv). A Python
 // trainer's script is written into the run directory, so the run keeps the
-// exact script that ran.
+// exact script that ran; its interpreter is the config's (trainer.
+// LocalPythonOf), and the run log names it.
 func (e *execution) command() (string, []string, error) {
 	name := e.spec.Trainer
 	if path, ok := strings.CutPrefix(name, trainer.ExecPrefix); ok {
@@ -80,28 +96,29 @@ func (e *execution) command() (string, []string, error) {
 		}
 		name = trainer.ExecName(abs)
 	}
-	progs := trainer.Programs{Python: os.Getenv(PythonEnv), ScriptDir: e.run.Dir.Dir}
-	if info, ok := trainer.Lookup(name); !ok || info.Builtin {
+	progs := trainer.Programs{ScriptDir: e.run.Dir.Dir}
+	info, known := trainer.Lookup(name)
+	if !known || info.Builtin {
 		agent, err := trainer.FindProgram("potato-agent")
 		if err != nil && !trainer.IsExec(name) {
 			return "", nil, err
 		}
 		progs.Worker = agent
 	}
-	if progs.Python == "" {
-		progs.Python = "python3"
+	if known && !info.Builtin {
+		py := trainer.LocalPythonOf(e.run.Config)
+		path, err := py.Find()
+		if err != nil {
+			return "", nil, fmt.Errorf("the interpreter of trainer %s: %w", e.spec.Trainer, err)
+		}
+		progs.Python = path
+		e.run.Sink.Logf("python: %s", py.Describe())
 	}
 	argv, err := trainer.Argv(name, e.run.SpecPath, progs)
 	if err != nil {
 		return "", nil, err
 	}
-	path := argv[0]
-	if !strings.Contains(path, "/") {
-		if path, err = exec.LookPath(path); err != nil {
-			return "", nil, fmt.Errorf("%s, the interpreter for trainer %s, was not found on PATH (set %s to choose one)", argv[0], e.spec.Trainer, PythonEnv)
-		}
-	}
-	return path, argv[1:], nil
+	return argv[0], argv[1:], nil
 }
 
 // calibrateParams gives decision-calibrate what it reads on this machine:

@@ -180,6 +180,10 @@ func (b *Backend) Prepare(ctx context.Context, run backend.Run) (_ backend.Execu
 			return nil, err
 		}
 		s.spec.Limits.Device = dev
+		if !trainer.UsesGPU(s.spec.Trainer) {
+			s.spec.Limits.Device = "cpu"
+			run.Sink.Logf("%s uses no GPU: it trains on the job's CPUs", s.spec.Trainer)
+		}
 	} else if err := s.chooseDevice(); err != nil {
 		return nil, err
 	}
@@ -370,6 +374,11 @@ func TrainerPackages(name string, params map[string]string) []string {
 // chooseDevice applies gpus: auto, a pin, or none (SPEC S4) and logs the
 // GPU obtained (S7).
 func (s *execution) chooseDevice() error {
+	if !trainer.UsesGPU(s.spec.Trainer) {
+		s.spec.Limits.Device = "cpu"
+		s.run.Sink.Logf("%s uses no GPU: training on the CPU of %s", s.spec.Trainer, s.b.Host)
+		return nil
+	}
 	dev, notes, err := ChooseDevice(s.b, s.facts, NeedsTorch(s.spec.Trainer, s.spec.Params))
 	for _, n := range notes {
 		s.run.Sink.Logf("%s", n)

@@ -268,7 +268,7 @@
       for (const id of ["report-problems", "report-warnings", "report-hints", "report-notes"]) $(id).replaceChildren();
       $("report-json").textContent = "";
       try {
-        const rep = await api("GET", "/backends/" + encodeURIComponent(name) + "/check");
+        const rep = await api("GET", "/backends/" + encodeURIComponent(name) + "/check?trainer=" + encodeURIComponent($("trainer").value));
         $("verdict").textContent = (rep.ok ? "Ready: " : "Not ready: ") + rep.summary;
         $("verdict").className = rep.ok ? "ok" : "no";
         $("report-problems").replaceChildren(...(rep.problems || []).map((p) => el("li", p)));
