@@ -27,6 +27,7 @@ func TestExitError(t *testing.T) {
 		{&trainer.WorkerError{Exit: 4, Code: "cancelled"}, 4, ""},
 		{&agent.ExecFailed{Err: errors.New("exec: /x: permission denied")}, 126, "exec: /x: permission denied"},
 		{&agent.JobError{RunID: "r", Err: errors.New("the training process failed (exit status 2)")}, cli.ExitNo, "run r: the training process failed (exit status 2)"},
+		{&agent.JobError{RunID: "r", Err: agent.ErrCancelled, Cancelled: true}, ExitCancelled, ""},
 	} {
 		err := exitError(c.err)
 		if c.code == cli.ExitOK {

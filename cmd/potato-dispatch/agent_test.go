@@ -167,6 +167,35 @@ func testCancelWhileWaitingForAnAgent(t *testing.T) {
 	}
 }
 
+// An agent started with --once whose job is cancelled: its log says
+// cancelled, and it exits 3, as potato-agent(1) gives for a cancelled job.
+func testOnceAgentCancelled(t *testing.T) {
+	e := agentSetup(t, "      heartbeat_timeout_s: 30\n")
+	tr := testproject.Trainer(t, t.TempDir(), `echo '{"v":1,"event":"status","state":"fitting","step":"working"}'
+trap 'exit 4' TERM
+while :; do sleep 0.1; done`)
+	id := e.Detach("--trainer", tr, "--schemas", "sentiment")
+	a := e.agent(e.token, "--once", "--allow-exec", strings.TrimPrefix(tr, "exec:"))
+	testproject.WaitFor(t, "the trainer", func() bool { return e.Info(id).Step == "working" })
+	if err := exec.Command(filepath.Join(e.Bin, "potato-dispatch"), "cancel", e.Config, id).Run(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("agent --once did not exit after its job was cancelled\n%s", a.stderr.String())
+	}
+	log := a.stderr.String()
+	if code := a.cmd.ProcessState.ExitCode(); code != 3 || !strings.Contains(log, "run "+id+": finished: cancelled") {
+		t.Errorf("agent --once: exit %d, want 3 and the job logged cancelled\n%s", code, log)
+	}
+	if info := e.wait(id); info.State != rundir.StateCancelled {
+		t.Errorf("state %s error %q", info.State, info.Error)
+	}
+}
+
 // A wrong or replaced token gets 401 and nothing else.
 func testWrongTokenGets401(t *testing.T) {
 	e := agentSetup(t, "")
@@ -271,6 +300,7 @@ func TestAgent(t *testing.T) {
 		{Name: "TestAgentRunEndToEnd", Run: testAgentRunEndToEnd},
 		{Name: "TestQueuedUntilQueueTimeout", Run: testQueuedUntilQueueTimeout},
 		{Name: "TestCancelWhileWaitingForAnAgent", Run: testCancelWhileWaitingForAnAgent},
+		{Name: "TestOnceAgentCancelled", Run: testOnceAgentCancelled},
 		{Name: "TestWrongTokenGets401", Run: testWrongTokenGets401},
 		{Name: "TestTwoAgentsOneClaims", Run: testTwoAgentsOneClaims},
 		{Name: "TestServerRestartMidRun", Run: testServerRestartMidRun},

@@ -21,9 +21,9 @@ const instructions = `Token for backend '%[1]s' (shown once; registering again r
 
   %[2]s
 
-On the training machine, paste it at the prompt of read (it is not echoed
-and stays out of the shell's history), then start the agent:
+On the training machine:
 
+  # paste the token at the prompt of read: it is not echoed, nor kept in the shell's history
   read -rs POTATO_TRAINING_TOKEN && export POTATO_TRAINING_TOKEN
   potato training agent --server %[3]s --backend %[1]s
 `
@@ -32,8 +32,9 @@ and stays out of the shell's history), then start the agent:
 // backend, the file and the server's URL, never the token.
 const fileInstructions = `Token for backend '%[1]s' written to %[2]s (mode 0600; registering again replaces it).
 
-On the training machine, with the file copied there (scp -p keeps its mode):
+On the training machine:
 
+  # with the file copied there (scp -p keeps its mode)
   potato training agent --server %[3]s --backend %[1]s --token-file %[4]s
 `
 

@@ -240,7 +240,7 @@ func Run(ctx context.Context, o Options) error {
 			if o.Once {
 				// The caller says why, once.
 				o.logf("run %s: %s", claim.RunID, jobOutcome(s.exit, nil))
-				return &JobError{RunID: claim.RunID, Err: err}
+				return &JobError{RunID: claim.RunID, Err: err, Cancelled: errors.Is(err, ErrCancelled)}
 			}
 			o.logf("run %s: %s", claim.RunID, jobOutcome(s.exit, err))
 		} else {
@@ -252,6 +252,10 @@ func Run(ctx context.Context, o Options) error {
 	}
 }
 
+// ErrCancelled is the end of a job whose training process the server's
+// cancel stopped.
+var ErrCancelled = errors.New("cancelled by the server")
+
 // JobError is the job of an agent started with Once that did not end
 // well: its training process failed or was stopped, or its bundle, its
 // predictions or its result did not get through. It has no Unwrap on
@@ -260,6 +264,8 @@ func Run(ctx context.Context, o Options) error {
 type JobError struct {
 	RunID string
 	Err   error
+	// Cancelled is a job the server cancelled (ErrCancelled).
+	Cancelled bool
 }
 
 func (e *JobError) Error() string { return fmt.Sprintf("run %s: %v", e.RunID, e.Err) }
@@ -596,8 +602,11 @@ func (j *job) exitFailure(code int) error {
 		return nil
 	}
 	j.mu.Lock()
-	msg := j.errMsg
+	msg, why := j.errMsg, j.whyCode
 	j.mu.Unlock()
+	if why == agentproto.CodeCancelled {
+		return ErrCancelled
+	}
 	if msg != "" {
 		return fmt.Errorf("the training process failed (exit status %d): %s", code, msg)
 	}

@@ -69,9 +69,12 @@ func (s Settings) Options(stdin io.Reader, log io.Writer) (Options, error) {
 	}
 	var so *slurm.Options
 	if s.SLURMConfig != "" {
-		o, err := slurm.ReadOptions(s.SLURMConfig)
+		o, ignored, err := slurm.ReadOptions(s.SLURMConfig)
 		if err != nil {
 			return Options{}, usagef("--slurm-config: %v", err)
+		}
+		if len(ignored) > 0 {
+			fmt.Fprintf(log, "%s: %s: %s: the server's keys, not the login node's; ignored\n", s.Name, s.SLURMConfig, strings.Join(ignored, ", "))
 		}
 		if o.JobPython, err = ProgramPath(o.JobPython); err != nil {
 			return Options{}, usagef("--slurm-config: job_python: %v", err)

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -46,34 +47,84 @@ func FromBackend(b *config.Backend) Options {
 	}
 }
 
-// ReadOptions reads slurm.json. Unknown keys are refused, as the config
-// refuses them, so a misspelt key does not quietly submit without it.
-func ReadOptions(path string) (Options, error) {
-	var o Options
-	f, err := os.Open(path)
+// ReadOptions reads slurm.json: the SLURM keys of Options, or a whole
+// slurm backend entry as the config holds it (type, host, python and all,
+// potato-config(5)). Of the entry, what applies on a login node is taken:
+// the SLURM keys, env and num_threads, and python as the job's interpreter
+// when job_python is left out; the keys of the server's ssh connection
+// and of the copy back are accepted and returned in ignored, sorted.
+// Other keys are refused, as the config refuses them, so a misspelt key
+// does not quietly submit without it; so is a type other than slurm.
+func ReadOptions(path string) (o Options, ignored []string, err error) {
+	data, err := os.ReadFile(path)
 	if err != nil {
-		return o, err
+		return o, nil, err
 	}
-	defer f.Close()
-	dec := json.NewDecoder(f)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&o); err != nil {
-		return o, fmt.Errorf("%s: %w", path, err)
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return o, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	taken := optionKeys()
+	for _, k := range slices.Sorted(maps.Keys(raw)) {
+		_, isSLURMKey := findKey(config.SLURMKeys, k)
+		switch {
+		case taken[k] || k == "python":
+		case isSLURMKey:
+			ignored = append(ignored, k)
+		default:
+			return o, nil, fmt.Errorf("%s: unknown key %q: the keys are those of a slurm backend (potato-config(5))", path, k)
+		}
+	}
+	var entry struct {
+		Options
+		Type   *string `json:"type"`
+		Python string  `json:"python"`
+	}
+	// Every key is known by now: this decode checks the values' types.
+	if err := json.Unmarshal(data, &entry); err != nil {
+		return o, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if entry.Type != nil && *entry.Type != config.TypeSLURM {
+		return o, nil, fmt.Errorf("%s: type is %q: slurm.json holds the keys of a slurm backend", path, *entry.Type)
+	}
+	o = entry.Options
+	if o.JobPython == "" {
+		o.JobPython = entry.Python
 	}
 	if o.Time != "" {
 		if _, _, err := config.ParseSLURMTime(o.Time); err != nil {
-			return o, fmt.Errorf("%s: time: %w", path, err)
+			return o, nil, fmt.Errorf("%s: time: %w", path, err)
 		}
 	}
 	if o.CPUsPerTask < 0 || o.PollIntervalS < 0 || o.NumThreads < 0 {
-		return o, fmt.Errorf("%s: cpus_per_task, num_threads and poll_interval_s cannot be negative", path)
+		return o, nil, fmt.Errorf("%s: cpus_per_task, num_threads and poll_interval_s cannot be negative", path)
 	}
 	for k := range o.Env {
 		if !validEnvName(k) {
-			return o, fmt.Errorf("%s: env: %q is not a variable name", path, k)
+			return o, nil, fmt.Errorf("%s: env: %q is not a variable name", path, k)
 		}
 	}
-	return o, nil
+	return o, ignored, nil
+}
+
+// optionKeys are the JSON names of Options' fields.
+func optionKeys() map[string]bool {
+	keys := map[string]bool{}
+	t := reflect.TypeFor[Options]()
+	for i := 0; i < t.NumField(); i++ {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		keys[name] = true
+	}
+	return keys
+}
+
+func findKey(table []config.Key, name string) (config.Key, bool) {
+	for _, k := range table {
+		if k.Name == name {
+			return k, true
+		}
+	}
+	return config.Key{}, false
 }
 
 func validEnvName(k string) bool {

@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -149,15 +150,37 @@ func TestReadOptions(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "slurm.json")
 	os.WriteFile(p, []byte(`{"job_python":"/opt/py/bin/python","partition":"gpu","gres":"gpu:1","time":"2:00:00","prelude":["module load cuda"],"env":{"A":"b"}}`), 0o644)
-	o, err := ReadOptions(p)
-	if err != nil || o.Partition != "gpu" || o.JobPython != "/opt/py/bin/python" || len(o.Prelude) != 1 || o.Env["A"] != "b" {
-		t.Errorf("%+v %v", o, err)
+	o, ignored, err := ReadOptions(p)
+	if err != nil || o.Partition != "gpu" || o.JobPython != "/opt/py/bin/python" || len(o.Prelude) != 1 || o.Env["A"] != "b" || len(ignored) != 0 {
+		t.Errorf("%+v %v %v", o, ignored, err)
 	}
-	for _, bad := range []string{`{"partion":"gpu"}`, `{"time":"soon"}`, `{"cpus_per_task":-1}`, `{"env":{"A B":"x"}}`, `[1]`} {
+	for _, bad := range []string{`{"partion":"gpu"}`, `{"time":"soon"}`, `{"cpus_per_task":-1}`, `{"env":{"A B":"x"}}`, `[1]`,
+		`{"type":"ssh","host":"h"}`, `{"gpus":"auto"}`, `{"packages":["x"]}`, `{"gres":1}`} {
 		os.WriteFile(p, []byte(bad), 0o644)
-		if _, err := ReadOptions(p); err == nil {
+		if _, _, err := ReadOptions(p); err == nil {
 			t.Errorf("%s: no error", bad)
 		}
+	}
+}
+
+// The tutorial's cluster entry, as JSON: what applies on a login node is
+// taken, python as the job's interpreter when job_python is left out; the
+// keys of the server's ssh connection are named as ignored.
+func TestReadOptionsBackendEntry(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "slurm.json")
+	os.WriteFile(p, []byte(`{"type": "slurm", "host": "login.cluster.example.org",
+		"python": "/opt/conda/bin/python3", "job_python": "/shared/envs/train/bin/python",
+		"remote_dir": "/shared/projects/me/potato-training", "partition": "gpu", "gres": "gpu:1",
+		"time": "04:00:00", "prelude": ["module load cuda/12.4"]}`), 0o644)
+	o, ignored, err := ReadOptions(p)
+	want := Options{JobPython: "/shared/envs/train/bin/python", Partition: "gpu", Gres: "gpu:1", Time: "04:00:00", Prelude: []string{"module load cuda/12.4"}}
+	if err != nil || !reflect.DeepEqual(o, want) || !slices.Equal(ignored, []string{"host", "remote_dir", "type"}) {
+		t.Errorf("%+v %q %v", o, ignored, err)
+	}
+	os.WriteFile(p, []byte(`{"type": "slurm", "host": "h", "python": "/opt/py", "user": "me", "heartbeat_timeout_s": 60}`), 0o644)
+	o, ignored, err = ReadOptions(p)
+	if err != nil || o.JobPython != "/opt/py" || !slices.Equal(ignored, []string{"heartbeat_timeout_s", "host", "type", "user"}) {
+		t.Errorf("%+v %q %v", o, ignored, err)
 	}
 }
 
