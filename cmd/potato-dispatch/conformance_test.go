@@ -396,7 +396,7 @@ func agentBench(t *testing.T, n, labelled int, keys string) *bench {
 	// that lasts, and no other program.
 	b.programs = testcli.SharedDir(t, 0o755)
 	b.worker = filepath.Join(b.Bin, "potato-agent")
-	allowed := strings.TrimPrefix(b.endless().Trainer, "exec:")
+	allowed := b.endless().Program()
 	var agent *exec.Cmd
 	b.serve = func() {
 		agent = exec.Command(filepath.Join(b.Bin, "potato-agent"), "--server", "http://"+addr, "--backend", "lab", "--workdir", t.TempDir(),

@@ -78,10 +78,11 @@ func TestLocalHFWithoutTorch(t *testing.T) {
 	if r.code != 1 || info.ErrorCode != "missing_dependency" || info.Error != "Trainer 'hf-text-classification' could not be imported" {
 		t.Errorf("exit %d, %q %q\n%s", r.code, info.ErrorCode, info.Error, runLog(t, dir, id))
 	}
-	if _, err := os.Stat(filepath.Join(testproject.Root(dir).RunDir(id), hf.FileName())); err != nil {
-		t.Errorf("the script that ran is not in the run directory: %v", err)
+	launcher := filepath.Join(testproject.Root(dir).RunDir(id), hf.DirName(), hf.Launcher)
+	if _, err := os.Stat(launcher); err != nil {
+		t.Errorf("the trainer that ran is not in the run directory: %v", err)
 	}
-	if !strings.Contains(runLog(t, dir, id), "started python3 "+filepath.Join(testproject.Root(dir).RunDir(id), hf.FileName())) {
+	if !strings.Contains(runLog(t, dir, id), "started python3 "+launcher) {
 		t.Errorf("run log:\n%s", runLog(t, dir, id))
 	}
 }

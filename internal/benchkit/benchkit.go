@@ -6,7 +6,6 @@ package benchkit
 import (
 	"bufio"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -99,28 +98,11 @@ type Server struct {
 // StartServer starts bin/potato-server on cfg on a free loopback port,
 // its output in dir/server.log, and waits until it listens.
 func StartServer(t T, bin, cfg, dir string) *Server {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
 	lf, err := os.Create(filepath.Join(dir, "server.log"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(filepath.Join(bin, "potato-server"), cfg, "--listen", addr)
-	cmd.Stdout, cmd.Stderr = lf, lf
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting potato-server: %v", err)
-	}
-	testproject.WaitFor(t, "potato-server to listen", func() bool {
-		c, err := net.Dial("tcp", addr)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	})
+	cmd, addr := testproject.StartServer(t, bin, cfg, lf)
 	return &Server{Cmd: cmd, Addr: addr, log: lf}
 }
 

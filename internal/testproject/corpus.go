@@ -88,9 +88,7 @@ func WriteEmails(t T, dir string, emails []Email, labelled int, extra string) st
 		}
 	}
 	must(t, data.Close())
-	must(t, os.MkdirAll(filepath.Join(dir, "annotation_output", "ann"), 0o755))
-	b, _ := json.Marshal(map[string]any{"user_id": "ann", "instance_id_to_label_to_value": state})
-	must(t, os.WriteFile(filepath.Join(dir, "annotation_output", "ann", "user_state.json"), b, 0o644))
+	writeAnnotator(t, dir, state)
 	cfg := filepath.Join(dir, "config.yaml")
 	must(t, os.WriteFile(cfg, []byte(`annotation_task_name: "Spam"
 task_dir: "."

@@ -2,6 +2,7 @@ package testproject
 
 import (
 	"bytes"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -117,28 +118,37 @@ func (r *Runs) Wait(id string, bound time.Duration) rundir.Info {
 	}
 }
 
-// StartServer starts potato-server on the project's config, on a free
-// port of 127.0.0.1, and returns its address once it accepts connections;
-// the server is killed when the test ends.
-func (r *Runs) StartServer() string {
-	r.T.Helper()
+// StartServer starts bin/potato-server on cfg on a free port of
+// 127.0.0.1, its output to out (nil: discarded), and returns it and its
+// address once it accepts connections.
+func StartServer(t T, bin, cfg string, out io.Writer) (*exec.Cmd, string) {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		r.T.Fatal(err)
+		t.Fatal(err)
 	}
 	addr := l.Addr().String()
 	l.Close()
-	srv := exec.Command(filepath.Join(r.Bin, "potato-server"), r.Config, "--listen", addr)
+	srv := exec.Command(filepath.Join(bin, "potato-server"), cfg, "--listen", addr)
+	srv.Stdout, srv.Stderr = out, out
 	if err := srv.Start(); err != nil {
-		r.T.Fatal(err)
+		t.Fatal("starting potato-server: " + err.Error())
 	}
-	r.T.Cleanup(func() { srv.Process.Kill(); srv.Wait() })
-	WaitFor(r.T, "potato-server on "+addr, func() bool {
+	WaitFor(t, "potato-server on "+addr, func() bool {
 		c, err := net.Dial("tcp", addr)
 		if err == nil {
 			c.Close()
 		}
 		return err == nil
 	})
+	return srv, addr
+}
+
+// StartServer starts potato-server on the project's config (StartServer)
+// and returns its address; the server is killed when the test ends.
+func (r *Runs) StartServer() string {
+	r.T.Helper()
+	srv, addr := StartServer(r.T, r.Bin, r.Config, nil)
+	r.T.Cleanup(func() { srv.Process.Kill(); srv.Wait() })
 	return addr
 }

@@ -44,9 +44,7 @@ func Write(t T, dir string, n, labelled int, extra string) string {
 	}
 	must(t, os.MkdirAll(filepath.Join(dir, "data"), 0o755))
 	must(t, os.WriteFile(filepath.Join(dir, "data", "items.jsonl"), []byte(strings.Join(items, "\n")+"\n"), 0o644))
-	must(t, os.MkdirAll(filepath.Join(dir, "annotation_output", "ann"), 0o755))
-	b, _ := json.Marshal(map[string]any{"user_id": "ann", "instance_id_to_label_to_value": state})
-	must(t, os.WriteFile(filepath.Join(dir, "annotation_output", "ann", "user_state.json"), b, 0o644))
+	writeAnnotator(t, dir, state)
 	cfg := filepath.Join(dir, "config.yaml")
 	text := `annotation_task_name: "Test Project"
 task_dir: "."
@@ -66,6 +64,16 @@ model_training:
 ` + extra
 	must(t, os.WriteFile(cfg, []byte(text), 0o644))
 	return cfg
+}
+
+// writeAnnotator writes the user_state.json of annotator "ann" under the
+// project's annotation_output, as Potato does: state maps each instance id
+// to its [{"schema", "name"}, value] pairs.
+func writeAnnotator(t T, dir string, state map[string]any) {
+	t.Helper()
+	must(t, os.MkdirAll(filepath.Join(dir, "annotation_output", "ann"), 0o755))
+	b, _ := json.Marshal(map[string]any{"user_id": "ann", "instance_id_to_label_to_value": state})
+	must(t, os.WriteFile(filepath.Join(dir, "annotation_output", "ann", "user_state.json"), b, 0o644))
 }
 
 // Trainer writes a shell script standing in for a training process, so a

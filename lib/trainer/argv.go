@@ -19,7 +19,7 @@ type Programs struct {
 	// on PATH) when empty.
 	Python string
 	// ScriptDir is where the embedded Python trainers are written, once
-	// per version (hf.Write).
+	// per version (hf.Write: a directory named by the trainer's hash).
 	ScriptDir string
 }
 
@@ -27,10 +27,10 @@ type Programs struct {
 // and the spec at specPath (potato-events(5)):
 //
 //	built-in trainer        WORKER worker --spec SPEC
-//	hf-text-classification  PYTHON SCRIPTDIR/hf-text-classification-HASH.py --spec SPEC
+//	hf-text-classification  PYTHON SCRIPTDIR/hf-text-classification-HASH/hf_text_classification.py --spec SPEC
 //	exec:PROGRAM            PROGRAM --spec SPEC
 //
-// It writes the Python script into ScriptDir when it is not there. A name
+// It writes the Python trainer into ScriptDir when it is not there. A name
 // the registry does not know is run as a built-in, so that the worker
 // refuses it with its own error event.
 func Argv(name, specPath string, p Programs) ([]string, error) {

@@ -140,7 +140,7 @@ func TestHFParamsAgree(t *testing.T) {
 	script := `
 import json, sys
 sys.path.insert(0, sys.argv[1])
-import hf_text_classification as m
+from potato_hf import spec as m
 out = {"params": [[k, kind, d] for k, (kind, d) in m.PARAMS.items()], "accepted": []}
 for name, value in json.load(sys.stdin):
     try:
@@ -150,7 +150,7 @@ for name, value in json.load(sys.stdin):
         out["accepted"].append(False)
 print(json.dumps(out))
 `
-	cmd := exec.Command(python, "-c", script, "hf")
+	cmd := exec.Command(python, "-c", script, filepath.Join("hf", "python"))
 	cmd.Stdin = bytes.NewReader(in)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

@@ -1,79 +1,173 @@
-// Package hf holds the hf-text-classification trainer: one Python file,
+// Package hf holds the hf-text-classification trainer: a small Python
+// package (python/potato_hf, one module per concern) and its launcher,
 // embedded in the binaries so that the far side of every backend gets the
-// same script as the annotation server. The trainer is described in
+// same trainer as the annotation server. The trainer is described in
 // potato-agent(1); its protocol in potato-events(5).
 package hf
 
 import (
+	"bytes"
 	"crypto/sha256"
-	_ "embed"
+	"embed"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 )
 
 // Name is the trainer's name in the registry.
 const Name = "hf-text-classification"
 
-//go:embed hf_text_classification.py
-var script []byte
+// Launcher is the script that runs the trainer, at the top of the tree
+// Write writes: python3 LAUNCHER --spec SPEC.
+const Launcher = "hf_text_classification.py"
 
-// Script returns the trainer's source.
-func Script() []byte { return script }
+//go:embed python/hf_text_classification.py python/potato_hf/*.py
+var embedded embed.FS
 
-// SHA256 is the hex SHA-256 of the script.
-func SHA256() string {
-	sum := sha256.Sum256(script)
-	return hex.EncodeToString(sum[:])
+// files are the trainer's files, by their path under the tree's top.
+var files = func() map[string][]byte {
+	out := map[string][]byte{}
+	err := fs.WalkDir(embedded, "python", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := embedded.ReadFile(p)
+		out[strings.TrimPrefix(p, "python/")] = b
+		return err
+	})
+	if err != nil {
+		panic(err)
+	}
+	return out
+}()
+
+// Files returns the trainer's files, by their slash-separated path under
+// the tree's top (Launcher, potato_hf/...).
+func Files() map[string][]byte {
+	out := make(map[string][]byte, len(files))
+	for k, v := range files {
+		out[k] = v
+	}
+	return out
 }
 
-// FileName is the script's name in a directory written by Write: named by
-// its content, so that two versions of the toolkit sharing a directory
-// never run each other's script.
-func FileName() string { return Name + "-" + SHA256()[:16] + ".py" }
+// names are the files' paths, sorted.
+func names() []string {
+	out := make([]string, 0, len(files))
+	for k := range files {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
 
-// Write writes the script into dir (made when missing) once, and returns
-// its path. A file of that name whose content is the script is reused;
-// otherwise the script is written to a temporary file, synced, given mode
-// 0644 and renamed into place, so a reader never sees half a script.
+// SHA256 is the hex SHA-256 of the trainer: of each file's path, size and
+// content, in the order of their paths.
+func SHA256() string {
+	h := sha256.New()
+	for _, n := range names() {
+		fmt.Fprintf(h, "%s\x00%d\x00", n, len(files[n]))
+		h.Write(files[n])
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// DirName is the tree's name in a directory written by Write: named by
+// its content, so that two versions of the toolkit sharing a directory
+// never run each other's trainer.
+func DirName() string { return Name + "-" + SHA256()[:16] }
+
+// intact reports whether tree holds every file of the trainer as it is.
+func intact(tree string) (bool, error) {
+	for _, n := range names() {
+		b, err := os.ReadFile(filepath.Join(tree, filepath.FromSlash(n)))
+		if errors.Is(err, os.ErrNotExist) {
+			return false, nil
+		} else if err != nil {
+			return false, err
+		}
+		if !bytes.Equal(b, files[n]) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// Write writes the trainer's tree into dir (made when missing) once, as
+// DIR/DirName(), and returns its launcher's path. A tree of that name that
+// holds every file as it is is reused; otherwise the tree is written to a
+// temporary directory, each file synced with mode 0644, and renamed into
+// place (a damaged tree is moved aside and removed), so that a reader
+// never sees half a trainer. Two processes writing at once both end with
+// the same tree.
 func Write(dir string) (string, error) {
-	path := filepath.Join(dir, FileName())
-	if b, err := os.ReadFile(path); err == nil && sha256.Sum256(b) == sha256.Sum256(script) {
-		return path, nil
-	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+	tree := filepath.Join(dir, DirName())
+	launcher := filepath.Join(tree, Launcher)
+	if ok, err := intact(tree); err != nil {
 		return "", fmt.Errorf("hf: %w", err)
+	} else if ok {
+		return launcher, nil
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("hf: %w", err)
 	}
-	f, err := os.CreateTemp(dir, "."+FileName()+".*.tmp")
+	tmp, err := os.MkdirTemp(dir, "."+DirName()+".*.tmp")
 	if err != nil {
 		return "", fmt.Errorf("hf: %w", err)
 	}
-	tmp := f.Name()
-	defer os.Remove(tmp)
-	if _, err := f.Write(script); err != nil {
-		f.Close()
+	defer os.RemoveAll(tmp)
+	for _, n := range names() {
+		if err := writeFile(filepath.Join(tmp, filepath.FromSlash(n)), files[n]); err != nil {
+			return "", fmt.Errorf("hf: %w", err)
+		}
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil {
 		return "", fmt.Errorf("hf: %w", err)
+	}
+	if _, err := os.Lstat(tree); err == nil {
+		aside := tmp + ".damaged"
+		if err := os.Rename(tree, aside); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return "", fmt.Errorf("hf: %w", err)
+		}
+		defer os.RemoveAll(aside)
+	}
+	if err := os.Rename(tmp, tree); err != nil {
+		// Another process put its tree there first.
+		if ok, ierr := intact(tree); ierr == nil && ok {
+			return launcher, nil
+		}
+		return "", fmt.Errorf("hf: %w", err)
+	}
+	return launcher, nil
+}
+
+// writeFile writes b to p, its directory made, synced, with mode 0644.
+func writeFile(p string, b []byte) error {
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
 	}
 	if err := f.Chmod(0o644); err != nil {
 		f.Close()
-		return "", fmt.Errorf("hf: %w", err)
+		return err
 	}
 	if err := f.Sync(); err != nil {
 		f.Close()
-		return "", fmt.Errorf("hf: %w", err)
+		return err
 	}
-	if err := f.Close(); err != nil {
-		return "", fmt.Errorf("hf: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return "", fmt.Errorf("hf: %w", err)
-	}
-	return path, nil
+	return f.Close()
 }
 
 // Packages are the Python packages a run with these parameters imports,

@@ -73,7 +73,7 @@ func TestPythonUnit(t *testing.T) {
 	py := torchPython(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, py, "-m", "unittest", "discover", "-s", ".", "-p", "test_*.py", "-v")
+	cmd := exec.CommandContext(ctx, py, "-m", "unittest", "discover", "-s", filepath.Join("python", "tests"), "-p", "test_*.py", "-v")
 	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -92,31 +92,67 @@ func TestWrite(t *testing.T) {
 	if err != nil || p2 != p1 {
 		t.Fatalf("second Write: %q, %v; first %q", p2, err, p1)
 	}
-	if !strings.Contains(filepath.Base(p1), hf.SHA256()[:16]) {
-		t.Errorf("%s is not named by its hash", p1)
+	tree := filepath.Dir(p1)
+	if filepath.Base(p1) != hf.Launcher || filepath.Base(tree) != hf.DirName() || !strings.Contains(hf.DirName(), hf.SHA256()[:16]) {
+		t.Fatalf("%s is not the launcher in a tree named by its hash", p1)
 	}
-	b, err := os.ReadFile(p1)
-	if err != nil || !bytes.Equal(b, hf.Script()) {
-		t.Fatalf("written script differs: %v", err)
+	files := hf.Files()
+	if len(files) < 5 || files[hf.Launcher] == nil || files["potato_hf/loop.py"] == nil {
+		t.Fatalf("files: %d", len(files))
 	}
-	if sum := sha256.Sum256(b); filepath.Base(p1) != hf.FileName() || len(hf.SHA256()) != 64 || sum == [32]byte{} {
-		t.Errorf("name %s", p1)
+	same := func() {
+		t.Helper()
+		for n, want := range files {
+			p := filepath.Join(tree, filepath.FromSlash(n))
+			b, err := os.ReadFile(p)
+			if err != nil || !bytes.Equal(b, want) {
+				t.Errorf("%s differs from the embedded file: %v", n, err)
+			}
+			if st, err := os.Stat(p); err == nil && st.Mode().Perm() != 0o644 {
+				t.Errorf("%s: mode %v, want 0644", n, st.Mode().Perm())
+			}
+		}
 	}
-	st, _ := os.Stat(p1)
-	if st.Mode().Perm() != 0o644 {
-		t.Errorf("mode %v, want 0644", st.Mode().Perm())
+	same()
+	// A damaged or incomplete tree is replaced whole.
+	os.WriteFile(filepath.Join(tree, "potato_hf", "loop.py"), []byte("broken"), 0o644)
+	os.Remove(filepath.Join(tree, "potato_hf", "spec.py"))
+	if p3, err := hf.Write(dir); err != nil || p3 != p1 {
+		t.Fatalf("Write over a damaged tree: %q, %v", p3, err)
 	}
-	// A damaged copy is replaced.
-	os.WriteFile(p1, []byte("broken"), 0o644)
-	if _, err := hf.Write(dir); err != nil {
-		t.Fatal(err)
-	}
-	if b, _ := os.ReadFile(p1); !bytes.Equal(b, hf.Script()) {
-		t.Errorf("a damaged script was kept")
-	}
+	same()
 	left, _ := filepath.Glob(filepath.Join(dir, ".*"))
 	if len(left) != 0 {
 		t.Errorf("temporary files left: %v", left)
+	}
+	// The hash covers every file: the trees of two versions differ.
+	sum := sha256.Sum256(files[hf.Launcher])
+	if hf.SHA256() == fmt.Sprintf("%x", sum) {
+		t.Errorf("the hash is the launcher's alone")
+	}
+}
+
+// TestWriteConcurrent: processes that write the trainer into one
+// directory at once all get the same whole tree.
+func TestWriteConcurrent(t *testing.T) {
+	dir := t.TempDir()
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() {
+			p, err := hf.Write(dir)
+			if err == nil {
+				_, err = os.Stat(p)
+			}
+			errs <- err
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 || entries[0].Name() != hf.DirName() {
+		t.Errorf("%s holds %v", dir, entries)
 	}
 }
 
@@ -241,6 +277,29 @@ func TestDispatchSpam(t *testing.T) {
 		info.Metrics["steps_per_s"], info.Metrics["fit_seconds"])
 }
 
+// cancelAfterFirstStep cancels the run once its trainer has reported a
+// step, and fails the test unless the trainer stops (its exit status 4,
+// SIGTERM honoured at the next step) and the run ends cancelled, with
+// potato-dispatch's own exit code for it, 3.
+func cancelAfterFirstStep(t *testing.T, r *testproject.Runs, id string) {
+	t.Helper()
+	testproject.WaitFor(t, "the trainer's first step", func() bool {
+		i := r.Info(id)
+		return i.Finished || i.Progress != nil && i.Progress.Current > 0
+	})
+	if code, out, errb := testproject.Exec(t, r.Command("potato-dispatch", "cancel", r.Config, id)); code != 0 {
+		t.Fatalf("cancel: exit %d: %s%s", code, out, errb)
+	}
+	info := r.Wait(id, 2*time.Minute)
+	log := r.File(id, rundir.LogFile)
+	if info.State != rundir.StateCancelled || info.ExitCode == nil || *info.ExitCode != 3 {
+		t.Fatalf("state %s, exit code %v, want cancelled and 3\nrun.log:\n%s", info.State, info.ExitCode, log)
+	}
+	if !strings.Contains(log, "training process ended: exit status 4") {
+		t.Errorf("the trainer did not exit 4:\nrun.log:\n%s", log)
+	}
+}
+
 // TestDispatchSpamCancel: a cancel while the model fits stops the trainer
 // (its exit status 4, SIGTERM honoured at the next step), the run is
 // cancelled (potato-dispatch's own exit code for it, 3), and no
@@ -250,21 +309,7 @@ func TestDispatchSpamCancel(t *testing.T) {
 	r := spamProject(t, py, 1500, 1200)
 	id := r.Detach("--trainer", hf.Name, "--param", "model=builtin:ngram", "--param", "epochs=100000",
 		"--param", "patience=-1", "--schemas", "spam", "--backend", "local")
-	testproject.WaitFor(t, "the trainer's progress", func() bool {
-		i := r.Info(id)
-		return i.Finished || i.Progress != nil && i.Progress.Current > 0
-	})
-	if code, out, errb := testproject.Exec(t, r.Command("potato-dispatch", "cancel", r.Config, id)); code != 0 {
-		t.Fatalf("cancel: exit %d: %s%s", code, out, errb)
-	}
-	info := r.Wait(id, 2*time.Minute)
-	log := r.File(id, "run.log")
-	if info.State != rundir.StateCancelled || info.ExitCode == nil || *info.ExitCode != 3 {
-		t.Fatalf("state %s, exit code %v, want cancelled and 3\nrun.log:\n%s", info.State, info.ExitCode, log)
-	}
-	if !strings.Contains(log, "training process ended: exit status 4") {
-		t.Errorf("the trainer did not exit 4:\nrun.log:\n%s", log)
-	}
+	cancelAfterFirstStep(t, r, id)
 	evs := r.File(id, "events.jsonl")
 	if !strings.Contains(evs, `"state":"cancelled"`) || strings.Contains(evs, `"event":"result"`) {
 		t.Errorf("events.jsonl:\n%s", evs)

@@ -54,15 +54,22 @@ func hfStack(t *testing.T, name string) stack {
 	return stack{name: name, python: py, model: strings.TrimSpace(string(out))}
 }
 
-// emailRuns is a project of the first n emails of the corpus, labelled of
-// them labelled, whose model_training block ends with block; its local
-// runs use the stack's interpreter, offline.
-func emailRuns(t *testing.T, s stack, n, labelled int, block string) *testproject.Runs {
+// emailProject is a project of the first n emails of the corpus,
+// labelled of them labelled.
+type emailProject struct {
+	*testproject.Runs
+	n, labelled int
+}
+
+// emailRuns writes an emailProject whose model_training block ends with
+// block; its local runs use the stack's interpreter, offline.
+func emailRuns(t *testing.T, s stack, n, labelled int, block string) emailProject {
 	t.Helper()
 	dir := t.TempDir()
 	emails := testproject.Emails(t, testcli.Root())[:n]
-	return &testproject.Runs{T: t, Bin: testcli.Binaries(t), Dir: dir, Config: testproject.WriteEmails(t, dir, emails, labelled, block),
-		Env: []string{local.PythonEnv + "=" + s.python, "HF_HUB_OFFLINE=1", "HF_HOME=" + t.TempDir()}}
+	return emailProject{n: n, labelled: labelled, Runs: &testproject.Runs{T: t, Bin: testcli.Binaries(t), Dir: dir,
+		Config: testproject.WriteEmails(t, dir, emails, labelled, block),
+		Env:    []string{local.PythonEnv + "=" + s.python, "HF_HUB_OFFLINE=1", "HF_HOME=" + t.TempDir()}}}
 }
 
 // succeeded fails the test unless the run succeeded with held-out metrics
@@ -89,13 +96,14 @@ var heldoutLine = regexp.MustCompile(`held-out score of \S+ on \d+ test items: .
 // prediction is one line of a predictions file, as the run or the recipe
 // wrote it.
 type prediction struct {
-	ID, Label  string
+	Label      string
 	Confidence float64
 }
 
-// readPredictions reads a predictions file, the run's (its lines of
-// schema) or the recipe's.
-func readPredictions(t *testing.T, path, schema string, recipe bool) map[string]prediction {
+// readPredictions reads the lines of schema of a predictions file: the
+// run's (the label in payload) or the recipe's (its lines name no schema,
+// and their label is at the top).
+func readPredictions(t *testing.T, path, schema string) map[string]prediction {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -108,38 +116,33 @@ func readPredictions(t *testing.T, path, schema string, recipe bool) map[string]
 	for sc.Scan() {
 		var p struct {
 			InstanceID string  `json:"instance_id"`
+			Schema     string  `json:"schema_name"`
 			Label      string  `json:"label"`
 			Confidence float64 `json:"confidence"`
-			Schema     string  `json:"schema_name"`
-			Payload    struct {
+			Payload    *struct {
 				Label string `json:"label"`
 			} `json:"payload"`
 		}
 		if err := json.Unmarshal(sc.Bytes(), &p); err != nil {
 			t.Fatalf("%s: %v: %s", path, err, sc.Bytes())
 		}
-		if !recipe {
-			if p.Schema != schema {
-				continue
-			}
+		if p.Schema != "" && p.Schema != schema {
+			continue
+		}
+		if p.Payload != nil {
 			p.Label = p.Payload.Label
 		}
-		out[p.InstanceID] = prediction{p.InstanceID, p.Label, p.Confidence}
+		out[p.InstanceID] = prediction{p.Label, p.Confidence}
 	}
 	return out
 }
 
-// reproduce predicts the run's test split in a fresh process with plain
-// transformers and peft, as potato-rundir(5) shows (testdata/use_model.py),
-// and fails the test unless every item gets the run's label with a
-// probability within 1e-4 of the run's.
-func reproduce(t *testing.T, s stack, r *testproject.Runs, id, schema, modelDir string) {
-	t.Helper()
-	reproduceAt(t, s, r, id, schema, filepath.Join(r.Root().RunDir(id), rundir.ArtifactsDir, modelDir))
-}
-
-// reproduceAt is reproduce with the model in dir.
-func reproduceAt(t *testing.T, s stack, r *testproject.Runs, id, schema, dir string) {
+// reproduce predicts the run's test split with the model of schema in
+// dir, in a fresh process with plain transformers and peft, as
+// potato-rundir(5) shows (testdata/use_model.py), and fails the test
+// unless every item gets the run's label with a probability within 1e-4
+// of the run's.
+func reproduce(t *testing.T, s stack, r *testproject.Runs, id, schema, dir string) {
 	t.Helper()
 	run := r.Root().RunDir(id)
 	out := filepath.Join(t.TempDir(), "recipe.jsonl")
@@ -155,8 +158,8 @@ func reproduceAt(t *testing.T, s stack, r *testproject.Runs, id, schema, dir str
 		t.Fatalf("use_model.py: %v\n%s", err, stderr.String())
 	}
 	f.Close()
-	mine := readPredictions(t, out, "", true)
-	theirs := readPredictions(t, filepath.Join(run, rundir.PredictionsFile), schema, false)
+	mine := readPredictions(t, out, schema)
+	theirs := readPredictions(t, filepath.Join(run, rundir.PredictionsFile), schema)
 	worst := 0.0
 	for iid, p := range mine {
 		q, ok := theirs[iid]
@@ -179,42 +182,37 @@ func reproduceAt(t *testing.T, s stack, r *testproject.Runs, id, schema, dir str
 // model on real emails, offline, must succeed with held-out metrics and
 // prelabels, and its model must reproduce its predictions outside the
 // toolkit (each directory of dirs, under artifacts/). It is reported next
-// to tfidf-logreg on the same splits, and returns the run's record.
-func fineTune(t *testing.T, s stack, n, labelled int, dirs []string, params ...string) rundir.Info {
-	return fineTuneOn(t, s, emailRuns(t, s, n, labelled, ""), "local", "spam", dirs, params...)
+// to tfidf-logreg on the same splits, and returns the run's record and
+// its run log.
+func fineTune(t *testing.T, s stack, n, labelled int, dirs []string, params ...string) (rundir.Info, string) {
+	p := emailRuns(t, s, n, labelled, "")
+	info := fineTuneOn(t, s, p, "local", "spam", dirs, params...)
+	return info, p.File(info.RunID, rundir.LogFile)
 }
 
-// fineTuneOn is fineTune on the project of r, on backend, for schemas
+// fineTuneOn is fineTune on project p, on backend, for schemas
 // (NAME[,NAME]); a directory of dirs is its schema's, model-SCHEMA[/...].
-func fineTuneOn(t *testing.T, s stack, r *testproject.Runs, backend, schemas string, dirs []string, params ...string) rundir.Info {
-	n, labelled := 0, 0
-	for _, e := range strings.Split(strings.TrimSpace(readFile(t, filepath.Join(r.Dir, "data", "emails.jsonl"))), "\n") {
-		if e != "" {
-			n++
-		}
-	}
-	labelled = strings.Count(readFile(t, filepath.Join(r.Dir, "annotation_output", "ann", "user_state.json")), `"schema":"spam"`)
+func fineTuneOn(t *testing.T, s stack, p emailProject, backend, schemas string, dirs []string, params ...string) rundir.Info {
 	args := []string{"--trainer", hf.Name, "--param", "model=" + s.model, "--schemas", schemas, "--backend", backend}
-	for _, p := range params {
-		args = append(args, "--param", p)
+	for _, kv := range params {
+		args = append(args, "--param", kv)
 	}
 	start := time.Now()
-	info := succeeded(t, r, r.Run(args...))
+	info := succeeded(t, p.Runs, p.Run(args...))
 	took := time.Since(start)
 	for _, d := range dirs {
 		schema, _, _ := strings.Cut(strings.TrimPrefix(d, "model-"), "/")
-		reproduce(t, s, r, info.RunID, schema, d)
+		reproduce(t, s, p.Runs, info.RunID, schema, filepath.Join(p.Root().RunDir(info.RunID), rundir.ArtifactsDir, d))
 	}
 	if strings.Contains(schemas, ",") {
-		for _, l := range heldoutLine.FindAllString(r.File(info.RunID, rundir.LogFile), -1) {
+		for _, l := range heldoutLine.FindAllString(p.File(info.RunID, rundir.LogFile), -1) {
 			t.Logf("%s: %s", s.name, l)
 		}
 	}
-	tfidf := succeeded(t, r, r.Run("--trainer", "tfidf-logreg", "--schemas", "spam", "--backend", "local"))
+	tfidf := succeeded(t, p.Runs, p.Run("--trainer", "tfidf-logreg", "--schemas", "spam", "--backend", "local"))
 	t.Logf("%s on %s, %d emails (%d labelled), %s: held-out accuracy %.3f, macro-F1 %.3f on %d test items in %s; tfidf-logreg on the same splits: accuracy %.3f, macro-F1 %.3f",
-		s.name, backend, n, labelled, strings.Join(params, " "), info.Heldout.Accuracy, info.Heldout.MacroF1, info.Heldout.N, took.Round(time.Second),
+		s.name, backend, p.n, p.labelled, strings.Join(params, " "), info.Heldout.Accuracy, info.Heldout.MacroF1, info.Heldout.N, took.Round(time.Second),
 		tfidf.Heldout.Accuracy, tfidf.Heldout.MacroF1)
-	info.Metrics["log"] = r.File(info.RunID, rundir.LogFile)
 	return info
 }
 
@@ -223,9 +221,9 @@ func fineTuneOn(t *testing.T, s stack, r *testproject.Runs, backend, schemas str
 // at least 0.8 held-out accuracy, where chance is 0.5 (tfidf-logreg gets
 // 0.95 on these splits, the model 0.83 after 3 epochs, 0.91 after 5).
 func TestRealLoRACurrent(t *testing.T) {
-	info := fineTune(t, hfStack(t, "hf-current"), 500, 400, []string{"model-spam", "model-spam/adapter"},
+	info, log := fineTune(t, hfStack(t, "hf-current"), 500, 400, []string{"model-spam", "model-spam/adapter"},
 		"epochs=4", "learning_rate=0.001", "merge=true")
-	if log := info.Metrics["log"].(string); !strings.Contains(log, "LoRA on query,value (model type bert)") {
+	if !strings.Contains(log, "LoRA on query,value (model type bert)") {
 		t.Errorf("the run log does not say LoRA on BERT's query and value:\n%s", log)
 	}
 	if info.Heldout.Accuracy < 0.8 {
@@ -236,9 +234,9 @@ func TestRealLoRACurrent(t *testing.T) {
 // TestRealFullCurrent: the whole model fine-tuned (lora=false) on the
 // current stack; at least 0.8 held-out accuracy (0.90 seen).
 func TestRealFullCurrent(t *testing.T) {
-	info := fineTune(t, hfStack(t, "hf-current"), 500, 400, []string{"model-spam"},
+	info, log := fineTune(t, hfStack(t, "hf-current"), 500, 400, []string{"model-spam"},
 		"lora=false", "epochs=2", "learning_rate=0.00005")
-	if log := info.Metrics["log"].(string); !strings.Contains(log, "full fine-tuning") {
+	if !strings.Contains(log, "full fine-tuning") {
 		t.Errorf("the run log does not say full fine-tuning:\n%s", log)
 	}
 	if info.Heldout.Accuracy < 0.8 {
@@ -253,15 +251,6 @@ func TestRealFullCurrent(t *testing.T) {
 func TestRealLoRADebian(t *testing.T) {
 	fineTune(t, hfStack(t, "hf-debian"), 120, 100, []string{"model-spam"},
 		"epochs=1", "learning_rate=0.001", "max_length=64")
-}
-
-func readFile(t *testing.T, path string) string {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }
 
 // TestRealLoRASSH: the LoRA fine-tune over ssh, on the test sshd on
@@ -322,9 +311,7 @@ func TestRealLoRAAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { agent.Process.Kill(); agent.Wait() })
-	args := []string{"--trainer", hf.Name, "--param", "model=" + s.model, "--schemas", "spam",
-		"--param", "epochs=4", "--param", "learning_rate=0.001"}
-	info := succeeded(t, r, r.Run(args...))
+	info := fineTuneOn(t, s, r, "lab", "spam", nil, "epochs=4", "learning_rate=0.001")
 	if info.BackendType != "agent" {
 		t.Errorf("backend type %q, want agent", info.BackendType)
 	}
@@ -334,9 +321,7 @@ func TestRealLoRAAgent(t *testing.T) {
 	if len(models) != 1 {
 		t.Fatalf("no adapter in the agent's job directory\nagent:\n%s", alog.String())
 	}
-	reproduceAt(t, s, r, info.RunID, "spam", filepath.Dir(models[0]))
-	t.Logf("%s through a polling agent, 300 emails (240 labelled), epochs=4 learning_rate=0.001: held-out accuracy %.3f, macro-F1 %.3f on %d test items",
-		s.name, info.Heldout.Accuracy, info.Heldout.MacroF1, info.Heldout.N)
+	reproduce(t, s, r.Runs, info.RunID, "spam", filepath.Dir(models[0]))
 }
 
 // TestRealVersionOutOfRange: a host whose transformers is newer than its
@@ -392,7 +377,11 @@ func setTokens(t *testing.T, dir string, keys map[string]any) {
 	for _, name := range []string{"tokenizer_config.json", "special_tokens_map.json"} {
 		p := filepath.Join(dir, name)
 		var c map[string]any
-		if err := json.Unmarshal([]byte(readFile(t, p)), &c); err != nil {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(b, &c); err != nil {
 			t.Fatal(err)
 		}
 		for k, v := range keys {
@@ -402,7 +391,7 @@ func setTokens(t *testing.T, dir string, keys map[string]any) {
 				delete(c, k)
 			}
 		}
-		b, _ := json.Marshal(c)
+		b, _ = json.Marshal(c)
 		if err := os.WriteFile(p, b, 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -467,7 +456,7 @@ func TestRealModelFailures(t *testing.T) {
 		})
 	}
 	t.Run("a_tokenizer_without_a_pad_token", func(t *testing.T) {
-		info := succeeded(t, r, r.Run("--trainer", hf.Name, "--param", "model="+noPad, "--param", "epochs=1", "--schemas", "spam", "--backend", "local"))
+		info := succeeded(t, r.Runs, r.Run("--trainer", hf.Name, "--param", "model="+noPad, "--param", "epochs=1", "--schemas", "spam", "--backend", "local"))
 		if want := "the tokenizer of " + noPad + " has no pad token: batches are padded with [UNK]"; !strings.Contains(r.File(info.RunID, rundir.LogFile), want) {
 			t.Errorf("the run log lacks %q", want)
 		}
@@ -485,21 +474,7 @@ func TestRealCancelMidEpoch(t *testing.T) {
 	r := emailRuns(t, s, 500, 400, "")
 	id := r.Detach("--trainer", hf.Name, "--param", "model="+s.model, "--param", "epochs=1000", "--param", "patience=-1",
 		"--schemas", "spam", "--backend", "local")
-	testproject.WaitFor(t, "the first step", func() bool {
-		i := r.Info(id)
-		return i.Finished || i.Progress != nil && i.Progress.Current > 0
-	})
-	if code, out, errb := testproject.Exec(t, r.Command("potato-dispatch", "cancel", r.Config, id)); code != 0 {
-		t.Fatalf("cancel: exit %d: %s%s", code, out, errb)
-	}
-	info := r.Wait(id, 2*time.Minute)
-	log := r.File(id, rundir.LogFile)
-	if info.State != rundir.StateCancelled || info.ExitCode == nil || *info.ExitCode != 3 {
-		t.Fatalf("state %s, exit code %v; want cancelled and 3\n%s", info.State, info.ExitCode, log)
-	}
-	if !strings.Contains(log, "training process ended: exit status 4") {
-		t.Errorf("the trainer did not exit 4:\n%s", log)
-	}
+	cancelAfterFirstStep(t, r.Runs, id)
 	var status string
 	testproject.OpenDB(t, filepath.Join(r.Dir, "project.sqlite")).QueryRow(`SELECT status FROM training_runs WHERE run_id = ?`, id).Scan(&status)
 	if status != "cancelled" {
@@ -511,4 +486,38 @@ func TestRealCancelMidEpoch(t *testing.T) {
 	if r.File(id, rundir.PredictionsFile) != "" {
 		t.Errorf("a cancelled run has predictions")
 	}
+}
+
+// TestRealOutOfMemory: a real allocation failure. max_ram_mb (RLIMIT_AS on
+// the local backend) leaves room to import the stack and load the model
+// (some 3.8 GB of address space) but not for a step of 256 emails of 512
+// tokens (some 9 GB at 64): torch's CPU allocator fails, and the trainer
+// ends with out_of_memory (exit 5) and the knobs to lower, the run in
+// error in run.json and Potato's store, nothing in artifacts/.
+func TestRealOutOfMemory(t *testing.T) {
+	s := hfStack(t, "hf-current")
+	r := emailRuns(t, s, 500, 400, "  max_ram_mb: 5000\n")
+	res := r.Run("--trainer", hf.Name, "--param", "model="+s.model, "--param", "batch_size=256", "--param", "max_length=512",
+		"--param", "epochs=1", "--schemas", "spam", "--backend", "local")
+	info := r.Info(res.ID)
+	log := r.File(res.ID, rundir.LogFile)
+	const want = "the machine ran out of memory ("
+	if res.Code != 1 || info.State != rundir.StateError || info.ErrorCode != "out_of_memory" ||
+		!strings.HasPrefix(info.Error, want) || !strings.Contains(info.Error, "with batch_size 256 and max_length ") {
+		t.Fatalf("exit %d, %s/%s %q; want 1, error/out_of_memory %q...\n%s\nstderr.log:\n%s", res.Code, info.State, info.ErrorCode,
+			info.Error, want, log, r.File(res.ID, "stderr.log"))
+	}
+	if !strings.Contains(log, "training process ended: exit status 5") {
+		t.Errorf("the trainer did not exit 5:\n%s", log)
+	}
+	var status, code string
+	testproject.OpenDB(t, filepath.Join(r.Dir, "project.sqlite")).QueryRow(
+		`SELECT status, COALESCE(error_code, '') FROM training_runs WHERE run_id = ?`, res.ID).Scan(&status, &code)
+	if status != "error" || code != "out_of_memory" {
+		t.Errorf("Potato's store says %s/%s", status, code)
+	}
+	if left, _ := os.ReadDir(filepath.Join(r.Root().RunDir(res.ID), rundir.ArtifactsDir)); len(left) != 0 {
+		t.Errorf("artifacts/ holds %v", left)
+	}
+	t.Logf("%s", info.Error)
 }

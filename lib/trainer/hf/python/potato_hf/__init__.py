@@ -1,0 +1,17 @@
+"""The hf-text-classification trainer of potato-training, by concern:
+
+    spec       the run's spec.json and params, the exit codes and errors
+    events     the v1 event protocol on standard output
+    data       the bundle, each schema's labels and examples, prediction rows
+    packages   which packages a run needs, their versions, importing them
+    device     the torch device, the precision, the seeds, out of memory
+    hub        pretrained models by directory or name, offline first
+    models     the built-in n-gram model and transformers models, with LoRA
+    loop       the fit and predict loop
+    artifacts  the saved models, their model cards, the renames into place
+    main       the command
+
+Every module imports with the standard library alone: loop imports torch,
+transformers and peft once packages has checked them, and passes them to
+the functions that need them. Python 3.8 or newer; torch 1.13 or newer.
+"""

@@ -1,0 +1,118 @@
+"""The data: the bundle's manifest and split files, each schema's label
+order and its training examples, and the prediction rows written back.
+Plain Python: no torch."""
+
+import json
+import math
+import os
+
+from .spec import EXIT_BAD_SPEC, TrainerError
+
+
+def read_bundle(bundle_dir):
+    """manifest.json and every split file: (manifest, {split: [row]}).
+    A row is {instance_id, text, targets}."""
+    path = os.path.join(bundle_dir, "manifest.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            manifest = json.load(f)
+    except (OSError, ValueError) as e:
+        raise TrainerError(EXIT_BAD_SPEC, "bad_bundle", "bundle: %s" % e)
+    if not isinstance(manifest, dict) or manifest.get("v") != 1:
+        raise TrainerError(EXIT_BAD_SPEC, "bad_bundle", "bundle: %s: unsupported manifest" % path)
+    splits = {}
+    for name, sf in sorted((manifest.get("splits") or {}).items()):
+        rel = (sf or {}).get("path") or (name + ".jsonl")
+        if os.path.isabs(rel) or ".." in rel.replace("\\", "/").split("/"):
+            raise TrainerError(EXIT_BAD_SPEC, "bad_bundle",
+                               "bundle: split %r: path %r leaves the bundle directory" % (name, rel))
+        rows = []
+        p = os.path.join(bundle_dir, rel)
+        if os.path.exists(p):
+            with open(p, encoding="utf-8") as f:
+                for n, line in enumerate(f, 1):
+                    if not line.strip():
+                        continue
+                    try:
+                        row = json.loads(line)
+                    except ValueError as e:
+                        raise TrainerError(EXIT_BAD_SPEC, "bad_bundle", "%s:%d: %s" % (os.path.basename(p), n, e))
+                    if not isinstance(row, dict) or not isinstance(row.get("instance_id"), str):
+                        raise TrainerError(EXIT_BAD_SPEC, "bad_bundle",
+                                           "%s:%d: no instance_id" % (os.path.basename(p), n))
+                    rows.append({"instance_id": row["instance_id"], "text": row.get("text") or "",
+                                 "targets": row.get("targets") or {}})
+        splits[name] = rows
+    return manifest, splits
+
+
+def label_order(schema, manifest, train_rows):
+    """The schema's labels as configured, then, sorted, any other label the
+    manifest or the training targets name: the model's output order."""
+    name = schema["name"]
+    out, seen = [], set()
+    for l in schema.get("labels") or []:
+        if l not in seen:
+            seen.add(l)
+            out.append(l)
+    extra = set()
+    for l in (manifest.get("labels") or {}).get(name) or []:
+        if l not in seen:
+            extra.add(l)
+    for row in train_rows:
+        t = row["targets"].get(name)
+        for l in (t if isinstance(t, list) else [t]):
+            if isinstance(l, str) and l and l not in seen:
+                extra.add(l)
+    return out + sorted(extra)
+
+
+def examples(rows, schema, labels):
+    """(instance_id, text, target) for the rows with a usable target: a
+    label index (nominal) or a multi-hot list (multilabel)."""
+    name, multi = schema["name"], schema.get("kind") == "multilabel"
+    index = {l: i for i, l in enumerate(labels)}
+    out = []
+    for row in rows:
+        t = row["targets"].get(name)
+        if multi and isinstance(t, list):
+            hot = [0.0] * len(labels)
+            for l in t:
+                if l in index:
+                    hot[index[l]] = 1.0
+            out.append((row["instance_id"], row["text"], hot))
+        elif not multi and isinstance(t, str) and t in index:
+            out.append((row["instance_id"], row["text"], index[t]))
+    return out
+
+
+def prediction_row(instance_id, schema_name, probs, labels, multilabel, threshold=0.5):
+    """One line of predictions.jsonl. Nominal: the most probable label and
+    its softmax probability. Multilabel: the labels of probability at least
+    threshold, sorted, joined by "|", and as confidence the lowest, over all
+    labels, of the probability of the choice made for it."""
+    if multilabel:
+        chosen = sorted(l for l, p in zip(labels, probs) if p >= threshold)
+        conf = min([p if p >= threshold else 1.0 - p for p in probs] or [1.0])
+        label = "|".join(chosen)
+    else:
+        best = max(range(len(probs)), key=lambda i: probs[i])
+        label, conf = labels[best], probs[best]
+    conf = float(conf)
+    return {"instance_id": instance_id, "schema_name": schema_name,
+            "payload": {"label": label, "confidence": conf}, "confidence": conf}
+
+
+def softmax(xs):
+    m = max(xs)
+    es = [math.exp(x - m) for x in xs]
+    s = sum(es)
+    return [e / s for e in es]
+
+
+def sigmoid(x):
+    if x >= 0:
+        return 1.0 / (1.0 + math.exp(-x))
+    e = math.exp(x)
+    return e / (1.0 + e)
+

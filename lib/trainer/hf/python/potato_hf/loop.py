@@ -1,0 +1,355 @@
+"""The training loop: train reads the bundle, plans every schema's fit,
+and for each one fit_schema loads the model, fits it with AdamW and a
+linear schedule (early stopping on the val loss, the best epoch kept),
+saves it and predicts every split but train. Needs torch alone; the
+model comes from models.load_model. A cancel (Stop) is seen at the next
+step or batch."""
+
+import gc
+import json
+import math
+import os
+import random
+import signal
+import time
+
+from .artifacts import model_card, publish, remove_partial, save_model
+from .data import examples, label_order, prediction_row, read_bundle, sigmoid, softmax
+from .device import choose_precision, grad_scaler, is_oom, resolve_device, set_seed
+from .models import TokenizerCache, load_model
+from .packages import check_versions, import_packages, needed_packages
+from .spec import (Cancelled, EXIT_BAD_SPEC, EXIT_OUT_OF_MEMORY, TRAINER, TrainerError, check_schemas, is_builtin,
+                   parse_params)
+
+
+class Stop:
+    """Set by SIGTERM or SIGINT; checked at every step and batch."""
+
+    def __init__(self):
+        self.requested = False
+
+    def install(self):
+        def handler(signum, frame):
+            self.requested = True
+        signal.signal(signal.SIGTERM, handler)
+        signal.signal(signal.SIGINT, handler)
+
+    def check(self):
+        if self.requested:
+            raise Cancelled()
+
+
+def linear_schedule(torch, opt, warmup, total):
+    """Linear warm-up to the learning rate, then linear decay to 0."""
+    def mult(step):
+        if step < warmup:
+            return float(step + 1) / float(max(1, warmup))
+        return max(0.0, float(total - step) / float(max(1, total - warmup)))
+    return torch.optim.lr_scheduler.LambdaLR(opt, mult)
+
+
+class BestState:
+    """The trainable parameters of the best epoch so far, in buffers made
+    once (pinned CPU memory beside a GPU) and refilled in place: no new
+    state_dict copy each improving epoch, and nothing copied for an epoch
+    that is the last."""
+
+    def __init__(self, model, torch, device):
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.torch, self.device, self.bufs = torch, device, None
+
+    def keep(self):
+        with self.torch.no_grad():
+            if self.bufs is None:
+                pin = self.device.type == "cuda"
+                self.bufs = [self.torch.empty(p.shape, dtype=p.dtype, device="cpu", pin_memory=pin)
+                             for p in self.params]
+            for b, p in zip(self.bufs, self.params):
+                b.copy_(p.detach(), non_blocking=True)
+
+    def restore(self):
+        if self.bufs is None:
+            return
+        with self.torch.no_grad():
+            for b, p in zip(self.bufs, self.params):
+                p.copy_(b.to(p.device))
+
+
+def batches(torch, device, ids_list, order, bs, pad_id):
+    for i in range(0, len(order), bs):
+        idx = order[i:i + bs]
+        width = max(1, max(len(ids_list[j]) for j in idx))
+        inp = torch.full((len(idx), width), pad_id, dtype=torch.long)
+        att = torch.zeros((len(idx), width), dtype=torch.long)
+        for r, j in enumerate(idx):
+            seq = ids_list[j] or [pad_id]
+            inp[r, :len(seq)] = torch.tensor(seq, dtype=torch.long)
+            att[r, :len(seq)] = 1
+        yield idx, inp.to(device), att.to(device)
+
+
+def train(spec, ev, stop, env=None):
+    env = os.environ if env is None else env
+    params = parse_params(spec["params"])
+    names = needed_packages(params)
+    check_versions(names)
+    mods = dict(zip(names, import_packages(names, "for model=%s%s" % (
+        params["model"], " with LoRA" if "peft" in names else ""))))
+    torch = mods["torch"]
+    limits = spec["limits"]
+    if limits.get("num_threads"):
+        torch.set_num_threads(int(limits["num_threads"]))
+    seed = int(spec.get("seed") or 0)
+    set_seed(torch, seed)
+    if hasattr(torch.backends, "cudnn"):
+        torch.backends.cudnn.deterministic = True
+        torch.backends.cudnn.benchmark = False
+    cuda_count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    mps = getattr(torch.backends, "mps", None)
+    mps_ok = bool(mps is not None and mps.is_available())
+    device_name, warn = resolve_device(limits.get("device"), env, cuda_count, mps_ok)
+    if warn:
+        ev.log("warning", warn)
+    device = torch.device(device_name)
+    cap = torch.cuda.get_device_capability(device) if device.type == "cuda" else None
+    precision, warn = choose_precision(params["precision"], device.type, cap)
+    if warn:
+        ev.log("warning", warn)
+    amp = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+    where = device_name
+    if device.type == "cuda":
+        where += " (%s, compute capability %d.%d)" % (torch.cuda.get_device_name(device), cap[0], cap[1])
+    versions = {n: getattr(m, "__version__", "?") for n, m in mods.items()}
+    ev.log("info", "%s: %s, device %s, precision %s, %d threads" % (
+        TRAINER, ", ".join("%s %s" % kv for kv in versions.items()), where, precision, torch.get_num_threads()))
+
+    ev.status("loading", "reading the bundle")
+    manifest, splits = read_bundle(spec["bundle_dir"])
+    check_schemas(spec)
+    workdir = spec["workdir"]
+    os.makedirs(workdir, exist_ok=True)
+    bs = params["batch_size"]
+
+    plans, total_steps = [], 0
+    for s in spec["schemas"]:
+        labels = label_order(s, manifest, splits.get("train", []))
+        train_ex = examples(splits.get("train", []), s, labels)
+        if len(train_ex) < 2 or (s["kind"] == "nominal" and len({t for _, _, t in train_ex}) < 2):
+            raise TrainerError(EXIT_BAD_SPEC, "validation_failed",
+                               "schema %s has %d labelled training items: %s needs at least 2 items and 2 labels"
+                               % (s["name"], len(train_ex), TRAINER))
+        steps = math.ceil(len(train_ex) / bs) * params["epochs"]
+        plans.append((s, labels, train_ex, steps))
+        total_steps += steps
+
+    pred_path = os.path.join(workdir, "predictions.jsonl")
+    tmp_pred = pred_path + ".tmp"
+    metrics, orders, n_pred = {}, {}, 0
+    clock = {"done": 0, "real": 0, "fit_s": 0.0, "last": 0.0, "t0": time.time()}
+    tok_cache = TokenizerCache()
+    start = time.time()
+    oom = None
+    saved = []  # (partial, final) directories of the models
+    try:
+        with open(tmp_pred, "w", encoding="utf-8") as pf:
+            for s, labels, train_ex, steps in plans:
+                n_pred += fit_schema(torch, device, amp, precision, params, spec, s, labels, train_ex, steps,
+                                     total_steps, splits, mods, env, ev, stop, tok_cache, clock, metrics, pf,
+                                     seed, versions, saved)
+                orders[s["name"]] = labels
+                # What the schema held goes before the next one's model.
+                gc.collect()
+                if device.type == "cuda":
+                    torch.cuda.empty_cache()
+                    ev.log("info", "%s done: %.0f MiB of GPU memory still allocated" % (
+                        s["name"], torch.cuda.memory_allocated(device) / 2**20))
+            pf.flush()
+            os.fsync(pf.fileno())
+        stop.check()
+        publish(saved, tmp_pred, pred_path, workdir, ev)
+    except BaseException as e:
+        if os.path.exists(tmp_pred):
+            os.remove(tmp_pred)
+        remove_partial(workdir)
+        if not is_oom(torch, e):
+            raise
+        oom = "%s ran out of memory (%s)" % ("the GPU " + device_name if device.type == "cuda" else "the machine",
+                                            str(e).splitlines()[0][:300] if str(e) else type(e).__name__)
+    if oom is not None:
+        # Outside the handler, so that the traceback's tensors are gone.
+        gc.collect()
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+        knobs = "batch_size %d and max_length %d" % (bs, params["max_length"])
+        if is_builtin(params["model"]):
+            knobs += ", buckets %d, embed_dim %d" % (params["buckets"], params["embed_dim"])
+        raise TrainerError(EXIT_OUT_OF_MEMORY, "out_of_memory",
+                           "%s with %s: lower them (--param batch_size=N, --param max_length=N)" % (oom, knobs))
+    metrics["fit_seconds"] = time.time() - start
+    metrics["steps_per_s"] = clock["real"] / max(clock["fit_s"], 1e-9)
+    metrics["steps"] = clock["real"]
+    ev.result(metrics, orders, "predictions.jsonl", n_pred, precision=precision, device=device_name)
+
+
+def fit_schema(torch, device, amp, precision, params, spec, s, labels, train_ex, steps, total_steps, splits,
+               mods, env, ev, stop, tok_cache, clock, metrics, pf, seed, versions, saved):
+    """Fits one schema's model, saves it under PARTIAL_PREFIX (appending
+    the directory and its final name to saved), writes its predictions to
+    pf and returns how many."""
+    name, multi = s["name"], s["kind"] == "multilabel"
+    bs = params["batch_size"]
+    val_ex = examples(splits.get("val", []), s, labels)
+    ev.status("fitting", "fitting %s on %d items" % (name, len(train_ex)))
+    # The same seed before each schema: its model does not depend on the
+    # schemas before it.
+    set_seed(torch, seed)
+    loaded = load_model(params, labels, multi, mods, env, ev, tok_cache)
+    ev.log("info", "%s: %s" % (name, loaded.describe))
+    model = loaded.model
+    model.to(device)
+    encode, pad_id = loaded.encode, loaded.pad_id
+    tr_ids = encode([t for _, t, _ in train_ex])
+    va_ids = encode([t for _, t, _ in val_ex])
+    ydt = torch.float if multi else torch.long
+    tr_y = torch.tensor([y for _, _, y in train_ex], dtype=ydt)
+    va_y = torch.tensor([y for _, _, y in val_ex], dtype=ydt) if val_ex else None
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(trainable, lr=params["learning_rate"], weight_decay=params["weight_decay"])
+    sched = linear_schedule(torch, opt, int(params["warmup_ratio"] * steps), steps)
+    scaler = grad_scaler(torch) if precision == "fp16" else None
+    loss_fn = torch.nn.BCEWithLogitsLoss() if multi else torch.nn.CrossEntropyLoss()
+    gen = random.Random(seed)
+    threshold = params["threshold"]
+
+    def forward(inp, att):
+        if amp is not None:
+            with torch.autocast(device_type="cuda", dtype=amp):
+                out = model(input_ids=inp, attention_mask=att)
+        else:
+            out = model(input_ids=inp, attention_mask=att)
+        return getattr(out, "logits", out).float()
+
+    def by_length(ids_list):
+        return sorted(range(len(ids_list)), key=lambda j: len(ids_list[j]))
+
+    def evaluate(ids_list, y):
+        model.eval()
+        tot, n, correct = 0.0, 0, 0
+        with torch.no_grad():
+            for idx, inp, att in batches(torch, device, ids_list, by_length(ids_list), bs, pad_id):
+                stop.check()
+                logits = forward(inp, att)
+                yy = y[idx].to(device)
+                tot += loss_fn(logits, yy).item() * len(idx)
+                n += len(idx)
+                if multi:
+                    # The threshold of the predictions.
+                    correct += int(((torch.sigmoid(logits) >= threshold).float() == yy).all(dim=1).sum().item())
+                else:
+                    correct += int((logits.argmax(dim=1) == yy).sum().item())
+        model.train()
+        return tot / max(n, 1), correct / max(n, 1)
+
+    best = BestState(model, torch, device)
+    best_loss, bad_epochs, best_epoch, kept = float("inf"), 0, 0, False
+    per_epoch = math.ceil(len(tr_ids) / bs)
+    for epoch in range(1, params["epochs"] + 1):
+        model.train()
+        order = list(range(len(tr_ids)))
+        gen.shuffle(order)
+        tot, n = 0.0, 0
+        t_epoch = time.time()
+        for idx, inp, att in batches(torch, device, tr_ids, order, bs, pad_id):
+            stop.check()
+            logits = forward(inp, att)
+            loss = loss_fn(logits, tr_y[idx].to(device))
+            opt.zero_grad(set_to_none=True)
+            if scaler is not None:
+                scaler.scale(loss).backward()
+                if params["max_grad_norm"] > 0:
+                    scaler.unscale_(opt)
+                    torch.nn.utils.clip_grad_norm_(trainable, params["max_grad_norm"])
+                scaler.step(opt)
+                scaler.update()
+            else:
+                loss.backward()
+                if params["max_grad_norm"] > 0:
+                    torch.nn.utils.clip_grad_norm_(trainable, params["max_grad_norm"])
+                opt.step()
+            sched.step()
+            tot += loss.item() * len(idx)
+            n += len(idx)
+            clock["done"] += 1
+            clock["real"] += 1
+            now = time.time()
+            if now - clock["last"] >= 0.2 or clock["done"] == total_steps:
+                clock["last"] = now
+                rate = clock["done"] / max(now - clock["t0"], 1e-9)
+                ev.progress("fit", clock["done"], total_steps, (total_steps - clock["done"]) / rate)
+        clock["fit_s"] += time.time() - t_epoch
+        ev.metric("train", name + "/loss", tot / max(n, 1), epoch)
+        if not val_ex:
+            continue
+        vloss, vacc = evaluate(va_ids, va_y)
+        ev.metric("val", name + "/loss", vloss, epoch)
+        ev.metric("val", name + "/accuracy", vacc, epoch)
+        if vloss < best_loss:
+            best_loss, best_epoch, bad_epochs = vloss, epoch, 0
+            if epoch < params["epochs"]:
+                best.keep()
+                kept = True
+            else:
+                kept = False  # the model as it is holds the best epoch
+        else:
+            bad_epochs += 1
+            if params["patience"] >= 0 and bad_epochs > params["patience"]:
+                ev.log("info", "%s: val loss has not improved for %d epochs: stopping after epoch %d"
+                       % (name, bad_epochs, epoch))
+                skipped = (params["epochs"] - epoch) * per_epoch
+                clock["done"] += skipped
+                ev.progress("fit", clock["done"], total_steps)
+                break
+    if kept and best_epoch != epoch:
+        best.restore()
+    if best_epoch:
+        metrics[name + "/best_epoch"] = best_epoch
+    vacc = None
+    if val_ex:
+        vloss, vacc = evaluate(va_ids, va_y)
+        metrics[name + "/val_loss"] = vloss
+        metrics[name + "/val_accuracy"] = vacc
+    del best, opt, sched, scaler
+
+    model.eval()
+    card = model_card(spec, s, params, labels, loaded, {
+        "precision": precision, "seed": seed, "train_items": len(train_ex), "val_items": len(val_ex),
+        "best_epoch": best_epoch or None, "val_accuracy": vacc, "packages": versions})
+    saved.append(save_model(spec["workdir"], loaded, card))
+
+    ev.status("predicting", "predicting %s" % name)
+    return predict(torch, device, forward, loaded, splits, s, labels, params, stop, pf)
+
+
+def predict(torch, device, forward, loaded, splits, s, labels, params, stop, pf):
+    """Writes to pf the predictions of forward for schema s on every split
+    but train (prediction_row), and returns how many."""
+    name, multi, threshold, bs = s["name"], s["kind"] == "multilabel", params["threshold"], params["batch_size"]
+    n_pred = 0
+    for split in sorted(splits):
+        if split == "train":
+            continue
+        rows = splits[split]
+        ids = loaded.encode([r["text"] for r in rows])
+        with torch.no_grad():
+            for idx, inp, att in batches(torch, device, ids, list(range(len(ids))), bs, loaded.pad_id):
+                stop.check()
+                logits = forward(inp, att).cpu()
+                for r, j in enumerate(idx):
+                    row = logits[r].tolist()
+                    probs = [sigmoid(x) for x in row] if multi else softmax(row)
+                    pf.write(json.dumps(prediction_row(rows[j]["instance_id"], name, probs, labels,
+                                                       multi, threshold),
+                                        separators=(",", ":"), ensure_ascii=False) + "\n")
+                    n_pred += 1
+    return n_pred
+

@@ -1,0 +1,55 @@
+"""The command: --spec SPEC, checked before anything is imported, then the
+training loop; every way it ends becomes its event and exit code
+(potato-events(5))."""
+
+import argparse
+import sys
+
+from .device import is_oom
+from .events import Events
+from .loop import Stop, train
+from .spec import (Cancelled, EXIT_BAD_SPEC, EXIT_CANCELLED, EXIT_FINISHED, EXIT_OUT_OF_MEMORY, EXIT_UNEXPECTED, TRAINER,
+                   TrainerError, check_schemas, parse_params, read_spec)
+
+
+def main(argv=None, stdout=None, stderr=None, env=None):
+    """Runs the trainer; returns its exit code."""
+    stdout = stdout or sys.stdout
+    stderr = stderr or sys.stderr
+    ap = argparse.ArgumentParser(prog=TRAINER, description="Fine-tune a text classifier on a potato-training bundle.")
+    ap.add_argument("--spec", required=True, help="the run's spec.json")
+    try:
+        args = ap.parse_args(argv)
+    except SystemExit as e:
+        return EXIT_BAD_SPEC if e.code else EXIT_FINISHED
+    ev = Events(stdout)
+    stop = Stop()
+    stop.install()
+    try:
+        spec = read_spec(args.spec)
+        parse_params(spec["params"])
+        check_schemas(spec)
+        train(spec, ev, stop, env)
+        return EXIT_FINISHED
+    except Cancelled:
+        ev.status("cancelled", "stopped on request")
+        return EXIT_CANCELLED
+    except TrainerError as e:
+        detail = getattr(e, "detail", "")
+        if detail:
+            ev.log("error", detail)
+            stderr.write("%s: %s\n" % (TRAINER, detail))
+        ev.error(e.code, e.message, e.hint)
+        stderr.write("%s: error: %s\n" % (TRAINER, e.message))
+        return e.exit_code
+    except Exception as e:  # noqa: BLE001 - every failure becomes an error event
+        if is_oom(sys.modules.get("torch"), e):
+            msg = "out of memory: %s: lower batch_size or max_length (--param batch_size=N, --param max_length=N)" % e
+            ev.error("out_of_memory", msg)
+            stderr.write("%s: error: %s\n" % (TRAINER, msg))
+            return EXIT_OUT_OF_MEMORY
+        ev.error("fit_failed", "%s: %s" % (type(e).__name__, e))
+        import traceback
+        traceback.print_exc(file=stderr)
+        return EXIT_UNEXPECTED
+

@@ -1,0 +1,370 @@
+"""The models: the built-in hashed n-gram model (model=builtin:ngram, torch
+alone) and a transformers sequence classifier, fine-tuned whole or with
+LoRA through peft. load_model returns either as a Loaded: the module, how
+it encodes texts, and how it saves itself beside its tokenizer."""
+
+import importlib
+import os
+import re
+import zlib
+
+from .artifacts import write_json
+from .hub import pretrained
+from .packages import release
+from .spec import EXIT_BAD_SPEC, EXIT_MODEL_UNAVAILABLE, TrainerError, is_builtin
+
+# Files that mean a model directory holds a tokenizer of its own.
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt",
+                   "vocab.json", "spiece.model", "sentencepiece.bpe.model")
+# Files that mean a model directory holds weights; a directory without any
+# is built from its config.json with random weights.
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".h5", ".msgpack")
+# LoRA target modules by config.model_type: the attention's query and value
+# projections, as each architecture names them.
+LORA_TARGETS = {
+    "bert": ["query", "value"],
+    "roberta": ["query", "value"],
+    "xlm-roberta": ["query", "value"],
+    "camembert": ["query", "value"],
+    "electra": ["query", "value"],
+    "albert": ["query", "value"],
+    "mpnet": ["q", "v"],
+    "distilbert": ["q_lin", "v_lin"],
+    "deberta": ["in_proj"],
+    "deberta-v2": ["query_proj", "value_proj"],
+    "modernbert": ["Wqkv"],
+    "gpt2": ["c_attn"],
+    "bart": ["q_proj", "v_proj"],
+    "mbart": ["q_proj", "v_proj"],
+    "t5": ["q", "v"],
+    "mt5": ["q", "v"],
+    "llama": ["q_proj", "v_proj"],
+    "mistral": ["q_proj", "v_proj"],
+    "qwen2": ["q_proj", "v_proj"],
+    "gemma": ["q_proj", "v_proj"],
+    "phi": ["q_proj", "v_proj"],
+}
+# The fallback for another architecture: linear layers whose own name is one
+# of these; when none is, every linear layer but the classification head.
+LORA_FALLBACK_NAMES = ("query", "value", "q_proj", "v_proj", "q_lin", "v_lin",
+                       "c_attn", "Wqkv", "qkv", "query_key_value", "q", "v")
+HEAD_NAMES = ("classifier", "score", "pre_classifier", "classification_head")
+
+
+class HashTokenizer:
+    """The tokenizer of a model directory that has none (a config.json
+    alone, as built for a test): lowercased words and punctuation, each
+    hashed (CRC-32) into the config's vocabulary, after [CLS] and before
+    [SEP]. It needs no file and no download; its settings are saved beside
+    the model as hash-tokenizer.json."""
+
+    FORMAT = "potato-hash-tokenizer"
+    WORD = re.compile(r"\w+|[^\w\s]", re.UNICODE)
+
+    def __init__(self, vocab_size, pad_id=0, unk_id=1, cls_id=2, sep_id=3):
+        self.vocab_size = vocab_size
+        self.pad_id, self.unk_id, self.cls_id, self.sep_id = pad_id, unk_id, cls_id, sep_id
+        self.first = max(pad_id, unk_id, cls_id, sep_id) + 1
+        if vocab_size - self.first < 4:
+            raise ValueError("vocab_size %d is too small for the fallback tokenizer" % vocab_size)
+
+    def word_id(self, word):
+        return self.first + zlib.crc32(word.encode("utf-8")) % (self.vocab_size - self.first)
+
+    def encode(self, text, max_length):
+        ids = [self.word_id(w) for w in self.WORD.findall(text.lower())]
+        ids = [self.cls_id] + ids[:max(0, max_length - 2)] + [self.sep_id]
+        return ids[:max_length]
+
+    def settings(self):
+        return {"format": self.FORMAT, "v": 1, "vocab_size": self.vocab_size, "lowercase": True,
+                "pattern": self.WORD.pattern, "hash": "crc32", "pad_id": self.pad_id,
+                "unk_id": self.unk_id, "cls_id": self.cls_id, "sep_id": self.sep_id}
+
+
+def has_tokenizer(model_dir):
+    return any(os.path.exists(os.path.join(model_dir, f)) for f in TOKENIZER_FILES)
+
+
+def has_weights(model_dir):
+    try:
+        names = os.listdir(model_dir)
+    except OSError:
+        return False
+    return any(n.endswith(WEIGHT_SUFFIXES) for n in names)
+
+
+class NgramFeaturizer:
+    """builtin:ngram's tokenizer: the lowercased words and punctuation of a
+    text (the first max_length of them), their word n-grams up to
+    word_ngrams and, with char_ngrams, the character n-grams of each word
+    with its boundaries; each hashed (CRC-32) into 1..buckets-1. 0 is
+    padding; a text with no feature gets the one id 1."""
+
+    WORD = re.compile(r"\w+|[^\w\s]", re.UNICODE)
+
+    def __init__(self, buckets, word_ngrams=2, char_ngrams=0, max_length=128):
+        self.buckets, self.word_ngrams, self.char_ngrams = buckets, word_ngrams, char_ngrams
+        self.max_length = max_length
+
+    def _id(self, s):
+        return 2 + zlib.crc32(s.encode("utf-8")) % (self.buckets - 2)
+
+    def encode(self, text):
+        words = self.WORD.findall((text or "").lower())[:self.max_length]
+        ids = []
+        for n in range(1, self.word_ngrams + 1):
+            for i in range(len(words) - n + 1):
+                ids.append(self._id("w%d:" % n + " ".join(words[i:i + n])))
+        if self.char_ngrams:
+            k = self.char_ngrams
+            for w in words:
+                b = "<" + w + ">"
+                for i in range(max(1, len(b) - k + 1)):
+                    ids.append(self._id("c:" + b[i:i + k]))
+        return ids or [1]
+
+    def settings(self):
+        return {"format": "potato-ngram-features", "v": 1, "buckets": self.buckets, "lowercase": True,
+                "pattern": self.WORD.pattern, "hash": "crc32", "offset": 2, "pad_id": 0, "empty_id": 1,
+                "word_ngrams": self.word_ngrams, "char_ngrams": self.char_ngrams,
+                "max_length": self.max_length}
+
+
+def ngram_model_class(torch):
+    nn = torch.nn
+
+    class NgramClassifier(nn.Module):
+        """The mean of the hashed n-grams' embeddings, then a linear head."""
+
+        def __init__(self, buckets, dim, n_labels):
+            nn.Module.__init__(self)
+            self.embed = nn.Embedding(buckets, dim, padding_idx=0)
+            nn.init.uniform_(self.embed.weight, -0.1, 0.1)
+            with torch.no_grad():
+                self.embed.weight[0].zero_()
+            self.dropout = nn.Dropout(0.1)
+            self.classifier = nn.Linear(dim, n_labels)
+
+        def forward(self, input_ids, attention_mask):
+            m = attention_mask.unsqueeze(-1).to(self.embed.weight.dtype)
+            pooled = (self.embed(input_ids) * m).sum(1) / m.sum(1).clamp(min=1.0)
+            return self.classifier(self.dropout(pooled))
+
+    return NgramClassifier
+
+
+class Loaded:
+    """A model ready to train: the module, how to encode texts, the padding
+    id, how to save it, and what it is, for the log and the model card."""
+
+    def __init__(self, model, encode, pad_id, save, card, describe):
+        self.model, self.encode, self.pad_id, self.save = model, encode, pad_id, save
+        self.card, self.describe = card, describe
+
+
+def load_builtin(params, labels, multi, torch):
+    feats = NgramFeaturizer(params["buckets"], params["word_ngrams"], params["char_ngrams"], params["max_length"])
+    model = ngram_model_class(torch)(params["buckets"], params["embed_dim"], len(labels))
+
+    def save(out_dir):
+        os.makedirs(out_dir, exist_ok=True)
+        torch.save(model.state_dict(), os.path.join(out_dir, "model.pt"))
+        write_json(os.path.join(out_dir, "ngram.json"), dict(
+            feats.settings(), embed_dim=params["embed_dim"], num_labels=len(labels),
+            id2label={str(i): l for i, l in enumerate(labels)}, label2id={l: i for i, l in enumerate(labels)},
+            problem_type="multi_label_classification" if multi else "single_label_classification"))
+        return ["model.pt", "ngram.json"]
+
+    n = sum(p.numel() for p in model.parameters())
+    return Loaded(model, lambda texts: [feats.encode(t) for t in texts], 0, save,
+                  {"base_model": params["model"], "lora": None, "max_length": params["max_length"]},
+                  "builtin:ngram: %d buckets of %d dimensions, word n-grams to %d%s, %d parameters" % (
+                      params["buckets"], params["embed_dim"], params["word_ngrams"],
+                      ", char %d-grams" % params["char_ngrams"] if params["char_ngrams"] else "", n))
+
+
+def _version(mod):
+    return release(getattr(mod, "__version__", "0"))
+
+
+def _dtype_kw(transformers, torch):
+    """Weights in fp32 for training: transformers 5 loads dtype="auto" (the
+    checkpoint's fp16 or bf16) by default; before 4.56 the key is torch_dtype."""
+    return {"dtype": torch.float32} if _version(transformers) >= (4, 56) else {"torch_dtype": torch.float32}
+
+
+def clamp_max_length(requested, config, tokenizer_max=None):
+    """max_length, at most what the model's position embeddings hold
+    (RoBERTa-style models lose two positions to their padding offset) and
+    what the tokenizer says: (length, why it was lowered or "")."""
+    limit, why = None, ""
+    mpe = getattr(config, "max_position_embeddings", None)
+    if isinstance(mpe, int) and mpe > 0:
+        offset = 2 if getattr(config, "model_type", "") in ("roberta", "xlm-roberta", "camembert") else 0
+        limit, why = mpe - offset, "max_position_embeddings %d" % mpe
+    if isinstance(tokenizer_max, int) and 0 < tokenizer_max < 1000000 and (limit is None or tokenizer_max < limit):
+        limit, why = tokenizer_max, "the tokenizer's model_max_length %d" % tokenizer_max
+    if limit is not None and requested > limit:
+        return limit, "max_length %d is more than the model's %s: using %d" % (requested, why, limit)
+    return requested, ""
+
+
+def _conv1d_class(transformers):
+    try:
+        return importlib.import_module(transformers.__name__ + ".pytorch_utils").Conv1D
+    except (ImportError, AttributeError):
+        return None
+
+
+def lora_targets(model, config, explicit, torch, conv1d=None):
+    """LoRA's target modules and why: the param, else the table when the
+    model has those modules, else its linear (or GPT-2 Conv1D) layers named
+    like attention projections, else every such layer but the head. Never
+    empty: a model with none is refused."""
+    kinds = (torch.nn.Linear,) + ((conv1d,) if conv1d is not None else ())
+    every, layers, is_conv = set(), set(), set()
+    for name, mod in model.named_modules():
+        parts = name.split(".")
+        every.add(parts[-1])
+        if not isinstance(mod, kinds) or any(h in parts for h in HEAD_NAMES):
+            continue
+        layers.add(parts[-1])
+        if conv1d is not None and isinstance(mod, conv1d):
+            is_conv.add(parts[-1])
+    mt = getattr(config, "model_type", "") or "?"
+    if explicit:
+        absent = [t for t in explicit if t not in every]
+        if absent:
+            raise TrainerError(EXIT_BAD_SPEC, "bad_spec",
+                               "param target_modules: %s has no module named %s; its linear layers are %s"
+                               % (mt, ", ".join(absent), ", ".join(sorted(layers)) or "none"))
+        targets, why = list(explicit), "param"
+    elif mt in LORA_TARGETS and all(t in layers for t in LORA_TARGETS[mt]):
+        targets, why = list(LORA_TARGETS[mt]), "model type " + mt
+    elif layers & set(LORA_FALLBACK_NAMES):
+        targets, why = sorted(layers & set(LORA_FALLBACK_NAMES)), "attention projections of model type " + mt
+    else:
+        targets, why = sorted(layers), "every linear layer of model type " + mt
+    if not targets:
+        raise TrainerError(EXIT_BAD_SPEC, "bad_spec",
+                           "LoRA: model type %s has no linear layer to adapt: pass --param target_modules=NAMES "
+                           "or --param lora=false" % mt)
+    return targets, why, bool(is_conv & set(targets))
+
+
+class TokenizerCache:
+    """The run's transformers tokenizer (or hashing fallback), loaded once."""
+    value = None
+
+
+def load_transformers(params, labels, multi, torch, transformers, peft, env, ev, cache):
+    src = params["model"]
+    local = os.path.isdir(src)
+    kw = {"num_labels": len(labels),
+          "id2label": {i: l for i, l in enumerate(labels)},
+          "label2id": {l: i for i, l in enumerate(labels)},
+          "problem_type": "multi_label_classification" if multi else "single_label_classification"}
+    config = pretrained(transformers.AutoConfig.from_pretrained, src, env, **kw)
+    random_init = local and not has_weights(src)
+
+    if cache.value is None:
+        if local and not has_tokenizer(src):
+            if not random_init:
+                raise TrainerError(EXIT_MODEL_UNAVAILABLE, "model_unavailable",
+                                   "%s holds weights but no tokenizer (none of %s): save the model's tokenizer "
+                                   "there with save_pretrained; a pretrained model cannot be trained on other "
+                                   "tokens" % (src, ", ".join(TOKENIZER_FILES)))
+            pad = config.pad_token_id if getattr(config, "pad_token_id", None) is not None else 0
+            unk, cls, sep = [i for i in range(5) if i != pad][:3]
+            tok = HashTokenizer(config.vocab_size, pad_id=pad, unk_id=unk, cls_id=cls, sep_id=sep)
+            max_len, why = clamp_max_length(params["max_length"], config)
+            ev.log("info", "%s has no tokenizer and no weights: using the hashing tokenizer over its %d-word "
+                   "vocabulary" % (src, config.vocab_size))
+
+            def encode(texts):
+                return [tok.encode(t, max_len) for t in texts]
+
+            def save_tok(d):
+                write_json(os.path.join(d, "hash-tokenizer.json"), tok.settings())
+            cache.value = (encode, tok.pad_id, save_tok, max_len, why, "hash-tokenizer.json")
+        else:
+            hf_tok = pretrained(transformers.AutoTokenizer.from_pretrained, src, env)
+            if hf_tok.pad_token is None:
+                hf_tok.pad_token = hf_tok.eos_token or hf_tok.unk_token
+                if hf_tok.pad_token is not None:
+                    ev.log("info", "the tokenizer of %s has no pad token: batches are padded with %s, which the "
+                           "attention mask hides" % (src, hf_tok.pad_token))
+            if hf_tok.pad_token is None:
+                raise TrainerError(EXIT_BAD_SPEC, "bad_spec", "the tokenizer of %s has no pad, eos or unk token to "
+                                   "pad batches with" % src)
+            max_len, why = clamp_max_length(params["max_length"], config, getattr(hf_tok, "model_max_length", None))
+            fill = hf_tok.unk_token_id if getattr(hf_tok, "unk_token_id", None) is not None else hf_tok.pad_token_id
+
+            def encode(texts):
+                texts = [t if t else " " for t in texts]
+                if not texts:
+                    return []
+                ids = hf_tok(texts, truncation=True, max_length=max_len)["input_ids"]
+                return [list(x) or [fill] for x in ids]
+            cache.value = (encode, hf_tok.pad_token_id, hf_tok.save_pretrained, max_len, why, "the model's")
+        if cache.value[4]:
+            ev.log("warning", cache.value[4])
+    encode, pad_id, save_tok, max_len, _, tok_kind = cache.value
+    if getattr(config, "pad_token_id", None) is None:
+        config.pad_token_id = pad_id
+
+    if random_init:
+        model = transformers.AutoModelForSequenceClassification.from_config(config)
+        ev.log("info", "%s holds no weights: built from its config with random weights" % src)
+    else:
+        model = pretrained(transformers.AutoModelForSequenceClassification.from_pretrained, src, env,
+                           config=config, ignore_mismatched_sizes=True, **_dtype_kw(transformers, torch))
+    model.float()
+    lora = None
+    if params["lora"]:
+        targets, why, conv = lora_targets(model, config, params["target_modules"], torch, _conv1d_class(transformers))
+        # The head is new: train all of it (DistilBERT's has two layers,
+        # and peft's default saves only "classifier").
+        head = [n for n, _ in model.named_children() if n in HEAD_NAMES]
+        lkw = dict(task_type=peft.TaskType.SEQ_CLS, r=params["lora_r"], lora_alpha=params["lora_alpha"],
+                   lora_dropout=params["lora_dropout"], target_modules=targets, modules_to_save=head or None)
+        if conv:
+            lkw["fan_in_fan_out"] = True
+        model = peft.get_peft_model(model, peft.LoraConfig(**lkw))
+        lora = {"r": params["lora_r"], "alpha": params["lora_alpha"], "dropout": params["lora_dropout"],
+                "target_modules": targets, "modules_to_save": head, "why": why}
+    n_train = sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+    def save(out_dir):
+        os.makedirs(out_dir, exist_ok=True)
+        if lora is None:
+            model.save_pretrained(out_dir)
+        elif params["merge"]:
+            # The adapter first, then the base with the adapter merged in:
+            # the directory itself loads with from_pretrained alone.
+            model.save_pretrained(os.path.join(out_dir, "adapter"))
+            config.save_pretrained(os.path.join(out_dir, "adapter"))
+            merged = model.merge_and_unload()
+            merged.save_pretrained(out_dir)
+        else:
+            model.save_pretrained(out_dir)
+            config.save_pretrained(out_dir)
+        save_tok(out_dir)
+        if lora is not None and params["merge"]:
+            save_tok(os.path.join(out_dir, "adapter"))
+        return []
+
+    what = "LoRA on %s (%s)" % (",".join(lora["target_modules"]), lora["why"]) if lora else "full fine-tuning"
+    return Loaded(model, encode, pad_id, save,
+                  {"base_model": src, "lora": lora, "max_length": max_len, "tokenizer": tok_kind},
+                  "%s: %s, %d trainable parameters" % (src, what, n_train))
+
+
+def load_model(params, labels, multi, mods, env, ev, cache):
+    """The model of params["model"] for one schema (Loaded)."""
+    if is_builtin(params["model"]):
+        return load_builtin(params, labels, multi, mods["torch"])
+    return load_transformers(params, labels, multi, mods["torch"], mods["transformers"], mods.get("peft"),
+                             env, ev, cache)
+

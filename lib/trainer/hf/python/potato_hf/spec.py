@@ -1,0 +1,174 @@
+"""The run's spec.json (TrainingSpec v1 of potato-events(5)) and its
+params: what the trainer is asked to do, checked before anything is
+imported, and the exit codes and errors it ends with."""
+
+import json
+import math
+
+TRAINER = "hf-text-classification"
+MODEL_VERSION = "hf-text-classification/1"
+DEFAULT_MODEL = "distilbert-base-uncased"
+# model=builtin:NAME selects a model of models.py, which needs torch alone.
+BUILTIN_PREFIX = "builtin:"
+BUILTIN_MODELS = ("ngram",)
+
+# The exit codes of potato-events(5).
+EXIT_FINISHED = 0
+EXIT_UNEXPECTED = 1
+EXIT_BAD_SPEC = 2
+EXIT_MISSING_DEPENDENCY = 3
+EXIT_CANCELLED = 4
+EXIT_OUT_OF_MEMORY = 5
+# A model that is neither a directory nor in the cache, and cannot be
+# downloaded, is a missing dependency of the run (exit 3).
+EXIT_MODEL_UNAVAILABLE = EXIT_MISSING_DEPENDENCY
+
+
+class TrainerError(Exception):
+    """A failure with its exit code and error code (potato-events(5))."""
+
+    def __init__(self, exit_code, code, message, hint=""):
+        Exception.__init__(self, message)
+        self.exit_code = exit_code
+        self.code = code
+        self.message = message
+        self.hint = hint
+
+
+class Cancelled(Exception):
+    """SIGTERM arrived: stop without a result."""
+
+
+def read_spec(path):
+    """Reads and checks spec.json (TrainingSpec v1)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            spec = json.load(f)
+    except (OSError, ValueError) as e:
+        raise TrainerError(EXIT_BAD_SPEC, "bad_spec", "%s: %s" % (path, e))
+    if not isinstance(spec, dict):
+        raise TrainerError(EXIT_BAD_SPEC, "bad_spec", "%s: not a JSON object" % path)
+    if spec.get("v") != 1:
+        raise TrainerError(EXIT_BAD_SPEC, "bad_spec", "%s: version %r, want 1" % (path, spec.get("v")))
+    if spec.get("trainer") != TRAINER:
+        raise TrainerError(EXIT_BAD_SPEC, "unknown_trainer",
+                           "%s: trainer %r is not %s" % (path, spec.get("trainer"), TRAINER))
+    if not spec.get("schemas"):
+        raise TrainerError(EXIT_BAD_SPEC, "bad_spec", "%s: no schemas" % path)
+    if not spec.get("bundle_dir") or not spec.get("workdir"):
+        raise TrainerError(EXIT_BAD_SPEC, "bad_spec", "%s: bundle_dir and workdir are required" % path)
+    spec.setdefault("params", {})
+    spec.setdefault("limits", {})
+    if spec["params"] is None:
+        spec["params"] = {}
+    if spec["limits"] is None:
+        spec["limits"] = {}
+    return spec
+
+
+# name: (kind, default). Values arrive as strings (--param KEY=VALUE).
+PARAMS = {
+    "model": ("str", DEFAULT_MODEL),
+    "lora": ("bool", True),
+    "merge": ("bool", False),
+    "lora_r": ("int", 8),
+    "lora_alpha": ("int", 16),
+    "lora_dropout": ("float", 0.1),
+    "target_modules": ("list", None),
+    "epochs": ("int", None),  # 3; 8 for builtin:ngram
+    "batch_size": ("int", None),  # 16; 32 for builtin:ngram
+    "learning_rate": ("float", None),  # 2e-4 with LoRA, 2e-5 without, 0.01 for builtin:ngram
+    "weight_decay": ("float", 0.01),
+    "warmup_ratio": ("float", 0.06),
+    "max_length": ("int", 128),
+    "patience": ("int", 1),
+    "precision": ("str", "auto"),
+    "threshold": ("float", 0.5),
+    "max_grad_norm": ("float", 1.0),
+    # builtin:ngram
+    "buckets": ("int", 1 << 16),
+    "embed_dim": ("int", 32),
+    "word_ngrams": ("int", 2),
+    "char_ngrams": ("int", 0),
+}
+
+
+def is_builtin(model):
+    return model.startswith(BUILTIN_PREFIX)
+
+
+def _bad_param(key, value, what):
+    return TrainerError(EXIT_BAD_SPEC, "bad_spec", "param %s=%r is not %s" % (key, value, what))
+
+
+def parse_params(raw):
+    """The spec's params, typed, with defaults. Unknown keys are ignored."""
+    raw = raw or {}
+    out = {}
+    for key, (kind, default) in PARAMS.items():
+        if key not in raw or raw[key] in (None, ""):
+            out[key] = default
+            continue
+        v = raw[key]
+        s = str(v).strip()
+        if kind == "str":
+            out[key] = s
+        elif kind == "bool":
+            if s.lower() in ("1", "true", "yes", "on"):
+                out[key] = True
+            elif s.lower() in ("0", "false", "no", "off"):
+                out[key] = False
+            else:
+                raise _bad_param(key, v, "true or false")
+        elif kind == "int":
+            try:
+                out[key] = int(s)
+            except ValueError:
+                raise _bad_param(key, v, "a whole number")
+        elif kind == "float":
+            try:
+                x = float(s)
+            except ValueError:
+                raise _bad_param(key, v, "a number")
+            if not math.isfinite(x):
+                raise _bad_param(key, v, "a number")
+            out[key] = x
+        elif kind == "list":
+            out[key] = [p.strip() for p in s.split(",") if p.strip()]
+    builtin = is_builtin(out["model"])
+    if builtin and out["model"][len(BUILTIN_PREFIX):] not in BUILTIN_MODELS:
+        raise _bad_param("model", raw.get("model"), "a directory, a model name or one of "
+                         + ", ".join(BUILTIN_PREFIX + m for m in BUILTIN_MODELS))
+    if out["epochs"] is None:
+        out["epochs"] = 8 if builtin else 3
+    if out["batch_size"] is None:
+        out["batch_size"] = 32 if builtin else 16
+    for key in ("epochs", "batch_size", "max_length", "lora_r", "lora_alpha", "embed_dim", "word_ngrams"):
+        if out[key] < 1:
+            raise _bad_param(key, raw.get(key), "1 or more")
+    if out["buckets"] < 16:
+        raise _bad_param("buckets", raw.get("buckets"), "16 or more")
+    if out["char_ngrams"] < 0:
+        raise _bad_param("char_ngrams", raw.get("char_ngrams"), "0 (none) or more")
+    if out["max_grad_norm"] < 0:
+        raise _bad_param("max_grad_norm", raw.get("max_grad_norm"), "0 (no clipping) or more")
+    if not 0 <= out["lora_dropout"] < 1:
+        raise _bad_param("lora_dropout", raw.get("lora_dropout"), "at least 0 and below 1")
+    if out["learning_rate"] is None:
+        out["learning_rate"] = 0.01 if builtin else (2e-4 if out["lora"] else 2e-5)
+    elif out["learning_rate"] <= 0:
+        raise _bad_param("learning_rate", raw.get("learning_rate"), "more than 0")
+    if out["precision"] not in ("auto", "fp32", "bf16", "fp16"):
+        raise _bad_param("precision", raw.get("precision"), "auto, fp32, bf16 or fp16")
+    if not 0 < out["threshold"] < 1:
+        raise _bad_param("threshold", raw.get("threshold"), "between 0 and 1")
+    return out
+
+
+def check_schemas(spec):
+    for s in spec["schemas"]:
+        if s.get("kind") not in ("nominal", "multilabel"):
+            raise TrainerError(EXIT_BAD_SPEC, "validation_failed",
+                               "schema %s is %s (%s): %s learns radio, select and multiselect schemas"
+                               % (s.get("name"), s.get("kind"), s.get("annotation_type"), TRAINER))
+

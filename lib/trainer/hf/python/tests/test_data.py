@@ -1,0 +1,86 @@
+"""Unit tests of the bundle, the labels and examples, the prediction rows."""
+
+import json
+import os
+import tempfile
+import unittest
+
+from support import write_bundle
+from potato_hf import data, spec
+
+
+class TestBundle(unittest.TestCase):
+    def test_read_and_labels(self):
+        with tempfile.TemporaryDirectory() as d:
+            write_bundle(d, {
+                "train": [{"instance_id": "a", "text": "good", "targets": {"s": "pos"}},
+                          {"instance_id": "b", "text": "bad", "targets": {"s": "zzz"}},
+                          {"instance_id": "c", "text": "meh", "targets": {"s": "mid"}}],
+                "val": [{"instance_id": "v", "text": "fine", "targets": {"s": "neg"}}],
+                "unlabeled": [{"instance_id": "u", "text": "who knows"}],
+            }, labels={"s": ["extra", "mid", "neg", "pos"]})
+            manifest, splits = data.read_bundle(d)
+            self.assertEqual(sorted(splits), ["train", "unlabeled", "val"])
+            self.assertEqual(splits["unlabeled"][0]["targets"], {})
+            schema = {"name": "s", "kind": "nominal", "labels": ["pos", "neg"]}
+            order = data.label_order(schema, manifest, splits["train"])
+            self.assertEqual(order, ["pos", "neg", "extra", "mid", "zzz"])
+            ex = data.examples(splits["train"], schema, order)
+            self.assertEqual(ex, [("a", "good", 0), ("b", "bad", 4), ("c", "meh", 3)])
+            self.assertEqual(data.examples(splits["unlabeled"], schema, order), [])
+
+    def test_multilabel_examples(self):
+        schema = {"name": "m", "kind": "multilabel", "labels": ["x", "y", "z"]}
+        rows = [{"instance_id": "a", "text": "t", "targets": {"m": ["z", "x"]}},
+                {"instance_id": "b", "text": "t", "targets": {"m": []}},
+                {"instance_id": "c", "text": "t", "targets": {}}]
+        self.assertEqual(data.examples(rows, schema, ["x", "y", "z"]),
+                         [("a", "t", [1.0, 0.0, 1.0]), ("b", "t", [0.0, 0.0, 0.0])])
+
+    def test_bad_bundle(self):
+        with tempfile.TemporaryDirectory() as d:
+            write_bundle(d, {"train": []})
+            with open(os.path.join(d, "train.jsonl"), "w") as f:
+                f.write('{"instance_id": "a"}\nnot json\n')
+            with self.assertRaises(spec.TrainerError) as cm:
+                data.read_bundle(d)
+            self.assertEqual(cm.exception.code, "bad_bundle")
+            self.assertIn("train.jsonl:2", cm.exception.message)
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "manifest.json"), "w") as f:
+                json.dump({"v": 1, "splits": {"x": {"path": "../x.jsonl"}}}, f)
+            with self.assertRaises(spec.TrainerError) as cm:
+                data.read_bundle(d)
+            self.assertIn("leaves the bundle", cm.exception.message)
+        with tempfile.TemporaryDirectory() as d:
+            with self.assertRaises(spec.TrainerError) as cm:
+                data.read_bundle(d)
+            self.assertEqual(cm.exception.exit_code, 2)
+
+
+class TestPredictions(unittest.TestCase):
+    def test_nominal(self):
+        probs = data.softmax([0.0, 2.0, 1.0])
+        row = data.prediction_row("i1", "s", probs, ["a", "b", "c"], False)
+        self.assertEqual(row["payload"]["label"], "b")
+        self.assertAlmostEqual(row["confidence"], probs[1])
+        self.assertEqual(row["payload"]["confidence"], row["confidence"])
+        self.assertEqual(sorted(row), ["confidence", "instance_id", "payload", "schema_name"])
+        self.assertAlmostEqual(sum(probs), 1.0)
+
+    def test_multilabel(self):
+        row = data.prediction_row("i1", "m", [0.9, 0.2, 0.6], ["z", "a", "b"], True)
+        self.assertEqual(row["payload"]["label"], "b|z")
+        self.assertAlmostEqual(row["confidence"], 0.6)
+        none = data.prediction_row("i2", "m", [0.1, 0.3], ["x", "y"], True)
+        self.assertEqual(none["payload"]["label"], "")
+        self.assertAlmostEqual(none["confidence"], 0.7)
+
+    def test_sigmoid(self):
+        self.assertAlmostEqual(data.sigmoid(0), 0.5)
+        self.assertAlmostEqual(data.sigmoid(-1000), 0.0)
+        self.assertAlmostEqual(data.sigmoid(1000), 1.0)
+
+
+if __name__ == "__main__":
+    unittest.main()

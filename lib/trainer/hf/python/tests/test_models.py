@@ -1,0 +1,180 @@
+"""Unit tests of the fallback tokenizer and the transformers loader with LoRA, against the stand-ins of testdata/standins where the real packages are absent."""
+
+import io
+import os
+import sys
+import tempfile
+import time
+import unittest
+
+from support import need_torch, spam_bundle, run_main, load_json, predictions, tiny_model, words_of, REAL_HF, STANDINS
+from potato_hf import data, events, models, spec
+
+
+class TestTokenizer(unittest.TestCase):
+    def test_hash(self):
+        tok = models.HashTokenizer(100)
+        ids = tok.encode("The food, the FOOD!", 16)
+        self.assertEqual(ids[0], tok.cls_id)
+        self.assertEqual(ids[-1], tok.sep_id)
+        self.assertEqual(ids[1], ids[4])  # "the" twice
+        self.assertEqual(ids[2], ids[5])  # lowercased
+        self.assertTrue(all(tok.first <= i < 100 for i in ids[1:-1]))
+        self.assertEqual(len(tok.encode("a " * 50, 8)), 8)
+        self.assertEqual(tok.settings()["format"], "potato-hash-tokenizer")
+        with self.assertRaises(ValueError):
+            models.HashTokenizer(6)
+
+    def test_dirs(self):
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "config.json"), "w") as f:
+                f.write("{}")
+            self.assertFalse(models.has_tokenizer(d))
+            self.assertFalse(models.has_weights(d))
+            open(os.path.join(d, "vocab.txt"), "w").close()
+            open(os.path.join(d, "model.safetensors"), "w").close()
+            self.assertTrue(models.has_tokenizer(d))
+            self.assertTrue(models.has_weights(d))
+
+
+@need_torch
+class TestTransformersLoader(unittest.TestCase):
+    """The transformers and peft path. Where the real packages are absent
+    (CI), the stand-ins of testdata/standins take their place."""
+
+    @classmethod
+    def setUpClass(cls):
+        if not REAL_HF and STANDINS not in sys.path:
+            sys.path.insert(0, STANDINS)
+
+    def setUp(self):
+        if REAL_HF:
+            self.skipTest("the stand-ins' checkpoints are not real transformers checkpoints")
+
+    def run_tiny(self, d, params, model_type="bert", max_pos=64, env=None, **kw):
+        splits = spam_bundle(d, n=300)
+        mdir = tiny_model(os.path.join(d, "m"), model_type, words_of(splits), max_pos, **kw)
+        p = {"model": mdir, "epochs": "3", "learning_rate": "0.01"}
+        p.update(params)
+        code, evs, err = run_main(d, p, env=env or {})
+        return splits, mdir, code, evs, err
+
+    def test_lora_artifact(self):
+        with tempfile.TemporaryDirectory() as d:
+            _, _, code, evs, err = self.run_tiny(d, {})
+            self.assertEqual(code, 0, err)
+            out = os.path.join(d, "work", "model-spam")
+            for f in ("adapter_config.json", "adapter_model.bin", "config.json", "vocab.txt", "model_card.json",
+                      "labels.json"):
+                self.assertTrue(os.path.exists(os.path.join(out, f)), f)
+            cfg = load_json(os.path.join(out, "config.json"))
+            self.assertEqual((cfg["id2label"], cfg["label2id"]), ({"0": "spam", "1": "ham"}, {"spam": 0, "ham": 1}))
+            card = load_json(os.path.join(out, "model_card.json"))
+            self.assertEqual(card["lora"]["target_modules"], ["query", "value"])
+            self.assertFalse(card["merged"])
+            self.assertIn("LoRA on query,value", " ".join(e.get("msg", "") for e in evs))
+
+    def test_merged_loads_alone(self):
+        import torch
+        import transformers
+        with tempfile.TemporaryDirectory() as d:
+            splits, _, code, evs, err = self.run_tiny(d, {"merge": "true"})
+            self.assertEqual(code, 0, err)
+            out = os.path.join(d, "work", "model-spam")
+            self.assertTrue(os.path.exists(os.path.join(out, "adapter", "adapter_config.json")))
+            model = transformers.AutoModelForSequenceClassification.from_pretrained(out, torch_dtype=torch.float32)
+            tok = transformers.AutoTokenizer.from_pretrained(out)
+            self.assertEqual(model.config.id2label, {0: "spam", 1: "ham"})
+            row = splits["test"][0]
+            card = load_json(os.path.join(out, "model_card.json"))
+            ids = tok([row["text"]], truncation=True, max_length=card["max_length"])["input_ids"]
+            with torch.no_grad():
+                logits = model(input_ids=torch.tensor(ids), attention_mask=torch.ones(1, len(ids[0]), dtype=torch.long)).logits
+            probs = data.softmax(logits[0].tolist())
+            pred = [p for p in predictions(d) if p["instance_id"] == row["instance_id"]][0]
+            self.assertEqual(pred["payload"]["label"], ["spam", "ham"][probs.index(max(probs))])
+            self.assertAlmostEqual(pred["confidence"], max(probs), places=4)
+            self.assertTrue(load_json(os.path.join(out, "model_card.json"))["merged"])
+
+    def test_weights_in_fp32(self):
+        import torch
+        with tempfile.TemporaryDirectory() as d:
+            splits = spam_bundle(d, n=50)
+            mdir = tiny_model(os.path.join(d, "m"), vocab_words=words_of(splits))
+            params = spec.parse_params({"model": mdir, "lora": "false"})
+            import transformers
+            loaded = models.load_model(params, ["spam", "ham"], False, {"torch": torch, "transformers": transformers},
+                                   {}, events.Events(io.StringIO()), models.TokenizerCache())
+            self.assertEqual({p.dtype for p in loaded.model.parameters()}, {torch.float32})
+
+    def test_gpt2_conv1d(self):
+        with tempfile.TemporaryDirectory() as d:
+            _, _, code, evs, err = self.run_tiny(d, {}, model_type="gpt2")
+            self.assertEqual(code, 0, err)
+            card = load_json(os.path.join(d, "work", "model-spam", "model_card.json"))
+            self.assertEqual(card["lora"]["target_modules"], ["c_attn"])
+
+    def test_max_length_clamped(self):
+        with tempfile.TemporaryDirectory() as d:
+            _, _, code, evs, err = self.run_tiny(d, {"max_length": "512"}, max_pos=16)
+            self.assertEqual(code, 0, err)
+            self.assertIn("max_length 512 is more than the model's max_position_embeddings 16",
+                          " ".join(e.get("msg", "") for e in evs))
+
+    def test_weights_without_tokenizer_refused(self):
+        with tempfile.TemporaryDirectory() as d:
+            _, mdir, code, evs, _ = self.run_tiny(d, {}, tokenizer=False)
+            self.assertEqual((code, evs[-1]["code"]), (3, "model_unavailable"))
+            self.assertIn("no tokenizer", evs[-1]["message"])
+
+    def test_config_only_uses_hashing_tokenizer(self):
+        with tempfile.TemporaryDirectory() as d:
+            _, _, code, evs, err = self.run_tiny(d, {}, tokenizer=False, weights=False)
+            self.assertEqual(code, 0, err)
+            self.assertTrue(os.path.exists(os.path.join(d, "work", "model-spam", "hash-tokenizer.json")))
+
+    def test_lora_targets(self):
+        import torch
+        import transformers
+        cfg = transformers.PretrainedConfig(model_type="bert")
+        plain = torch.nn.Sequential()
+        plain.add_module("classifier", torch.nn.Linear(2, 2))
+        with self.assertRaises(spec.TrainerError) as cm:
+            models.lora_targets(plain, cfg, None, torch)
+        self.assertIn("no linear layer", cm.exception.message)
+        m = transformers.AutoModelForSequenceClassification.from_config(cfg)
+        with self.assertRaises(spec.TrainerError) as cm:
+            models.lora_targets(m, cfg, ["q_lin"], torch)
+        self.assertIn("no module named q_lin", cm.exception.message)
+        odd = transformers.PretrainedConfig(model_type="distilbert")  # the table's q_lin is absent
+        self.assertEqual(models.lora_targets(m, odd, None, torch)[0], ["query", "value"])
+
+    def test_offline_hub_name(self):
+        with tempfile.TemporaryDirectory() as d:
+            spam_bundle(d, n=50)
+            home = os.path.join(d, "hf-home")
+            env = {"HF_HUB_OFFLINE": "1", "HF_HOME": home}
+            old = {k: os.environ.get(k) for k in env}
+            os.environ.update(env)  # the stand-in reads the process's environment, as transformers does
+            try:
+                t = time.time()
+                code, evs, _ = run_main(d, {"model": "org/absent-model"}, env=env)
+                self.assertLess(time.time() - t, 30)
+                self.assertEqual((code, evs[-1]["code"]), (3, "model_unavailable"))
+                self.assertIn(os.path.join(home, "hub"), evs[-1]["message"])
+                # The same name once in the cache loads offline.
+                splits = spam_bundle(d, n=200)
+                tiny_model(os.path.join(home, "hub", "models--org--cached-model", "snapshots", "main"),
+                           vocab_words=words_of(splits))
+                code, evs, err = run_main(d, {"model": "org/cached-model", "epochs": "1"}, env=env)
+                self.assertEqual(code, 0, err)
+            finally:
+                for k, v in old.items():
+                    if v is None:
+                        os.environ.pop(k, None)
+                    else:
+                        os.environ[k] = v
+
+
+if __name__ == "__main__":
+    unittest.main()

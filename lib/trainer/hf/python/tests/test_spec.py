@@ -1,0 +1,62 @@
+"""Unit tests of spec.json and the params."""
+
+import tempfile
+import unittest
+
+from support import write_spec
+from potato_hf import packages, spec
+
+
+class TestSpec(unittest.TestCase):
+    def test_read(self):
+        with tempfile.TemporaryDirectory() as d:
+            doc = spec.read_spec(write_spec(d, params=None))
+            self.assertEqual(doc["params"], {})
+
+    def test_refused(self):
+        cases = [({"v": 2}, "bad_spec", "version 2"),
+                 ({"trainer": "tfidf-logreg"}, "unknown_trainer", "tfidf-logreg"),
+                 ({"schemas": []}, "bad_spec", "no schemas"),
+                 ({"workdir": ""}, "bad_spec", "workdir")]
+        for over, code, text in cases:
+            with tempfile.TemporaryDirectory() as d:
+                with self.assertRaises(spec.TrainerError) as cm:
+                    spec.read_spec(write_spec(d, **over))
+                self.assertEqual((cm.exception.exit_code, cm.exception.code), (2, code), over)
+                self.assertIn(text, cm.exception.message)
+
+    def test_missing_file(self):
+        with self.assertRaises(spec.TrainerError) as cm:
+            spec.read_spec("/nonexistent/spec.json")
+        self.assertEqual(cm.exception.exit_code, spec.EXIT_BAD_SPEC)
+
+    def test_params(self):
+        p = spec.parse_params({"epochs": "5", "lora": "false", "batch_size": "8", "target_modules": "q, v",
+                             "unknown": "x"})
+        self.assertEqual((p["epochs"], p["lora"], p["batch_size"], p["target_modules"]), (5, False, 8, ["q", "v"]))
+        self.assertEqual(p["learning_rate"], 2e-5)
+        self.assertEqual(spec.parse_params({})["learning_rate"], 2e-4)
+        self.assertEqual(spec.parse_params({})["model"], spec.DEFAULT_MODEL)
+        self.assertEqual((spec.parse_params({})["epochs"], spec.parse_params({})["batch_size"]), (3, 16))
+        b = spec.parse_params({"model": "builtin:ngram"})
+        self.assertEqual((b["learning_rate"], b["epochs"], b["batch_size"], b["merge"]), (0.01, 8, 32, False))
+        self.assertEqual(packages.needed_packages(b), ("torch",))
+        self.assertEqual(packages.needed_packages(spec.parse_params({"lora": "false"})), ("torch", "transformers"))
+        self.assertEqual(packages.needed_packages(spec.parse_params({})), ("torch", "transformers", "peft", "jinja2"))
+        for bad in ({"epochs": "many"}, {"epochs": "0"}, {"lora": "maybe"}, {"learning_rate": "-1"},
+                    {"precision": "fp8"}, {"threshold": "1"}, {"learning_rate": "nan"},
+                    {"model": "builtin:bert"}, {"buckets": "3"}, {"max_grad_norm": "-1"}):
+            with self.assertRaises(spec.TrainerError) as cm:
+                spec.parse_params(bad)
+            self.assertEqual(cm.exception.code, "bad_spec")
+            self.assertIn("param " + list(bad)[0], cm.exception.message)
+
+    def test_schema_kind(self):
+        doc = {"schemas": [{"name": "x", "kind": "ordinal", "annotation_type": "likert"}]}
+        with self.assertRaises(spec.TrainerError) as cm:
+            spec.check_schemas(doc)
+        self.assertEqual(cm.exception.code, "validation_failed")
+
+
+if __name__ == "__main__":
+    unittest.main()
