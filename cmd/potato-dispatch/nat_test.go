@@ -85,10 +85,12 @@ func testBehindNAT(t *testing.T) {
 	lis.Process.Kill()
 	lis.Wait()
 
+	// The server is outside the agent's loopback, on the namespaces'
+	// own network, in plain http: --insecure-http.
 	agent := func(extra ...string) (*exec.Cmd, *bytes.Buffer) {
 		work := t.TempDir()
 		cmd := inNS(labNS, "env", append([]string{"POTATO_TRAINING_TOKEN=" + token, "POTATO_TRAINING_UNREACHABLE_S=4",
-			filepath.Join(bin, "potato-agent"), "--server", "http://" + srvAddr, "--backend", "lab", "--workdir", work, "--once"}, extra...)...)
+			filepath.Join(bin, "potato-agent"), "--server", "http://" + srvAddr, "--insecure-http", "--backend", "lab", "--workdir", work, "--once"}, extra...)...)
 		var b bytes.Buffer
 		cmd.Stderr = &b
 		if err := cmd.Start(); err != nil {

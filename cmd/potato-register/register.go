@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"potato-training/internal/cli"
+	"potato-training/lib/agentproto"
 	"potato-training/lib/config"
 	"potato-training/lib/dispatch"
 )
@@ -39,9 +40,12 @@ On the training machine:
 `
 
 func (c *command) Run(ctx *cli.Context) error {
-	server, err := serverURL(c.Server)
+	server, insecure, err := serverURL(c.Server)
 	if err != nil {
 		return cli.Failf(cli.ExitUsage, "%v", err)
+	}
+	if insecure {
+		fmt.Fprintf(ctx.Stderr, "%s: warning: --server %s is plain http: the agent's token would cross the network in the clear; serve https (potato-server --tls-cert, or a reverse proxy) and register with --server https://...\n", ctx.Name, c.Server)
 	}
 	cfg, err := dispatch.LoadConfig(c.Config)
 	if err != nil {
@@ -92,19 +96,26 @@ func (c *command) Run(ctx *cli.Context) error {
 	return err
 }
 
-// serverURL is the --server URL, checked, or http://HOSTNAME:8000, the
-// address potato-server listens on by default.
-func serverURL(s string) (string, error) {
+// serverURL is the --server URL, checked, or https://HOSTNAME:8000, the
+// port potato-server listens on by default (with --tls-cert, https). It
+// returns what follows the agent's --server: a plain http:// URL of a
+// host outside loopback, which potato-agent refuses unless told, gets
+// --insecure-http after it, and insecure set.
+func serverURL(s string) (arg string, insecure bool, err error) {
 	if s == "" {
 		host, err := os.Hostname()
 		if err != nil || host == "" {
 			host = "localhost"
 		}
-		return "http://" + host + ":8000", nil
+		return "https://" + host + ":8000", false, nil
 	}
 	u, err := url.Parse(s)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "", fmt.Errorf("--server %q: use a URL such as http://annotate.example.org:8000", s)
+		return "", false, fmt.Errorf("--server %q: use a URL such as https://annotate.example.org:8000", s)
 	}
-	return strings.TrimRight(s, "/"), nil
+	arg = strings.TrimRight(s, "/")
+	if u.Scheme == "http" && !agentproto.IsLoopbackHost(u.Hostname()) {
+		return arg + " --insecure-http", true, nil
+	}
+	return arg, false, nil
 }

@@ -200,7 +200,7 @@ type claimed struct {
 // agentSim is one simulated agent: claim, and again at once after a 204;
 // a run it gets it ends at once with a failed result.
 func agentSim(ctx context.Context, i int, addr, token string, inflight, polls, errs *atomic.Int64, got chan<- claimed) {
-	c, err := agentproto.NewClient("http://"+addr, token)
+	c, err := agentproto.NewClient("http://"+addr, token, agentproto.ClientOptions{})
 	if err != nil {
 		fatalf("%v", err)
 	}
@@ -438,7 +438,7 @@ func bundleBench(bin, dir string, mb, n int) {
 	defer srv.Stop()
 	ctx := context.Background()
 	base := "http://" + srv.Addr
-	c, err := agentproto.NewClient(base, token)
+	c, err := agentproto.NewClient(base, token, agentproto.ClientOptions{})
 	if err != nil {
 		fatalf("%v", err)
 	}
@@ -561,7 +561,7 @@ func bundleBench(bin, dir string, mb, n int) {
 	// The fault injector.
 	p := newCutter(srv.Addr, size/2)
 	defer p.close()
-	pc, err := agentproto.NewClient("http://"+p.addr(), cl.RunToken)
+	pc, err := agentproto.NewClient("http://"+p.addr(), cl.RunToken, agentproto.ClientOptions{})
 	if err != nil {
 		fatalf("%v", err)
 	}

@@ -328,9 +328,13 @@ func remoteAgentProject(t *testing.T, heartbeatS int) (*project, string) {
 }
 
 // remoteAgent starts a polling potato-agent of backend lab (in ns unless
-// ns is "").
+// ns is ""). In a namespace the server is outside loopback, on the
+// test's own network, in plain http: --insecure-http.
 func (p *project) remoteAgent(ns, token, server, workdir string, args ...string) *remoteProc {
 	p.t.Helper()
+	if ns != "" {
+		args = append([]string{"--insecure-http"}, args...)
+	}
 	return remoteStart(p.t, ns, []string{"POTATO_TRAINING_TOKEN=" + token}, filepath.Join(p.Bin, "potato-agent"),
 		append([]string{"--server", server, "--backend", "lab", "--workdir", workdir}, args...)...)
 }

@@ -119,6 +119,10 @@ func TestAgentUsageErrors(t *testing.T) {
 		{[]string{"--socket", filepath.Join(t.TempDir(), "none.sock"), "--once"}, "--socket: no token on standard input"},
 		// A relative path is named absolute, as the agent reads it.
 		{[]string{"--server", "http://127.0.0.1:1", "--slurm-config", "missing.json"}, "--slurm-config: open " + filepath.Join(cwd, "missing.json")},
+		// The token would cross the network in the clear: refused, before
+		// any connection.
+		{[]string{"--server", "http://annotate.example.org:8000", "--backend", "lab"}, "plain http:// would carry the token unencrypted to annotate.example.org; use https:// (--ca-file for a private CA), or --insecure-http"},
+		{[]string{"--server", "https://127.0.0.1:1", "--ca-file", "missing.pem", "--backend", "lab"}, "CA file: open " + filepath.Join(cwd, "missing.pem")},
 	} {
 		cmd := exec.Command(filepath.Join(bin, "potato-agent"), c.args...)
 		cmd.Dir = cwd

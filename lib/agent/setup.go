@@ -27,7 +27,7 @@ func usagef(format string, args ...any) error {
 
 // Settings are the agent's settings as its command line gives them.
 type Settings struct {
-	Server    string // http://HOST:PORT or unix:PATH: a polling agent
+	Server    string // https://HOST:PORT or unix:PATH: a polling agent
 	Socket    string // a dispatch's socket: the token is on standard input
 	Backend   string
 	TokenFile string
@@ -41,6 +41,12 @@ type Settings struct {
 	// AllowExec are the programs a polling agent may run as a job's
 	// trainer (exec:PROGRAM), by path.
 	AllowExec []string
+	// InsecureHTTP lets a polling agent reach a server outside loopback
+	// over plain http://, its token in the clear.
+	InsecureHTTP bool
+	// CAFile is a PEM file of the CAs that an https:// server's
+	// certificate is checked against (a private CA).
+	CAFile string
 	// Name is the program's name for Options.Name.
 	Name string
 }
@@ -59,7 +65,7 @@ func (s Settings) Options(stdin io.Reader, log io.Writer) (Options, error) {
 	if err != nil {
 		return Options{}, err
 	}
-	client, err := agentproto.NewClient(server, token)
+	client, err := agentproto.NewClient(server, token, agentproto.ClientOptions{InsecureHTTP: s.InsecureHTTP, CAFile: s.CAFile})
 	if err != nil {
 		return Options{}, &UsageError{Err: err}
 	}
@@ -107,7 +113,7 @@ func (s *Settings) absPaths() error {
 	for _, f := range []struct {
 		name string
 		p    *string
-	}{{"--workdir", &s.Workdir}, {"--token-file", &s.TokenFile}, {"--slurm-config", &s.SLURMConfig}} {
+	}{{"--workdir", &s.Workdir}, {"--token-file", &s.TokenFile}, {"--slurm-config", &s.SLURMConfig}, {"--ca-file", &s.CAFile}} {
 		if *f.p == "" {
 			continue
 		}

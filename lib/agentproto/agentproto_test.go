@@ -4,15 +4,23 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/hex"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -138,7 +146,7 @@ func testOptions(opt HandlerOptions) HandlerOptions {
 
 func client(t *testing.T, sock, token string) *Client {
 	t.Helper()
-	c, err := NewClient("unix:"+sock, token)
+	c, err := NewClient("unix:"+sock, token, ClientOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,7 +275,7 @@ func TestAuth(t *testing.T) {
 		t.Errorf("echoing server: %v", err)
 	}
 	// Nor does NewClient's refusal of a token a header cannot carry.
-	if _, err := NewClient("unix:"+sock, "bad token\n"); err == nil || strings.Contains(err.Error(), "bad token") {
+	if _, err := NewClient("unix:"+sock, "bad token\n", ClientOptions{}); err == nil || strings.Contains(err.Error(), "bad token") {
 		t.Errorf("NewClient with a bad token: %v", err)
 	}
 }
@@ -787,11 +795,11 @@ func TestPathInjection(t *testing.T) {
 
 func TestNewClient(t *testing.T) {
 	for _, s := range []string{"ftp://x", "http://", "http://u:p@host:1", "http://h/?a=1", "unix:", "unix:/" + strings.Repeat("x", 120)} {
-		if _, err := NewClient(s, testToken); err == nil {
+		if _, err := NewClient(s, testToken, ClientOptions{}); err == nil {
 			t.Errorf("NewClient(%q) accepted", s)
 		}
 	}
-	c, err := NewClient("https://potato.example.org:8443/lab/", testToken)
+	c, err := NewClient("https://potato.example.org:8443/lab/", testToken, ClientOptions{})
 	if err != nil || c.base != "https://potato.example.org:8443/lab" {
 		t.Errorf("base %q, %v", c.base, err)
 	}
@@ -824,4 +832,89 @@ func TestFlushErrorReported(t *testing.T) {
 	if again := x.stop(); again != err {
 		t.Errorf("a second stop gave %v, want %v", again, err)
 	}
+}
+
+// TestPlainHTTPRefused: the token rides in a header, so plain http:// is
+// refused for a server outside loopback, with a message that names the
+// way out and not the token; loopback and --insecure-http are let
+// through. Nothing is dialled.
+func TestPlainHTTPRefused(t *testing.T) {
+	for _, s := range []string{"http://annotate.example.org:8000", "http://192.0.2.7:8000/lab", "http://[2001:db8::1]:80"} {
+		_, err := NewClient(s, testToken, ClientOptions{})
+		if err == nil || !strings.Contains(err.Error(), "--insecure-http") || strings.Contains(err.Error(), testToken) {
+			t.Errorf("NewClient(%q): %v", s, err)
+		}
+		if _, err := NewClient(s, testToken, ClientOptions{InsecureHTTP: true}); err != nil {
+			t.Errorf("NewClient(%q) with InsecureHTTP: %v", s, err)
+		}
+	}
+	for _, s := range []string{"http://127.0.0.1:8000", "http://127.3.2.1:1", "http://localhost:8000", "http://[::1]:8000", "https://annotate.example.org"} {
+		if _, err := NewClient(s, testToken, ClientOptions{}); err != nil {
+			t.Errorf("NewClient(%q): %v", s, err)
+		}
+	}
+}
+
+// TestCAFile: a server on loopback whose certificate a private CA signed
+// is reached with that CA's file, and refused without it, as by anyone
+// who would stand in for it; a CA file for an http:// server, or one
+// without a certificate, is refused.
+func TestCAFile(t *testing.T) {
+	caPEM, cert := privateCA(t)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+testToken {
+			w.WriteHeader(http.StatusUnauthorized)
+		}
+	}))
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+	srv.StartTLS()
+	defer srv.Close()
+	dir := t.TempDir()
+	caFile := filepath.Join(dir, "ca.pem")
+	os.WriteFile(caFile, caPEM, 0o644)
+	c, err := NewClient(srv.URL, testToken, ClientOptions{CAFile: caFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := c.hc.Get(c.base + "/ping")
+	if err != nil {
+		t.Fatalf("with the CA file: %v", err)
+	}
+	resp.Body.Close()
+	plain, _ := NewClient(srv.URL, testToken, ClientOptions{})
+	if _, err := plain.hc.Get(plain.base + "/ping"); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("without the CA file: %v", err)
+	}
+	if _, err := NewClient("http://127.0.0.1:1", testToken, ClientOptions{CAFile: caFile}); err == nil {
+		t.Error("a CA file for http:// accepted")
+	}
+	empty := filepath.Join(dir, "empty.pem")
+	os.WriteFile(empty, []byte("not a certificate\n"), 0o644)
+	if _, err := NewClient(srv.URL, testToken, ClientOptions{CAFile: empty}); err == nil || !strings.Contains(err.Error(), "no PEM certificate") {
+		t.Errorf("an empty CA file: %v", err)
+	}
+}
+
+// privateCA makes a CA and a certificate it signs for 127.0.0.1: the CA
+// as PEM, and the server's certificate with its key.
+func privateCA(t *testing.T) ([]byte, tls.Certificate) {
+	t.Helper()
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "potato test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true,
+		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true}
+	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	leaf := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		KeyUsage: x509.KeyUsageDigitalSignature}
+	der, err := x509.CreateCertificate(rand.Reader, leaf, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }

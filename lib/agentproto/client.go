@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -32,10 +34,23 @@ type Client struct {
 	backoff time.Duration // first wait between bundle attempts; doubles
 }
 
-// NewClient makes a client of the server at server: "http://host:port"
-// or "https://..." (a path prefix is kept), or "unix:/path/to.sock",
-// reached as host "agent".
-func NewClient(server, token string) (*Client, error) {
+// ClientOptions are how a client may reach its server.
+type ClientOptions struct {
+	// InsecureHTTP lets the token travel in plain http:// to a host
+	// outside loopback; without it such a URL is refused.
+	InsecureHTTP bool
+	// CAFile is a PEM file of the certificate authorities an https://
+	// server's certificate is checked against, instead of the system's:
+	// a private CA.
+	CAFile string
+}
+
+// NewClient makes a client of the server at server: "https://host:port"
+// or "http://..." (a path prefix is kept), or "unix:/path/to.sock",
+// reached as host "agent". Since every request carries the token in a
+// header, plain http:// is refused for a host outside loopback unless
+// o.InsecureHTTP is set.
+func NewClient(server, token string, o ClientOptions) (*Client, error) {
 	if err := checkToken(token); err != nil {
 		return nil, err
 	}
@@ -74,6 +89,24 @@ func NewClient(server, token string) (*Client, error) {
 			return nil, errors.New("the server URL must not carry credentials; the token is passed apart")
 		case u.RawQuery != "" || u.Fragment != "":
 			return nil, fmt.Errorf("server URL %q: no query or fragment, please", server)
+		case u.Scheme == "http" && !o.InsecureHTTP && !IsLoopbackHost(u.Hostname()):
+			return nil, fmt.Errorf("server URL %q: plain http:// would carry the token unencrypted to %s; "+
+				"use https:// (--ca-file for a private CA), or --insecure-http on a network you trust", server, u.Hostname())
+		case o.CAFile != "" && u.Scheme != "https":
+			return nil, fmt.Errorf("server URL %q: a CA file is for https:// servers", server)
+		}
+		if o.CAFile != "" {
+			pem, err := os.ReadFile(o.CAFile)
+			if err != nil {
+				return nil, fmt.Errorf("CA file: %w", err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("CA file %s: no PEM certificate in it", o.CAFile)
+			}
+			tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+		} else {
+			tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 		}
 		tr.Proxy = http.ProxyFromEnvironment
 		tr.DialContext = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
@@ -87,6 +120,17 @@ func NewClient(server, token string) (*Client, error) {
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 	return &Client{base: base, token: token, hc: hc, backoff: 500 * time.Millisecond}, nil
+}
+
+// IsLoopbackHost reports whether host (a URL's host name, without port)
+// is this machine's loopback: localhost, or an address of 127.0.0.0/8
+// or ::1.
+func IsLoopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // checkToken refuses a token a header cannot carry; the message does not

@@ -140,7 +140,7 @@ func (x *bundleRig) methods() string {
 func TestBundleSentByServer(t *testing.T) {
 	x := newBundleRig(t, true)
 	sum := sha256.Sum256(x.bundle)
-	c, err := agentproto.NewClient(strings.Split(x.url, agentproto.PathPrefix)[0], bundleToken)
+	c, err := agentproto.NewClient(strings.Split(x.url, agentproto.PathPrefix)[0], bundleToken, agentproto.ClientOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
