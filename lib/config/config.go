@@ -37,7 +37,9 @@ type Config struct {
 	TextKey       string // item_properties.text_key, default "text"
 	AnnotationDir string // output_annotation_dir, default "annotation_output"
 	AdminAPIKey   string
-	Schemes       []Scheme
+	// AdminAPIKeyLine is the line of admin_api_key, 0 when absent.
+	AdminAPIKeyLine int
+	Schemes         []Scheme
 
 	Training    Training
 	Acknowledge []Acknowledge
@@ -372,7 +374,7 @@ func (d *decoder) project(root *yaml.Node) {
 		case "task_dir":
 			c.TaskDir = resolve(c.Dir, scalarString(v))
 		case "admin_api_key":
-			c.AdminAPIKey = scalarString(v)
+			c.AdminAPIKey, c.AdminAPIKeyLine = scalarString(v), k.Line
 		case "model_training":
 			training, trainingKey = v, k
 		case "pre_annotation":

@@ -80,6 +80,7 @@ func Check(c *config.Config) Report {
 		ch.bad[p.Key] = true
 	}
 	ch.errs = append(ch.errs, c.Problems...)
+	ch.adminKey()
 	ch.training()
 	for _, b := range c.Training.Backends {
 		ch.backend(b)
@@ -121,6 +122,16 @@ func (ch *checker) warnf(line int, key, backend, format string, args ...any) {
 
 func (ch *checker) notef(line int, key, backend, format string, args ...any) {
 	ch.notes = append(ch.notes, config.Problem{Line: line, Key: key, Backend: backend, Message: fmt.Sprintf(format, args...)})
+}
+
+// adminKey notes a weak admin_api_key: a note, since the tutorial's own
+// config carries the placeholder "change-me"; potato-server is where it is
+// enforced, listening only on loopback with such a key.
+func (ch *checker) adminKey() {
+	if why := config.WeakAdminKey(ch.c.AdminAPIKey); why != "" {
+		ch.notef(max(ch.c.AdminAPIKeyLine, 1), "admin_api_key", "", "%s: anyone who may reach the server can guess it, so potato-server listens only on loopback with it; "+
+			"set a long random key (for example the output of: openssl rand -hex 32)", why)
+	}
 }
 
 // line finds the line of a key of the model_training block.
