@@ -46,6 +46,7 @@ func (d *dispatcher) writeBack(m bundle.Manifest) error {
 	}
 
 	rec := d.run.Record()
+	d.logPreview(bdir, pred, rec)
 	rep, n, err := publish(d.cfg, bdir, pred, rec)
 	if err != nil {
 		return err

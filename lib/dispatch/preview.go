@@ -1,0 +1,83 @@
+package dispatch
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"potato-training/lib/config"
+	"potato-training/lib/project"
+	"potato-training/lib/rundir"
+	"potato-training/lib/trainer"
+	"potato-training/lib/writeback"
+)
+
+// PreviewWriteback says what writing a finished run's predictions to
+// Potato's store would do now (potato-dispatch writeback --dry-run): per
+// schema of writeback.schemas, the prelabels it would add, change, remove
+// and keep, and how many of the items it would change annotators have
+// labelled. It writes nothing: not the store, not run.json, not run.log.
+func PreviewWriteback(configPath, id string) (writeback.Preview, error) {
+	cfg, err := LoadConfig(configPath)
+	if err != nil {
+		return writeback.Preview{}, err
+	}
+	root, err := Root(cfg)
+	if err != nil {
+		return writeback.Preview{}, err
+	}
+	info, err := root.Read(id)
+	if err != nil {
+		return writeback.Preview{}, err
+	}
+	if !info.Finished {
+		return writeback.Preview{}, fmt.Errorf("run %s is %s: its dispatch writes Potato's store itself; writeback applies a finished run", id, info.State)
+	}
+	dir := root.RunDir(id)
+	pred := filepath.Join(dir, rundir.PredictionsFile)
+	tinfo, _ := trainer.Lookup(info.Trainer)
+	if info.State != rundir.StateSuccess && !info.WritebackPending || tinfo.NoPredictions {
+		return writeback.Preview{}, fmt.Errorf("run %s is %s and made no predictions to write back", id, info.State)
+	}
+	if _, err := os.Stat(pred); err != nil {
+		return writeback.Preview{}, fmt.Errorf("run %s: no %s in its run directory: nothing to write back", id, rundir.PredictionsFile)
+	}
+	bdir := filepath.Join(dir, rundir.BundleDir)
+	if _, err := os.Stat(filepath.Join(bdir, "manifest.json")); err != nil {
+		return writeback.Preview{}, fmt.Errorf("run %s: its bundle, which says which items it trained on, is gone (%v): its predictions cannot be written back", id, err)
+	}
+	return preview(cfg, bdir, pred, info.Record)
+}
+
+// preview is PreviewWriteback's work on a run's bundle and predictions.
+func preview(cfg *config.Config, bdir, pred string, rec rundir.Record) (writeback.Preview, error) {
+	ann, err := project.ReadAnnotations(cfg.AnnotationDir, cfg.Schemes)
+	if err != nil {
+		return writeback.Preview{}, fmt.Errorf("the annotators' labels: %w", err)
+	}
+	labeled := func(item, schema string) bool { return len(ann.Votes(item, schema)) > 0 }
+	var p writeback.Preview
+	err = withStore(cfg, func(s *writeback.Store) error {
+		var err error
+		p, err = s.Preview(bdir, pred, writeback.Options{
+			Project: cfg.TaskName, RunID: rec.RunID, Schemas: cfg.Training.Writeback.Schemas,
+			MinConfidence: cfg.Training.Writeback.MinConfidence, CreatedAt: unix(&rec.CreatedAt),
+		}, labeled)
+		return err
+	})
+	return p, err
+}
+
+// logPreview writes to the run log, before the run publishes, what its
+// write-back will do to each schema's prelabels. A preview that fails is
+// logged and the write-back goes on: it is a report, not a gate.
+func (d *dispatcher) logPreview(bdir, pred string, rec rundir.Record) {
+	p, err := preview(d.cfg, bdir, pred, rec)
+	if err != nil {
+		d.logf("write-back preview unavailable: %v", err)
+		return
+	}
+	for _, sp := range p.Schemas {
+		d.logf("write-back preview, %s", sp)
+	}
+}

@@ -1,0 +1,255 @@
+package writeback
+
+import (
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"potato-training/lib/config"
+)
+
+// StoredPrelabel is one row of training_predictions: the prelabel Potato
+// shows for (InstanceID, Schema), and the run that wrote it.
+type StoredPrelabel struct {
+	InstanceID string
+	Schema     string
+	RunID      string
+	// Payload is the stored JSON, as Potato reads it.
+	Payload    string
+	Confidence *float64 // nil for null
+	// CreatedAt is the created_at of the run that wrote the row, in unix
+	// seconds (Publish stamps every row with it).
+	CreatedAt float64
+}
+
+const prelabelCols = `instance_id, schema_name, run_id, payload, confidence, created_at`
+
+func scanPrelabels(rows *sql.Rows, fn func(StoredPrelabel) error) error {
+	defer rows.Close()
+	for rows.Next() {
+		var p StoredPrelabel
+		var conf sql.NullFloat64
+		if err := rows.Scan(&p.InstanceID, &p.Schema, &p.RunID, &p.Payload, &conf, &p.CreatedAt); err != nil {
+			return err
+		}
+		if conf.Valid {
+			c := conf.Float64
+			p.Confidence = &c
+		}
+		if err := fn(p); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// ItemPrelabels returns the prelabels of one item, one a schema, in schema
+// name order.
+func (s *Store) ItemPrelabels(project, itemID string) ([]StoredPrelabel, error) {
+	rows, err := s.db.Query(`SELECT `+prelabelCols+` FROM training_predictions
+		WHERE project = ? AND instance_id = ? ORDER BY schema_name`, project, itemID)
+	if err != nil {
+		return nil, fmt.Errorf("writeback: prelabels of item %q: %w", itemID, err)
+	}
+	var out []StoredPrelabel
+	err = scanPrelabels(rows, func(p StoredPrelabel) error { out = append(out, p); return nil })
+	if err != nil {
+		return nil, fmt.Errorf("writeback: prelabels of item %q: %w", itemID, err)
+	}
+	return out, nil
+}
+
+// SchemaPrelabels calls fn with every prelabel of one schema, whichever
+// run wrote it.
+func (s *Store) SchemaPrelabels(project, schema string, fn func(StoredPrelabel) error) error {
+	rows, err := s.db.Query(`SELECT `+prelabelCols+` FROM training_predictions
+		WHERE project = ? AND schema_name = ?`, project, schema)
+	if err != nil {
+		return fmt.Errorf("writeback: prelabels of %q: %w", schema, err)
+	}
+	if err := scanPrelabels(rows, fn); err != nil {
+		return fmt.Errorf("writeback: prelabels of %q: %w", schema, err)
+	}
+	return nil
+}
+
+// RunPrelabels returns the prelabels run runID holds now for schema on the
+// items that training_run_items lists in split for that run ("unlabeled":
+// the items nobody had labelled when the run's bundle was built), in item
+// order.
+func (s *Store) RunPrelabels(project, runID, schema, split string) ([]StoredPrelabel, error) {
+	rows, err := s.db.Query(`SELECT p.instance_id, p.schema_name, p.run_id, p.payload, p.confidence, p.created_at
+		FROM training_predictions p JOIN training_run_items i
+		ON i.project = p.project AND i.run_id = p.run_id AND i.instance_id = p.instance_id
+		WHERE p.project = ? AND p.run_id = ? AND p.schema_name = ? AND i.split = ?
+		ORDER BY p.instance_id`, project, runID, schema, split)
+	if err != nil {
+		return nil, fmt.Errorf("writeback: prelabels of run %q: %w", runID, err)
+	}
+	var out []StoredPrelabel
+	err = scanPrelabels(rows, func(p StoredPrelabel) error { out = append(out, p); return nil })
+	if err != nil {
+		return nil, fmt.Errorf("writeback: prelabels of run %q: %w", runID, err)
+	}
+	return out, nil
+}
+
+// PublishedRun is, for one schema, the run whose prelabels Potato shows
+// now: of the runs that hold rows of the schema in training_predictions,
+// the one created last (a row is only ever replaced by a run created at
+// the same time or later, so its rows are the newest). N counts its rows;
+// Others counts the rows older runs still hold for the schema.
+type PublishedRun struct {
+	Schema string
+	RunID  string
+	N      int
+	Others int
+}
+
+// PublishedRuns returns the published run of every schema that has
+// prelabels, in schema name order.
+func (s *Store) PublishedRuns(project string) ([]PublishedRun, error) {
+	rows, err := s.db.Query(`SELECT schema_name, run_id, count(*), max(created_at)
+		FROM training_predictions WHERE project = ?
+		GROUP BY schema_name, run_id ORDER BY schema_name, max(created_at) DESC, run_id DESC`, project)
+	if err != nil {
+		return nil, fmt.Errorf("writeback: published runs: %w", err)
+	}
+	defer rows.Close()
+	var out []PublishedRun
+	for rows.Next() {
+		var schema, run string
+		var n int
+		var at float64
+		if err := rows.Scan(&schema, &run, &n, &at); err != nil {
+			return nil, fmt.Errorf("writeback: published runs: %w", err)
+		}
+		if len(out) > 0 && out[len(out)-1].Schema == schema {
+			out[len(out)-1].Others += n
+			continue
+		}
+		out = append(out, PublishedRun{Schema: schema, RunID: run, N: n})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("writeback: published runs: %w", err)
+	}
+	return out, nil
+}
+
+// ReadRun returns the row of training_runs for (project, runID); false when
+// there is none. Metrics keeps only the numbers of the stored object.
+func (s *Store) ReadRun(project, runID string) (RunRow, bool, error) {
+	r := RunRow{Project: project, RunID: runID}
+	var names, kinds, metrics string
+	var started, finished sql.NullFloat64
+	err := s.db.QueryRow(`SELECT trainer, backend, schema_names, kinds, status, trigger,
+		created_at, started_at, finished_at, n_train, n_val, n_test, split_seed, metrics,
+		artifact_dir, model_version, bundle_digest, error, error_code, host
+		FROM training_runs WHERE project = ? AND run_id = ?`, project, runID).Scan(
+		&r.Trainer, &r.Backend, &names, &kinds, &r.Status, &r.Trigger,
+		&r.CreatedAt, &started, &finished, &r.NTrain, &r.NVal, &r.NTest, &r.SplitSeed, &metrics,
+		&r.ArtifactDir, &r.ModelVersion, &r.BundleDigest, &r.Error, &r.ErrorCode, &r.Host)
+	if errors.Is(err, sql.ErrNoRows) {
+		return RunRow{}, false, nil
+	}
+	if err != nil {
+		return RunRow{}, false, fmt.Errorf("writeback: run %q: %w", runID, err)
+	}
+	r.StartedAt, r.FinishedAt = started.Float64, finished.Float64
+	_ = json.Unmarshal([]byte(names), &r.SchemaNames)
+	_ = json.Unmarshal([]byte(kinds), &r.Kinds)
+	var m map[string]any
+	if json.Unmarshal([]byte(metrics), &m) == nil {
+		r.Metrics = map[string]float64{}
+		for k, v := range m {
+			if f, ok := v.(float64); ok {
+				r.Metrics[k] = f
+			}
+		}
+	}
+	return r, true, nil
+}
+
+// ItemSplit is the split training_run_items records for an item of a run
+// ("train", "test", "unlabeled", ...); "" when the run has no such item.
+func (s *Store) ItemSplit(project, runID, itemID string) (string, error) {
+	var split string
+	err := s.db.QueryRow(`SELECT split FROM training_run_items WHERE project = ? AND run_id = ? AND instance_id = ?`,
+		project, runID, itemID).Scan(&split)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("writeback: items of run %q: %w", runID, err)
+	}
+	return split, nil
+}
+
+// PrelabelLabels reads the label names out of a prelabel's payload in any
+// form Potato reads one: {"label": NAME, ...}, a name, or a list of either
+// (a multilabel prelabel as Publish stores it). For a multilabel schema a
+// name that joins several with "|" (the trainers' form) is split, and the
+// names come back sorted and without repeats, so two payloads that
+// pre-select the same boxes give the same names. ok is false for a payload
+// with no label in any of these forms (null, a number, an object without
+// label); a multilabel prelabel of no name is ok with no names.
+func PrelabelLabels(kind config.Kind, payload []byte) (names []string, ok bool) {
+	var v any
+	if err := json.Unmarshal(payload, &v); err != nil {
+		return nil, false
+	}
+	name := func(e any) (string, bool) {
+		switch x := e.(type) {
+		case string:
+			return x, true
+		case map[string]any:
+			s, ok := x["label"].(string)
+			return s, ok
+		}
+		return "", false
+	}
+	switch x := v.(type) {
+	case []any:
+		for _, e := range x {
+			n, ok := name(e)
+			if !ok {
+				return nil, false
+			}
+			names = append(names, n)
+		}
+	case map[string]any:
+		if l, isList := x["label"].([]any); isList {
+			return PrelabelLabels(kind, mustJSON(l))
+		}
+		n, ok := name(x)
+		if !ok {
+			return nil, false
+		}
+		names = []string{n}
+	case string:
+		names = []string{x}
+	default:
+		return nil, false
+	}
+	if kind != config.KindMultilabel {
+		return names, true
+	}
+	var out []string
+	for _, n := range names {
+		for part := range strings.SplitSeq(n, "|") {
+			if part != "" {
+				out = append(out, part)
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out), true
+}
+
+func mustJSON(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
+}

@@ -1,0 +1,221 @@
+package writeback
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"potato-training/lib/bundle"
+	"potato-training/lib/config"
+)
+
+// SchemaPreview is what publishing a run would do to one schema's
+// prelabels, counted in (item, schema) prelabels, from the store as it is
+// when the preview is made.
+type SchemaPreview struct {
+	Schema string `json:"schema"`
+	// Added: items with no prelabel now that would get one.
+	Added int `json:"added"`
+	// Changed: items whose prelabel would get other labels.
+	Changed int `json:"changed"`
+	// Removed: prelabels the write-back would delete. Publishing never
+	// deletes a prelabel (retracting a run does), so it is 0; it is
+	// counted so that a reader does not have to know that.
+	Removed int `json:"removed"`
+	// Kept: items whose prelabel would keep its labels; the row is
+	// rewritten with this run's id and confidence.
+	Kept int `json:"kept"`
+	// Untouched: prelabels of other runs that this run makes no prediction
+	// for (or none that passes the gates); they stay as they are.
+	Untouched int `json:"untouched"`
+	// HeldByNewerRun: predictions that pass the gates but that a run
+	// created later already holds; its prelabels stay.
+	HeldByNewerRun int `json:"held_by_newer_run"`
+	// LabeledTouched: of the added and changed prelabels, those on items
+	// that at least one annotator has labelled in this schema now.
+	LabeledTouched int `json:"labeled_touched"`
+}
+
+// Preview is what Publish would do with the same arguments, without
+// writing: the counts of its Report, and per schema of opt.Schemas the
+// prelabels it would add, change and keep.
+type Preview struct {
+	RunID   string          `json:"run_id"`
+	Report  Report          `json:"report"`
+	Schemas []SchemaPreview `json:"schemas"`
+}
+
+// current is the part of a stored prelabel a preview compares.
+type current struct {
+	key       string // labelKey of its payload
+	createdAt float64
+}
+
+// labelKey is what an annotator sees of a prelabel: its label names, or
+// the payload itself when it has none that can be read. Confidence is not
+// part of it.
+func labelKey(kind config.Kind, payload []byte) string {
+	if names, ok := PrelabelLabels(kind, payload); ok {
+		return "labels:" + strings.Join(names, "\x00")
+	}
+	return "payload:" + string(payload)
+}
+
+// Preview says what Publish(bundleDir, predictionsPath, opt) would do now,
+// and writes nothing. It applies Publish's gates in Publish's order (the
+// train split, opt.Schemas, opt.MinConfidence) and the same rule for a row
+// a later run holds; when a file predicts an (item, schema) twice the last
+// line counts, as in Publish. labeled tells whether an annotator has
+// labelled the item in the schema now; nil counts none.
+//
+// The prelabels of opt.Schemas now in the store are held in memory, one
+// short entry each.
+func (s *Store) Preview(bundleDir, predictionsPath string, opt Options, labeled func(item, schema string) bool) (Preview, error) {
+	out := Preview{RunID: opt.RunID}
+	if opt.CreatedAt == 0 {
+		opt.CreatedAt = float64(time.Now().UnixNano()) / 1e9
+	}
+	fail := func(err error) (Preview, error) {
+		return Preview{}, fmt.Errorf("writeback: preview of run %q: %w", opt.RunID, err)
+	}
+	train, err := trainIDs(bundleDir)
+	if err != nil {
+		return fail(err)
+	}
+	multi, err := multilabelSchemas(bundleDir)
+	if err != nil {
+		return fail(err)
+	}
+	kind := func(schema string) config.Kind {
+		if multi[schema] {
+			return config.KindMultilabel
+		}
+		return config.KindNominal
+	}
+	if m, err := bundle.ReadManifest(bundleDir); err == nil {
+		known := map[string]config.Kind{}
+		for _, sc := range m.Schemas {
+			known[sc.Name] = sc.Kind
+		}
+		kind = func(schema string) config.Kind { return known[schema] }
+	}
+	enabled := map[string]bool{}
+	now := map[string]map[string]current{}
+	for _, name := range opt.Schemas {
+		if enabled[name] {
+			continue
+		}
+		enabled[name] = true
+		rows := map[string]current{}
+		err := s.SchemaPrelabels(opt.Project, name, func(p StoredPrelabel) error {
+			rows[p.InstanceID] = current{labelKey(kind(name), []byte(p.Payload)), p.CreatedAt}
+			return nil
+		})
+		if err != nil {
+			return fail(err)
+		}
+		now[name] = rows
+	}
+
+	// next[schema][item] is the labelKey the run would store.
+	next := map[string]map[string]string{}
+	var p predLine
+	var compact bytes.Buffer
+	err = scanLines(predictionsPath, func(line []byte, _ int) error {
+		if err := p.parse(line); err != nil {
+			return err
+		}
+		c, hasConf, err := p.confidence()
+		if err != nil {
+			return err
+		}
+		out.Report.NRead++
+		switch {
+		case train.has(p.id):
+			out.Report.NSkippedTrainSplit++
+			return nil
+		case !enabled[p.schema]:
+			out.Report.NSkippedSchemaNotEnabled++
+			return nil
+		case hasConf && c < opt.MinConfidence:
+			out.Report.NSkippedLowConfidence++
+			return nil
+		}
+		raw := []byte("null")
+		if r := p.raw[2]; r != nil {
+			raw = r
+			if bytes.ContainsAny(raw, " \t\r\n") {
+				compact.Reset()
+				if err := json.Compact(&compact, raw); err != nil {
+					return err
+				}
+				raw = compact.Bytes()
+			}
+			if multi[p.schema] {
+				if raw, err = potatoMultilabel(raw); err != nil {
+					return fmt.Errorf("payload of %s %s: %w", p.schema, p.id, err)
+				}
+			}
+		}
+		m := next[p.schema]
+		if m == nil {
+			m = map[string]string{}
+			next[p.schema] = m
+		}
+		m[p.id] = labelKey(kind(p.schema), raw)
+		return nil
+	})
+	if err != nil {
+		return fail(err)
+	}
+
+	for _, name := range slices.Sorted(maps.Keys(enabled)) {
+		sp := SchemaPreview{Schema: name}
+		rows := now[name]
+		for item, key := range next[name] {
+			cur, has := rows[item]
+			switch {
+			case has && cur.createdAt > opt.CreatedAt:
+				sp.HeldByNewerRun++
+				continue
+			case !has:
+				sp.Added++
+			case cur.key == key:
+				sp.Kept++
+				continue
+			default:
+				sp.Changed++
+			}
+			if labeled != nil && labeled(item, name) {
+				sp.LabeledTouched++
+			}
+		}
+		for item := range rows {
+			if _, ok := next[name][item]; !ok {
+				sp.Untouched++
+			}
+		}
+		out.Report.NWritten += sp.Added + sp.Changed + sp.Kept
+		out.Report.NSkippedNewerRun += sp.HeldByNewerRun
+		out.Schemas = append(out.Schemas, sp)
+	}
+	return out, nil
+}
+
+// String says it in one line a schema, as the run log and potato-dispatch
+// writeback --dry-run print it.
+func (sp SchemaPreview) String() string {
+	s := fmt.Sprintf("%s: %d added, %d changed, %d removed, %d kept", sp.Schema, sp.Added, sp.Changed, sp.Removed, sp.Kept)
+	s += fmt.Sprintf("; %d of the added and changed on items annotators have labelled", sp.LabeledTouched)
+	if sp.Untouched > 0 {
+		s += fmt.Sprintf("; %d prelabels of other runs left as they are", sp.Untouched)
+	}
+	if sp.HeldByNewerRun > 0 {
+		s += fmt.Sprintf("; %d not written, held by a newer run", sp.HeldByNewerRun)
+	}
+	return s
+}
