@@ -20,6 +20,7 @@ type command struct {
 	Auto      autoCmd          `cmd:"" help:"Start a run when model_training.auto_retrain calls for one and wait for its end (for cron)."`
 	Writeback writebackCmd     `cmd:"" help:"Write a finished run's row and predictions to Potato's store again (after store_failed)."`
 	Retract   retractCmd       `cmd:"" help:"Delete a finished run's prelabels from Potato's store; the run stays."`
+	Publish   publishCmd       `cmd:"" help:"Publish a successful run's predictions as prelabels by hand, whatever writeback.promote decided."`
 	Version   kong.VersionFlag `help:"Print the version and exit."`
 }
 

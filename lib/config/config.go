@@ -120,11 +120,19 @@ type Training struct {
 	Line  int // line of model_training itself, 0 when absent
 }
 
+// Promote values of model_training.writeback.promote.
+const (
+	PromoteAlways   = "always"
+	PromoteIfBetter = "if_better"
+)
+
 // Writeback is model_training.writeback.
 type Writeback struct {
 	Schemas          []string `key:"schemas"`
 	IncludeUnlabeled bool     `key:"include_unlabeled"`
 	MinConfidence    float64  `key:"min_confidence"`
+	Promote          string   `key:"promote"`
+	Margin           float64  `key:"margin"`
 	Lines            map[string]int
 }
 

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -155,6 +157,9 @@ func writeDetail(w io.Writer, info rundir.Info, log []string) error {
 	if r.Writeback != nil {
 		field("prelabels", fmt.Sprintf("%d written of %d predictions", r.Writeback["n_written"], r.Writeback["n_read"]))
 	}
+	for _, name := range slices.Sorted(maps.Keys(r.Promotion)) {
+		field("promotion", name+": "+r.Promotion[name].Reason)
+	}
 	field("artifacts", r.ArtifactURI)
 	field("error", r.Error)
 	if r.ErrorCode != "" {
@@ -202,6 +207,11 @@ func Summary(configPath, id string) (string, error) {
 	s := fmt.Sprintf("run %s: success", id)
 	if h := r.Heldout; h != nil {
 		s += fmt.Sprintf("; held-out accuracy %.3f, macro-F1 %.3f on %d test items of %s", h.Accuracy, h.MacroF1, h.N, h.Schema)
+	}
+	for _, name := range slices.Sorted(maps.Keys(r.Promotion)) {
+		if d := r.Promotion[name]; !d.Published {
+			s += "; " + name + ": " + d.Reason
+		}
 	}
 	if wb := r.Writeback; wb != nil {
 		s += fmt.Sprintf("; %d prelabels written to %s", wb["n_written"], StorePath(cfg))

@@ -47,7 +47,17 @@ func (d *dispatcher) writeBack(m bundle.Manifest) error {
 
 	rec := d.run.Record()
 	d.logPreview(bdir, pred, rec)
-	rep, n, err := publish(d.cfg, bdir, pred, rec)
+	schemas, decisions, err := promotion(d.cfg, bdir, pred, rec.RunID, m)
+	if err != nil {
+		return err
+	}
+	if decisions != nil {
+		d.set(func(r *rundir.Record) { r.Promotion = decisions })
+		for _, name := range slices.Sorted(maps.Keys(decisions)) {
+			d.logf("promotion of %s (writeback.promote: if_better): %s", name, decisions[name].Reason)
+		}
+	}
+	rep, n, err := publish(d.cfg, bdir, pred, rec, schemas, unix(&rec.CreatedAt))
 	if err != nil {
 		return err
 	}
@@ -90,9 +100,10 @@ func heldoutSchema(m bundle.Manifest, scores map[string]writeback.SchemaScore) s
 	return ""
 }
 
-// publish records the run's items and publishes its predictions in
-// Potato's store, each in one transaction. An error is a StoreError.
-func publish(cfg *config.Config, bdir, pred string, rec rundir.Record) (writeback.Report, int, error) {
+// publish records the run's items and publishes its predictions of
+// schemas in Potato's store, its rows stamped at (unix seconds), each in
+// one transaction. An error is a StoreError.
+func publish(cfg *config.Config, bdir, pred string, rec rundir.Record, schemas []string, at float64) (writeback.Report, int, error) {
 	var rep writeback.Report
 	var n int
 	err := withStore(cfg, func(s *writeback.Store) error {
@@ -101,8 +112,8 @@ func publish(cfg *config.Config, bdir, pred string, rec rundir.Record) (writebac
 			return fmt.Errorf("recording the run's items: %w", err)
 		}
 		rep, err = s.Publish(bdir, pred, writeback.Options{
-			Project: cfg.TaskName, RunID: rec.RunID, Schemas: cfg.Training.Writeback.Schemas,
-			MinConfidence: cfg.Training.Writeback.MinConfidence, CreatedAt: unix(&rec.CreatedAt),
+			Project: cfg.TaskName, RunID: rec.RunID, Schemas: schemas,
+			MinConfidence: cfg.Training.Writeback.MinConfidence, CreatedAt: at,
 		})
 		return err
 	})
@@ -165,7 +176,11 @@ func Writeback(configPath, id string) (string, error) {
 				}
 				setHeldout(rec, m, scores)
 			}
-			rep, n, err := publish(cfg, bdir, pred, *rec)
+			schemas, err := gatedSchemas(cfg, bdir, pred, rec, m)
+			if err != nil {
+				return err
+			}
+			rep, n, err := publish(cfg, bdir, pred, *rec, schemas, unix(&rec.CreatedAt))
 			if err != nil {
 				return err
 			}

@@ -131,6 +131,22 @@ type Record struct {
 	// RetractedAt is when potato-dispatch retract first deleted the run's
 	// prelabels from Potato's store; Writeback's n_retracted counts them.
 	RetractedAt *time.Time `json:"retracted_at,omitempty"`
+	// Promotion is, under writeback.promote: if_better, the decision of
+	// each writeback schema of the run, by schema.
+	Promotion map[string]Promotion `json:"promotion,omitempty"`
+}
+
+// Promotion is the promotion gate's decision for one schema of a run:
+// whether its prelabels were published, its macro-F1 and that of the run
+// published before (Against), both on the same N test items and today's
+// labels, and the sentence the log, status and page show.
+type Promotion struct {
+	Published      bool    `json:"published"`
+	MacroF1        float64 `json:"macro_f1"`
+	Against        string  `json:"against,omitempty"`
+	AgainstMacroF1 float64 `json:"against_macro_f1,omitempty"`
+	N              int     `json:"n"`
+	Reason         string  `json:"reason"`
 }
 
 // Root is a project's training/ directory.

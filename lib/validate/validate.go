@@ -193,6 +193,12 @@ func (ch *checker) training() {
 		ch.errorf(wl("min_confidence"), "model_training.writeback.min_confidence", "", "model_training.writeback.min_confidence is %g: it must be between 0 and 1", mc)
 	}
 	ch.schemas("model_training.writeback.schemas", t.Writeback.Schemas, wl("schemas"))
+	if p := t.Writeback.Promote; p != config.PromoteAlways && p != config.PromoteIfBetter {
+		ch.errorf(wl("promote"), "model_training.writeback.promote", "", "model_training.writeback.promote is %q: use always or if_better", p)
+	}
+	if m := t.Writeback.Margin; m < -1 || m > 1 {
+		ch.errorf(wl("margin"), "model_training.writeback.margin", "", "model_training.writeback.margin is %g: it must be between -1 and 1 (a difference of macro-F1)", m)
+	}
 	if PrelabelsWithoutPreAnnotation(c) {
 		ch.notef(wl("schemas"), "model_training.writeback.schemas", "", "%s", PrelabelsHidden)
 	}

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"potato-training/internal/testproject"
+	"potato-training/lib/rundir"
+)
+
+// storePrelabels is the store's prelabels of schema: item to run and
+// payload.
+func storePrelabels(t *testing.T, dir, schema string) map[string]string {
+	t.Helper()
+	rows, err := testproject.OpenDB(t, filepath.Join(dir, "project.sqlite")).Query(
+		`SELECT instance_id, run_id, payload FROM training_predictions WHERE schema_name = ?`, schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var id, run, payload string
+		if err := rows.Scan(&id, &run, &payload); err != nil {
+			t.Fatal(err)
+		}
+		out[id] = run + " " + payload
+	}
+	return out
+}
+
+// flipTrainLabels flips, in the annotator's user_state.json, the label of
+// every item of the train split of run id's bundle: a model trained on
+// them learns the opposite, while the test split's gold labels stay.
+func flipTrainLabels(t *testing.T, dir, id string) int {
+	t.Helper()
+	train, err := os.ReadFile(filepath.Join(testproject.Root(dir).RunDir(id), rundir.BundleDir, "train.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inTrain := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(string(train)), "\n") {
+		var row struct {
+			ID string `json:"instance_id"`
+		}
+		json.Unmarshal([]byte(line), &row)
+		inTrain[row.ID] = true
+	}
+	path := filepath.Join(dir, "annotation_output", "ann", "user_state.json")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var state map[string]any
+	json.Unmarshal(b, &state)
+	n := 0
+	for item, v := range state["instance_id_to_label_to_value"].(map[string]any) {
+		if !inTrain[item] {
+			continue
+		}
+		pair := v.([]any)[0].([]any)
+		label := pair[0].(map[string]any)
+		label["name"] = map[string]string{"positive": "negative", "negative": "positive"}[label["name"].(string)]
+		n++
+	}
+	b, _ = json.Marshal(state)
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestPromoteIfBetter: under writeback.promote: if_better, a run trained
+// on labels flipped on purpose (the train split's; the test split's gold
+// labels are those of the first run) scores far below the published run
+// on the same test items. It succeeds and keeps its predictions, but is
+// not published: the store's prelabels stay those of the first run, row
+// for row, and the run log, run.json and status say why. potato-dispatch
+// publish then publishes it by hand. With the true labels back, a run is
+// published again (it ties or beats the one published).
+func TestPromoteIfBetter(t *testing.T) {
+	dir, cfg := testproject.Project(t, 240, 200, "")
+	text, _ := os.ReadFile(cfg)
+	os.WriteFile(cfg, []byte(strings.Replace(string(text), "    min_confidence: 0.5\n", "    min_confidence: 0.5\n    promote: if_better\n", 1)), 0o644)
+	tfidf := []string{"run", cfg, "--trainer", "tfidf-logreg", "--schemas", "sentiment"}
+
+	r := run(t, tfidf...)
+	good := strings.TrimSpace(r.stdout)
+	if r.code != 0 {
+		t.Fatalf("first run: exit %d\n%s", r.code, runLog(t, dir, good))
+	}
+	first := testproject.Read(t, dir, good)
+	if d := first.Promotion["sentiment"]; !d.Published || d.Reason != "published: no run's prelabels of sentiment are published yet" {
+		t.Fatalf("first run's promotion: %+v", first.Promotion)
+	}
+	before := storePrelabels(t, dir, "sentiment")
+	if len(before) == 0 {
+		t.Fatal("the first run published nothing")
+	}
+
+	if n := flipTrainLabels(t, dir, good); n < 100 {
+		t.Fatalf("%d train labels flipped", n)
+	}
+	r = run(t, tfidf...)
+	bad := strings.TrimSpace(r.stdout)
+	info := testproject.Read(t, dir, bad)
+	d := info.Promotion["sentiment"]
+	if r.code != 0 || info.State != rundir.StateSuccess {
+		t.Fatalf("the flipped run: exit %d, %s\n%s", r.code, info.State, runLog(t, dir, bad))
+	}
+	if d.Published || d.Against != good || d.N < 20 || d.MacroF1 > 0.3 || d.AgainstMacroF1 < 0.9 {
+		t.Fatalf("the flipped run's promotion: %+v", d)
+	}
+	if !strings.HasPrefix(d.Reason, "not published: macro-F1 0.") || !strings.Contains(d.Reason, " of run "+good+" on ") {
+		t.Errorf("reason %q", d.Reason)
+	}
+	if !strings.Contains(runLog(t, dir, bad), "promotion of sentiment (writeback.promote: if_better): "+d.Reason) {
+		t.Errorf("the run log does not say it:\n%s", runLog(t, dir, bad))
+	}
+	if _, err := os.Stat(filepath.Join(testproject.Root(dir).RunDir(bad), rundir.PredictionsFile)); err != nil {
+		t.Errorf("the kept run's predictions: %v", err)
+	}
+	after := storePrelabels(t, dir, "sentiment")
+	if len(after) != len(before) {
+		t.Errorf("%d prelabels before, %d after", len(before), len(after))
+	}
+	for id, v := range before {
+		if after[id] != v {
+			t.Errorf("%s: %q became %q", id, v, after[id])
+		}
+	}
+	if st := run(t, "status", cfg, bad); !strings.Contains(st.stdout, "promotion:") || !strings.Contains(st.stdout, d.Reason) {
+		t.Errorf("status:\n%s", st.stdout)
+	}
+
+	// Published by hand: the store now holds the flipped run's prelabels.
+	p := run(t, "publish", cfg, bad)
+	if p.code != 0 || !strings.Contains(p.stdout, "predictions published as prelabels") {
+		t.Fatalf("publish: exit %d\n%s%s", p.code, p.stdout, p.stderr)
+	}
+	for id, v := range storePrelabels(t, dir, "sentiment") {
+		if !strings.HasPrefix(v, bad+" ") {
+			t.Errorf("%s: %q is not the published run's", id, v)
+		}
+	}
+	if d := testproject.Read(t, dir, bad).Promotion["sentiment"]; !d.Published || !strings.HasPrefix(d.Reason, "published by hand") {
+		t.Errorf("after publish: %+v", d)
+	}
+
+	// The true labels back: the next run beats the flipped one.
+	flipTrainLabels(t, dir, good)
+	r = run(t, tfidf...)
+	again := testproject.Read(t, dir, strings.TrimSpace(r.stdout))
+	if d := again.Promotion["sentiment"]; r.code != 0 || !d.Published || d.Against != bad || d.MacroF1 < d.AgainstMacroF1 {
+		t.Errorf("the run on true labels: exit %d, %+v", r.code, d)
+	}
+}
