@@ -560,3 +560,10 @@ func scalarString(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
+
+// AnsweredWithoutTarget reports whether an annotator's answer to the item
+// in the schema yields no target (no label chosen, two radio labels
+// chosen): an item can be answered and still have no target to train on.
+func (a *Annotations) AnsweredWithoutTarget(itemID, schema string) bool {
+	return slices.ContainsFunc(a.votes[itemID][schema], func(v Vote) bool { return v.Target == nil })
+}
