@@ -3,7 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/http"
+	"net"
 	"os/signal"
 	"syscall"
 	"time"
@@ -50,11 +50,16 @@ func (c *command) Run(ctx *cli.Context) error {
 		Logf: func(format string, args ...any) {
 			fmt.Fprintf(ctx.Stderr, "%s potato-server: %s\n", time.Now().UTC().Format(time.RFC3339), fmt.Sprintf(format, args...))
 		}}
-	srv := &http.Server{Addr: c.Listen, Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	ln, err := net.Listen("tcp", c.Listen)
+	if err != nil {
+		return cli.Failf(cli.ExitNo, "%v", err)
+	}
 	sctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	fmt.Fprintf(ctx.Stderr, "potato-server: serving %s on http://%s\n", c.Config, c.Listen)
-	if err := s.Run(sctx, srv); err != nil {
+	// Serve bounds slow requests and connections (potato-server(1),
+	// LIMITS).
+	if err := s.Serve(sctx, ln); err != nil {
 		return cli.Failf(cli.ExitNo, "%v", err)
 	}
 	return nil

@@ -124,6 +124,14 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 		agentproto.WriteError(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed here")
 		return
 	}
+	// The token is checked before a byte of the body is read: a peer
+	// without one is answered at once and holds nothing.
+	tok := bearer(r)
+	backend := s.tokenBackend(tok)
+	if backend == "" {
+		refuseClaim(w)
+		return
+	}
 	const maxClaim = 1 << 20
 	if r.ContentLength > maxClaim { // refused unread
 		agentproto.WriteError(w, http.StatusRequestEntityTooLarge, "the claim's body is over 1 MiB")
@@ -144,12 +152,8 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 		agentproto.WriteError(w, http.StatusBadRequest, "the claim's body is not JSON: "+err.Error())
 		return
 	}
-	tok := bearer(r)
-	b, ok := s.Config.Backend(req.Backend)
-	if tok == "" || !ok || b.Type != config.TypeAgent || !s.Root.CheckToken(req.Backend, tok) {
-		// One answer for every refusal: a prober learns nothing.
-		w.Header().Set("WWW-Authenticate", "Bearer")
-		agentproto.WriteError(w, http.StatusUnauthorized, "wrong token")
+	if req.Backend != backend {
+		refuseClaim(w)
 		return
 	}
 	req.Host = cleanHost(req.Host)
@@ -194,6 +198,28 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// refuseClaim is the one answer to every refused token: a prober learns
+// nothing.
+func refuseClaim(w http.ResponseWriter) {
+	w.Header().Set("WWW-Authenticate", "Bearer")
+	agentproto.WriteError(w, http.StatusUnauthorized, "wrong token")
+}
+
+// tokenBackend is the agent backend whose registered token tok is, or "".
+// Every agent backend is compared, in constant time each.
+func (s *Server) tokenBackend(tok string) string {
+	found := ""
+	if tok == "" {
+		return ""
+	}
+	for _, b := range s.Config.Training.Backends {
+		if b.Type == config.TypeAgent && s.Root.CheckToken(b.Name, tok) && found == "" {
+			found = b.Name
+		}
+	}
+	return found
 }
 
 // forwardClaim asks one run's dispatch for the run; 204 means it is taken.

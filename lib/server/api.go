@@ -155,8 +155,7 @@ func (a *api) fail(w http.ResponseWriter, err error) {
 // session and, unless it only reads, the session's CSRF token. A wrong
 // key counts as a failed sign-in of its client, as the page's form does.
 func (s *Server) authorize(r *http.Request) *apiError {
-	want := s.Config.AdminAPIKey
-	if want == "" {
+	if s.apiKey() == "" {
 		return errorf(http.StatusForbidden, msgNoAPIKey)
 	}
 	got := r.Header.Get("X-API-Key")
@@ -175,23 +174,28 @@ func (s *Server) authorize(r *http.Request) *apiError {
 		return errorf(http.StatusUnauthorized, msgMissingKey)
 	}
 	client := clientAddr(r)
-	if left := s.signins.lockedOut(client); left > 0 {
+	if left := s.signins.begin(client); left > 0 {
 		return &apiError{code: http.StatusTooManyRequests, msg: fmt.Sprintf(msgLockedOut, waitText(left)), retry: left}
 	}
-	if !s.isAPIKey(got) {
-		if left := s.signInFailed(r, fmt.Sprintf("api: %s %q", r.Method, r.URL.Path)); left > 0 {
+	ok := s.isAPIKey(got)
+	delay, locked := s.signins.end(client, ok)
+	if !ok {
+		if left := s.signInFailed(r, fmt.Sprintf("api: %s %q", r.Method, r.URL.Path), delay, locked); left > 0 {
 			return &apiError{code: http.StatusTooManyRequests, msg: fmt.Sprintf(msgLockedOut, waitText(left)), retry: left}
 		}
 		return errorf(http.StatusUnauthorized, msgWrongKey)
 	}
-	s.signins.succeeded(client)
 	return nil
 }
 
 // isAPIKey compares got with the config's admin_api_key, hashes first, so
 // that the comparison takes as long whatever the lengths.
 func (s *Server) isAPIKey(got string) bool {
-	g, k := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(s.Config.AdminAPIKey))
+	key := s.apiKey()
+	if key == "" {
+		return false
+	}
+	g, k := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(key))
 	return subtle.ConstantTimeCompare(g[:], k[:]) == 1
 }
 

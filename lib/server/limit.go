@@ -12,11 +12,17 @@ import (
 )
 
 // Failed sign-ins, per client address: the page's form and wrong
-// X-API-Key headers both guess admin_api_key, so both count. The answer to
-// a failure is delayed, longer each time; after maxFailures failures within
-// failureWindow, the client is refused for lockout (429 with Retry-After),
-// whatever key it sends. A sign-in that succeeds forgets the client's
-// failures. The table holds at most maxClients clients.
+// X-API-Key headers both guess admin_api_key, so both count. A key is
+// compared only once its attempt is counted: an attempt takes a place
+// (begin) before the comparison and gives it back with the outcome (end),
+// and at most maxFailures attempts of a client are under way or failed,
+// so that guesses sent at once, or staged on many connections, are
+// judged one place at a time and never outnumber the bound. The answer
+// to a failure is delayed, longer each time; after maxFailures failures
+// within failureWindow, the client is refused for lockout (429 with
+// Retry-After), whatever key it sends, and its key is not compared. A
+// sign-in that succeeds forgets the client's failures. The table holds at
+// most maxClients clients.
 const (
 	maxFailures   = 5
 	failureWindow = 15 * time.Minute
@@ -32,7 +38,10 @@ const msgLockedOut = "too many failed sign-ins from your address: try again in %
 
 // limiter counts failed sign-ins per client.
 type limiter struct {
-	mu      sync.Mutex
+	mu sync.Mutex
+	// ended is signalled when an attempt ends: one waiting for a place
+	// looks again.
+	ended   *sync.Cond
 	clients map[string]*failures
 	// max bounds clients (maxClients when 0).
 	max int
@@ -41,15 +50,19 @@ type limiter struct {
 	sleep func(ctx context.Context, d time.Duration)
 }
 
-// failures are a client's failed sign-ins since its last success.
+// failures are a client's failed sign-ins since its last success, and
+// its attempts under way.
 type failures struct {
-	n     int
-	last  time.Time
-	until time.Time // locked out until then
+	n       int
+	pending int
+	last    time.Time
+	until   time.Time // locked out until then
 }
 
 func newLimiter() *limiter {
-	return &limiter{clients: map[string]*failures{}, now: time.Now, sleep: sleepCtx}
+	l := &limiter{clients: map[string]*failures{}, now: time.Now, sleep: sleepCtx}
+	l.ended = sync.NewCond(&l.mu)
+	return l
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) {
@@ -76,21 +89,63 @@ func (l *limiter) lockedOut(client string) time.Duration {
 	return 0
 }
 
-// failed counts a failure of the client and returns how long to delay its
-// answer, or, when this failure locks it out, 0 and true.
-func (l *limiter) failed(client string) (delay time.Duration, locked bool) {
+// begin counts an attempt of the client before its key is compared. It
+// returns how long the client is still locked out, or 0: then the key may
+// be compared, and end must follow at once with the outcome. While
+// maxFailures attempts are under way or failed it waits for one to end.
+func (l *limiter) begin(client string) time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	for {
+		now := l.now()
+		f := l.clients[client]
+		if f == nil {
+			l.makeRoom(now)
+			f = &failures{}
+			l.clients[client] = f
+		}
+		if left := f.until.Sub(now); left > 0 {
+			return left
+		}
+		if now.Sub(f.last) > failureWindow || !f.until.IsZero() {
+			// Old failures, or a lockout served: start again.
+			f.n, f.last, f.until = 0, time.Time{}, time.Time{}
+		}
+		if f.n+f.pending < maxFailures {
+			f.pending++
+			return 0
+		}
+		l.ended.Wait()
+	}
+}
+
+// end gives back the place of an attempt begun. A success forgets the
+// client's failures; a failure is counted, and end returns how long to
+// delay its answer, or, when this failure locks the client out, 0 and
+// true.
+func (l *limiter) end(client string, ok bool) (delay time.Duration, locked bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	defer l.ended.Broadcast()
 	now := l.now()
 	f := l.clients[client]
+	if f != nil && f.pending > 0 {
+		f.pending--
+	}
+	if ok {
+		if f != nil {
+			f.n, f.until = 0, time.Time{}
+			if f.pending == 0 {
+				delete(l.clients, client)
+			}
+		}
+		return 0, false
+	}
 	if f == nil {
+		// Dropped from a full table meanwhile.
 		l.makeRoom(now)
 		f = &failures{}
 		l.clients[client] = f
-	}
-	if now.Sub(f.last) > failureWindow || (!f.until.IsZero() && !now.Before(f.until)) {
-		// Old failures, or a lockout served: start again.
-		*f = failures{}
 	}
 	f.n++
 	f.last = now
@@ -101,11 +156,12 @@ func (l *limiter) failed(client string) (delay time.Duration, locked bool) {
 	return firstDelay << (f.n - 1), false
 }
 
-// succeeded forgets the client's failures.
-func (l *limiter) succeeded(client string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	delete(l.clients, client)
+// failed counts a failed attempt of the client, begun and ended at once.
+func (l *limiter) failed(client string) (delay time.Duration, locked bool) {
+	if l.begin(client) > 0 {
+		return 0, true
+	}
+	return l.end(client, false)
 }
 
 // makeRoom drops the clients whose failures are forgotten, and when the
@@ -120,7 +176,7 @@ func (l *limiter) makeRoom(now time.Time) {
 		return
 	}
 	for c, f := range l.clients {
-		if now.Sub(f.last) > failureWindow && !now.Before(f.until) {
+		if f.pending == 0 && now.Sub(f.last) > failureWindow && !now.Before(f.until) {
 			delete(l.clients, c)
 		}
 	}
@@ -184,11 +240,11 @@ func clientAddr(r *http.Request) string {
 	return ip.String()
 }
 
-// signInFailed counts a wrong key from the request's client, logs it and
-// delays the answer; it returns the lockout that this failure starts, or 0.
-func (s *Server) signInFailed(r *http.Request, what string) time.Duration {
+// signInFailed logs a wrong key from the request's client, whose attempt
+// ended with delay and locked, and delays the answer; it returns the
+// lockout that this failure starts, or 0.
+func (s *Server) signInFailed(r *http.Request, what string, delay time.Duration, locked bool) time.Duration {
 	client := clientAddr(r)
-	delay, locked := s.signins.failed(client)
 	if locked {
 		s.logf("%s: wrong API key from %s (%s): %d failed attempts, refused for %s", what, client, r.RemoteAddr, maxFailures, waitText(lockout))
 		return lockout

@@ -131,7 +131,7 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := pageData{Title: "Sign in"}
-	if s.Config.AdminAPIKey == "" {
+	if s.apiKey() == "" {
 		d.Error = msgNoAPIKey
 		s.render(w, http.StatusForbidden, "login.html", d)
 		return
@@ -146,10 +146,15 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	client := clientAddr(r)
-	if left := s.signins.lockedOut(client); left > 0 {
+	locked := func(left time.Duration) {
 		retryAfter(w, left)
 		d.Error = fmt.Sprintf(msgLockedOut, waitText(left))
 		s.render(w, http.StatusTooManyRequests, "login.html", d)
+	}
+	// A client locked out already is refused before its form is read;
+	// the lockout is judged again once it is, before the key is compared.
+	if left := s.signins.lockedOut(client); left > 0 {
+		locked(left)
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
@@ -158,24 +163,28 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
 		s.render(w, http.StatusBadRequest, "login.html", d)
 		return
 	}
-	if !s.isAPIKey(r.PostFormValue("key")) {
-		if left := s.signInFailed(r, "page: sign-in"); left > 0 {
-			retryAfter(w, left)
-			d.Error = fmt.Sprintf(msgLockedOut, waitText(left))
-			s.render(w, http.StatusTooManyRequests, "login.html", d)
+	if left := s.signins.begin(client); left > 0 {
+		locked(left)
+		return
+	}
+	ok := s.isAPIKey(r.PostFormValue("key"))
+	delay, lock := s.signins.end(client, ok)
+	if !ok {
+		if left := s.signInFailed(r, "page: sign-in", delay, lock); left > 0 {
+			locked(left)
 			return
 		}
 		d.Error = msgWrongKey
 		s.render(w, http.StatusUnauthorized, "login.html", d)
 		return
 	}
-	s.signins.succeeded(client)
 	setSessionCookie(w, r, s.newSession(time.Now()), int(sessionTTL/time.Second))
 	s.logf("page: signed in from %s (%s)", client, r.RemoteAddr)
 	http.Redirect(w, r, pagePath, http.StatusSeeOther)
 }
 
-// signOut ends the session in this browser.
+// signOut ends the session: in this browser, and on the server, which
+// refuses its cookie from then on wherever it comes from.
 func (s *Server) signOut(w http.ResponseWriter, r *http.Request) {
 	if !allowMethods(w, r, http.MethodPost) {
 		return
@@ -186,6 +195,10 @@ func (s *Server) signOut(w http.ResponseWriter, r *http.Request) {
 			s.pageError(w, err.code, err.msg)
 			return
 		}
+		if err := s.endSession(sess); err != nil {
+			s.logf("page: sign-out: %v", err)
+		}
+		s.logf("page: signed out from %s (%s)", clientAddr(r), r.RemoteAddr)
 	}
 	setSessionCookie(w, r, "", -1)
 	http.Redirect(w, r, pagePath+"/login", http.StatusSeeOther)

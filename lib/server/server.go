@@ -8,7 +8,6 @@
 package server
 
 import (
-	"context"
 	"net/http"
 	"strings"
 	"sync"
@@ -43,6 +42,11 @@ type Server struct {
 	signins *limiter
 	// runs keeps finished runs' records between the page's polls.
 	runs rundir.Cache
+	// limits bound slow and half-sent requests and the connections.
+	limits limits
+	// keys is admin_api_key as the config holds it now, and the sessions
+	// signed out (session.go).
+	keys keyState
 }
 
 func (s *Server) logf(format string, args ...any) {
@@ -64,24 +68,10 @@ func (s *Server) init() {
 		}
 		s.broker = newBroker(s.Root)
 		s.signins = newLimiter()
+		if s.limits == (limits{}) {
+			s.limits = defaultLimits
+		}
 	})
-}
-
-// Run serves until ctx ends, watching the run directories meanwhile.
-func (s *Server) Run(ctx context.Context, srv *http.Server) error {
-	s.init()
-	go s.broker.run(ctx)
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
-	err := srv.ListenAndServe()
-	if err == http.ErrServerClosed {
-		return nil
-	}
-	return err
 }
 
 // Handler routes a request to the agent routes, the API or the page.
@@ -91,7 +81,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc(agentPrefix+"/", s.serveAgent)
 	s.mountAPI(mux)
 	s.mountPage(mux)
-	return withHeaders(mux)
+	return withHeaders(s.withDeadlines(mux))
 }
 
 // withHeaders sets the headers every answer carries.
