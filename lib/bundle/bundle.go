@@ -20,6 +20,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"potato-training/lib/config"
 	"potato-training/lib/rundir"
@@ -100,6 +101,25 @@ func ReadManifest(dir string) (Manifest, error) {
 		return Manifest{}, fmt.Errorf("bundle: %s: unsupported manifest version %d", p, m.V)
 	}
 	return m, nil
+}
+
+// ErrOutside is a split path that leaves the bundle's directory.
+var ErrOutside = errors.New("leaves the bundle directory")
+
+// OpenSplit opens a split file of the bundle in dir, path as its manifest
+// names it. The manifest may come from the far side of a network: a path
+// that leaves dir, by "..", as an absolute path or through a symlink, is
+// refused with ErrOutside.
+func OpenSplit(dir, path string) (*os.File, error) {
+	if !filepath.IsLocal(path) {
+		return nil, fmt.Errorf("bundle: split path %q: %w", path, ErrOutside)
+	}
+	f, err := os.OpenInRoot(dir, path)
+	// os.Root's refusal of a symlink out of dir has no exported error.
+	if err != nil && strings.Contains(err.Error(), "path escapes from parent") {
+		return nil, fmt.Errorf("bundle: split path %q: %w", path, ErrOutside)
+	}
+	return f, err
 }
 
 // Verify recomputes the digest of the bundle in dir and compares it, and

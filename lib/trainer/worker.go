@@ -142,9 +142,15 @@ type example struct {
 	targets map[string]any
 }
 
-func readSplit(path string) ([]example, error) {
-	f, err := os.Open(path)
+// readSplit reads a split of the bundle in dir, path as the manifest
+// names it: a path that leaves the bundle is refused (bad_bundle), since
+// the manifest may come from the far side of a network.
+func readSplit(dir, name, path string) ([]example, error) {
+	f, err := bundle.OpenSplit(dir, path)
 	if err != nil {
+		if errors.Is(err, bundle.ErrOutside) {
+			return nil, &fitError{events.ExitBadSpec, events.CodeBadBundle, fmt.Sprintf("bundle: split %q: path %q leaves the bundle directory", name, path)}
+		}
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, nil
 		}
@@ -206,7 +212,7 @@ func fitTfidf(ctx context.Context, spec Spec, params Values, ev *events.Writer) 
 	splits := map[string][]example{}
 	var names []string
 	for name, sf := range m.Splits {
-		xs, err := readSplit(filepath.Join(spec.BundleDir, sf.Path))
+		xs, err := readSplit(spec.BundleDir, name, sf.Path)
 		if err != nil {
 			return err
 		}
@@ -214,6 +220,9 @@ func fitTfidf(ctx context.Context, spec Spec, params Values, ev *events.Writer) 
 		names = append(names, name)
 	}
 	sort.Strings(names)
+	if len(spec.Curve) > 0 {
+		return fitTfidfCurve(ctx, spec, params, splits, ev)
+	}
 	patience := params.Int("patience")
 	if patience <= 0 {
 		patience = -1 // every epoch

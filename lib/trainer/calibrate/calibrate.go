@@ -249,11 +249,10 @@ func humanLabels(dir string, schemas []bundle.Schema) (map[string]map[string]str
 	sort.Strings(names)
 	for _, name := range names {
 		sf := m.Splits[name]
-		if !filepath.IsLocal(sf.Path) {
+		f, err := bundle.OpenSplit(dir, sf.Path)
+		if errors.Is(err, bundle.ErrOutside) {
 			return nil, &Error{events.ExitBadSpec, events.CodeBadBundle, fmt.Sprintf("bundle: split %q: path %q leaves the bundle directory", name, sf.Path)}
-		}
-		f, err := os.Open(filepath.Join(dir, sf.Path))
-		if errors.Is(err, os.ErrNotExist) {
+		} else if errors.Is(err, os.ErrNotExist) {
 			continue
 		} else if err != nil {
 			return nil, err
