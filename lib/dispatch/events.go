@@ -30,8 +30,10 @@ func (d *dispatcher) onEvent(e events.Event) {
 		}
 	case events.KindLog:
 		if e.String("source") == agent.SourceAgent {
-			// The remote agent's own line: "Submitted SLURM job 4242 (...)".
-			d.logf("%s", e.String("msg"))
+			// The remote agent's own line, marked as the agent's: "agent:
+			// Submitted SLURM job 4242 (...)". Unmarked, it could pass
+			// for a line of the dispatch's own.
+			d.logf("agent: %s", e.String("msg"))
 			break
 		}
 		d.logf("trainer %s: %s", e.String("level"), e.String("msg"))

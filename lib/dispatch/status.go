@@ -96,7 +96,10 @@ func Status(w io.Writer, opt StatusOptions) error {
 		}
 		return rundir.WriteJSON(w, recs)
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	// What trainers and agents wrote (a step, a host) is shown, never
+	// acted on by the terminal.
+	var out strings.Builder
+	tw := tabwriter.NewWriter(&out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "RUN\tSTATE\tTRAINER\tSCHEMAS\tRAN ON\tCREATED\tHELD-OUT\tSTEP")
 	now := time.Now()
 	for _, i := range infos {
@@ -107,7 +110,11 @@ func Status(w io.Writer, opt StatusOptions) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", i.RunID, i.State, i.Trainer, strings.Join(i.Schemas, ","),
 			i.RanOn, i.CreatedAt.Local().Format("2006-01-02 15:04:05"), heldout(i.Record), step)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err = io.WriteString(w, rundir.CleanText(out.String()))
+	return err
 }
 
 func heldout(r rundir.Record) string {
@@ -175,12 +182,20 @@ func writeDetail(w io.Writer, info rundir.Info, log []string) error {
 			b.WriteString("  " + l + "\n")
 		}
 	}
-	_, err := io.WriteString(w, b.String())
+	// The log, the step and the error hold what trainers and agents
+	// wrote: shown, never acted on by the terminal.
+	_, err := io.WriteString(w, rundir.CleanText(b.String()))
 	return err
 }
 
-// Summary is one line on how run id ended, for a person who waited for it.
+// Summary is one line on how run id ended, for a person who waited for
+// it; what the trainer said is shown, never acted on by the terminal.
 func Summary(configPath, id string) (string, error) {
+	s, err := summary(configPath, id)
+	return rundir.CleanText(s), err
+}
+
+func summary(configPath, id string) (string, error) {
 	cfg, err := LoadConfig(configPath)
 	if err != nil {
 		return "", err

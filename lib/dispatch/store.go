@@ -319,5 +319,5 @@ func appendLog(root *rundir.Root, id, msg string) {
 		return
 	}
 	defer f.Close()
-	_, _ = fmt.Fprintf(f, "%s %s\n", time.Now().UTC().Format(time.RFC3339), strings.ReplaceAll(msg, "\n", "\n    "))
+	_, _ = fmt.Fprintf(f, "%s %s\n", time.Now().UTC().Format(time.RFC3339), strings.ReplaceAll(rundir.CleanText(msg), "\n", "\n    "))
 }

@@ -302,9 +302,12 @@ func (run *Run) atEnd(write func() error) error {
 	return err
 }
 
-// Logf appends a line "2026-12-02T13:55:01Z message" to run.log.
+// Logf appends a line "2026-12-02T13:55:01Z message" to run.log. The
+// message's control characters are escaped (CleanText), and each of its
+// further lines is indented, so that what a trainer or an agent said can
+// neither act on a terminal nor pass for a line of its own.
 func (run *Run) Logf(format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
+	msg := CleanText(fmt.Sprintf(format, args...))
 	msg = strings.ReplaceAll(strings.TrimRight(msg, "\n"), "\n", "\n    ")
 	line := time.Now().UTC().Format(time.RFC3339) + " " + msg + "\n"
 	run.mu.Lock()
