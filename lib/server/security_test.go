@@ -426,7 +426,7 @@ func TestUploadAtMinimumRate(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := agentPrefix + "/runs/" + run.ID + "/predictions"
-	const chunks = 8 // one chunk every 2 s: 16 s, over bodyTimeout
+	const chunks = 8 // one chunk every 2 s: 14 s, over bodyTimeout
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() {
