@@ -42,7 +42,8 @@ const SawPrelabel = `An annotator is counted as having seen an item's prelabel w
 	`(an item someone answered without a label, nothing or two radio labels chosen, also lands in that ` +
 	`split; while such an answer is on it, its labels may predate the snapshot, so the item is left out and counted); ` +
 	`(2) the annotator's label for the schema is in their user_state.json now; and ` +
-	`(3) that file was last written after the run finished and published its prelabels. ` +
+	`(3) that file was last written after the run published its prelabels (its end, or the moment ` +
+	`potato-dispatch publish wrote them). ` +
 	`Potato's user_state.json keeps no time per label, so the snapshot and the file's modification time ` +
 	`are the only clocks: a file last written before the run published holds only labels made before the ` +
 	`prelabel existed, and those labels are left out and counted; a label made after the snapshot but ` +
@@ -242,14 +243,21 @@ func BuildAcceptance(cfg *config.Config, opt Options) (*Acceptance, error) {
 		} else if info, err := root.Read(t.run); err == nil && info.FinishedAt != nil {
 			published = info.FinishedAt.UTC()
 		}
-		if !published.IsZero() {
-			sa.PublishedAt = &published
-		}
 		sa.Heldout = heldoutOf(root, row, t.schema)
 
 		pre, err := s.RunPrelabels(cfg.TaskName, t.run, t.schema, "unlabeled")
 		if err != nil {
 			return nil, err
+		}
+		// A run published by hand stamps its rows with that moment, after
+		// the run's end.
+		for _, p := range pre {
+			if at := unixTime(p.CreatedAt); at.After(published) {
+				published = at
+			}
+		}
+		if !published.IsZero() {
+			sa.PublishedAt = &published
 		}
 		sa.NPrelabels = len(pre)
 		var js []Judgement

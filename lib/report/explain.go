@@ -134,8 +134,9 @@ func Explain(cfg *config.Config, itemID string) (*Explanation, error) {
 			if ip.Labels == nil {
 				ip.Labels = []string{}
 			}
-			if row.FinishedAt > 0 {
-				t := unixTime(row.FinishedAt)
+			// A run published by hand stamps its rows with that moment.
+			if at := max(row.FinishedAt, p.CreatedAt); at > 0 {
+				t := unixTime(at)
 				ip.PublishedAt = &t
 			}
 			is.Prelabel = ip
