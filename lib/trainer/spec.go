@@ -37,6 +37,9 @@ type Spec struct {
 	Params    map[string]string `json:"params"`
 	Seed      int64             `json:"seed"`
 	Limits    Limits            `json:"limits"`
+	// Curve, when set, asks for a learning curve: the points, percentages
+	// of each schema's labelled train items (potato-events(5)).
+	Curve []float64 `json:"curve,omitempty"`
 }
 
 // ReadSpec reads and checks spec.json.
@@ -98,6 +101,9 @@ type Info struct {
 	// others run on the CPU whatever the backend has, and their spec says
 	// so (limits.device "cpu").
 	GPU bool
+	// Curve trainers fit learning curves (spec.json's curve); a run asks
+	// the others for none.
+	Curve bool
 	// Params are the parameters it takes: potato-dispatch run refuses
 	// others before it records the run, and the trainer reads them
 	// through this declaration.
@@ -107,7 +113,7 @@ type Info struct {
 // registry is every trainer this version names, in the order the help,
 // the errors and potato-dispatch(1) list them.
 var registry = []Info{
-	{Name: "tfidf-logreg", Builtin: true, Kinds: []string{"nominal", "multilabel"}, Available: true, Params: tfidfParams},
+	{Name: "tfidf-logreg", Builtin: true, Kinds: []string{"nominal", "multilabel"}, Available: true, Curve: true, Params: tfidfParams},
 	{Name: hf.Name, Kinds: []string{"nominal", "multilabel"}, Available: true, GPU: true, Params: hfParams},
 	{Name: calibrate.Name, LocalOnly: true, Builtin: true, Kinds: []string{"nominal"}, Available: true,
 		NoPredictions: true, LocalReason: "it reads the annotation server's own files (Potato's store, project.sqlite, and the annotations)",
