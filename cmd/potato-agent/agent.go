@@ -16,6 +16,7 @@ import (
 type agentCmd struct {
 	Server    string `help:"The server: https://HOST:PORT, or unix:PATH (http:// only on loopback, or with --insecure-http)." env:"POTATO_TRAINING_SERVER"`
 	Socket    string `help:"The unix socket of a dispatch (ssh and slurm backends); the token is read from standard input."`
+	EnvStdin  bool   `name:"env-stdin" help:"With --socket: read the backend's env, a JSON object, from the line of standard input after the token."`
 	Backend   string `help:"The backend this agent serves." env:"POTATO_TRAINING_BACKEND"`
 	TokenFile string `name:"token-file" help:"File holding the token, mode 0600 or stricter (else $POTATO_TRAINING_TOKEN)." type:"path"`
 	Python    string `help:"Interpreter for Python trainers." default:"python3" env:"POTATO_TRAINING_PYTHON"`
@@ -31,8 +32,11 @@ type agentCmd struct {
 }
 
 func (c *agentCmd) Run(ctx *cli.Context) error {
+	// What the agent and its jobs write (job directories, bundles,
+	// models) is the user's alone: 0700 directories, 0600 files.
+	syscall.Umask(0o077)
 	o, err := agent.Settings{Server: c.Server, Socket: c.Socket, Backend: c.Backend, TokenFile: c.TokenFile,
-		Python: c.Python, Once: c.Once, Workdir: c.Workdir, Keep: c.Keep, SLURMConfig: c.SLURMConfig,
+		Python: c.Python, Once: c.Once, Workdir: c.Workdir, Keep: c.Keep, SLURMConfig: c.SLURMConfig, EnvStdin: c.EnvStdin,
 		AllowExec: c.AllowExec, InsecureHTTP: c.InsecureHTTP, CAFile: c.CAFile, Name: ctx.Name}.Options(ctx.Stdin, ctx.Stderr)
 	if err != nil {
 		return exitError(err)

@@ -743,5 +743,6 @@ func TestSLURM(t *testing.T) {
 		{Name: "TestRealTimeLimit", Run: testRealTimeLimit},
 		{Name: "TestRealExternalScancel", Run: testRealExternalScancel},
 		{Name: "TestRealNodeDownRequeues", Run: testRealNodeDownRequeues},
+		{Name: "TestRealSLURMSecretNeverOnACommandLine", Run: testRealSLURMSecretNeverOnACommandLine},
 	})
 }

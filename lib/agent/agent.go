@@ -65,6 +65,10 @@ type Options struct {
 	// job, from the bundle's download to the result, before the agent
 	// stops the job itself (SPEC G9; default 300 s).
 	Unreachable time.Duration
+	// Env is the backend's env that came on standard input
+	// (Settings.EnvStdin), already in the agent's own environment; a
+	// SLURM job gets it from a file of mode 0600 (trainSLURM).
+	Env map[string]string
 	// Polling marks an agent that polls a server (--server, SPEC G): it
 	// keeps trying while the server is away, spools what a job owes the
 	// server under Workdir/spool until the server has it, caches bundles by
@@ -406,12 +410,12 @@ func runJob(ctx context.Context, s *state, claim *agentproto.Claim) error {
 	spec := claim.Spec
 	spec.BundleDir = bdir
 	spec.Workdir = filepath.Join(dir, "artifacts")
-	if err := os.MkdirAll(spec.Workdir, 0o755); err != nil {
+	if err := os.MkdirAll(spec.Workdir, 0o700); err != nil {
 		return s.finish(ctx, j, -1, "", "", fail(agentproto.CodeFailed, err))
 	}
 	env := deviceEnv(&spec)
 	specPath := filepath.Join(dir, "spec.json")
-	if err := spec.Write(specPath); err != nil {
+	if err := writeSpec(spec, specPath); err != nil {
 		return s.finish(ctx, j, -1, "", "", fail(agentproto.CodeFailed, err))
 	}
 	var code int

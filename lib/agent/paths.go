@@ -1,11 +1,22 @@
 package agent
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 
 	"potato-training/lib/shell"
+	"potato-training/lib/trainer"
 )
+
+// writeSpec writes a job's spec.json, private as all the job directory
+// holds (potato-agent(1)): trainer.Spec.Write gives it mode 0644.
+func writeSpec(spec trainer.Spec, path string) error {
+	if err := spec.Write(path); err != nil {
+		return err
+	}
+	return os.Chmod(path, 0o600)
+}
 
 // The agent runs each training process in its job's directory, and a
 // SLURM job in the same directory on a compute node: a relative path

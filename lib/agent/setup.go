@@ -2,9 +2,12 @@ package agent
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -47,6 +50,10 @@ type Settings struct {
 	// CAFile is a PEM file of the CAs that an https:// server's
 	// certificate is checked against (a private CA).
 	CAFile string
+	// EnvStdin: with Socket, the line after the token is a JSON object of
+	// the backend's env, which the agent exports for itself and its jobs,
+	// so that no value of it is ever on a command line.
+	EnvStdin bool
 	// Name is the program's name for Options.Name.
 	Name string
 }
@@ -61,9 +68,14 @@ func (s Settings) Options(stdin io.Reader, log io.Writer) (Options, error) {
 	if err := s.absPaths(); err != nil {
 		return Options{}, &UsageError{Err: err}
 	}
-	server, token, lost, err := s.credentials(stdin)
+	server, token, env, lost, err := s.credentials(stdin)
 	if err != nil {
 		return Options{}, err
+	}
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		if err := os.Setenv(k, env[k]); err != nil {
+			return Options{}, usagef("--env-stdin: %q: %v", k, err)
+		}
 	}
 	client, err := agentproto.NewClient(server, token, agentproto.ClientOptions{InsecureHTTP: s.InsecureHTTP, CAFile: s.CAFile})
 	if err != nil {
@@ -100,7 +112,7 @@ func (s Settings) Options(stdin io.Reader, log io.Writer) (Options, error) {
 	}
 	return Options{Client: client, ExecAllowed: allowed, Backend: s.Backend, Workdir: s.Workdir, Python: s.Python,
 		Once: s.Once, Keep: s.Keep, Worker: self, Lost: lost, Log: log, Name: s.Name, AllowExec: s.Socket != "", SLURM: so,
-		Unreachable: unreachable(), Polling: s.Socket == ""}, nil
+		Unreachable: unreachable(), Polling: s.Socket == "", Env: env}, nil
 }
 
 // absPaths makes the path settings absolute, against the directory the
@@ -131,7 +143,7 @@ func (s *Settings) absPaths() error {
 	return nil
 }
 
-func (s *Settings) credentials(stdin io.Reader) (server, token string, lost chan struct{}, err error) {
+func (s *Settings) credentials(stdin io.Reader) (server, token string, env map[string]string, lost chan struct{}, err error) {
 	lost = make(chan struct{})
 	switch {
 	case s.Socket != "":
@@ -140,29 +152,56 @@ func (s *Settings) credentials(stdin io.Reader) (server, token string, lost chan
 		line, rerr := r.ReadString('\n')
 		token = strings.TrimSpace(line)
 		if token == "" {
-			return "", "", nil, usagef("--socket: no token on standard input (%v)", rerr)
+			return "", "", nil, nil, usagef("--socket: no token on standard input (%v)", rerr)
+		}
+		if s.EnvStdin {
+			if env, err = readEnvLine(r); err != nil {
+				return "", "", nil, nil, usagef("--env-stdin: %v", err)
+			}
 		}
 		go func() {
 			_, _ = io.Copy(io.Discard, r)
 			close(lost)
 		}()
-		return server, token, lost, nil
+		return server, token, env, lost, nil
+	case s.EnvStdin:
+		return "", "", nil, nil, usagef("--env-stdin goes with --socket")
 	case s.Server == "":
-		return "", "", nil, usagef("give --server URL (or --socket PATH)")
+		return "", "", nil, nil, usagef("give --server URL (or --socket PATH)")
 	}
 	server = s.Server
 	if s.TokenFile != "" {
 		token, err = readTokenFile(s.TokenFile)
 		if err != nil {
-			return "", "", nil, usagef("--token-file: %v", err)
+			return "", "", nil, nil, usagef("--token-file: %v", err)
 		}
 	} else {
 		token = strings.TrimSpace(os.Getenv("POTATO_TRAINING_TOKEN"))
 	}
 	if token == "" {
-		return "", "", nil, usagef("no token: set POTATO_TRAINING_TOKEN or give --token-file")
+		return "", "", nil, nil, usagef("no token: set POTATO_TRAINING_TOKEN or give --token-file")
 	}
-	return server, token, lost, nil
+	return server, token, nil, lost, nil
+}
+
+// readEnvLine reads the line of --env-stdin: a JSON object of variable
+// names and string values. A name that is not a shell variable's, or a
+// value with a NUL byte, is refused.
+func readEnvLine(r *bufio.Reader) (map[string]string, error) {
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return nil, fmt.Errorf("no variables on the line after the token (%v)", err)
+	}
+	var env map[string]string
+	if err := json.Unmarshal([]byte(line), &env); err != nil {
+		return nil, fmt.Errorf("the line after the token is not a JSON object of strings: %v", err)
+	}
+	for k, v := range env {
+		if !slurm.ValidEnvName(k) || strings.ContainsRune(v, 0) {
+			return nil, fmt.Errorf("%q is not a variable name, or its value holds a NUL byte", k)
+		}
+	}
+	return env, nil
 }
 
 // readTokenFile reads a token file, refusing one that other users could

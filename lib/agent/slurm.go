@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 
 	"potato-training/lib/agentproto"
 	"potato-training/lib/events"
+	"potato-training/lib/rundir"
 	"potato-training/lib/slurm"
 	"potato-training/lib/trainer"
 )
@@ -121,7 +123,7 @@ func (j *job) trainSLURM(ctx context.Context, spec trainer.Spec, specPath string
 		python = j.o.Python
 	}
 	env := jobEnv(o, &spec, python)
-	if err := spec.Write(specPath); err != nil {
+	if err := writeSpec(spec, specPath); err != nil {
 		return -1, fail(agentproto.CodeFailed, err)
 	}
 	command, err := trainer.Argv(spec.Trainer, specPath, trainer.Programs{Worker: j.o.Worker, Python: python,
@@ -133,7 +135,24 @@ func (j *job) trainSLURM(ctx context.Context, spec trainer.Spec, specPath string
 	if err != nil {
 		return -1, fail(agentproto.CodeStartFailed, err)
 	}
-	if err := os.WriteFile(filepath.Join(j.dir, jobScript), []byte(o.Script(spec.RunID, j.dir, command, env)), 0o755); err != nil {
+	// The backend's env that came on standard input joins slurm.json's.
+	if len(j.o.Env) > 0 {
+		o.Env = maps.Clone(o.Env)
+		if o.Env == nil {
+			o.Env = map[string]string{}
+		}
+		maps.Copy(o.Env, j.o.Env)
+	}
+	if len(o.Env) > 0 {
+		envPath := filepath.Join(j.dir, slurm.EnvFile)
+		if err := rundir.WriteFileAtomic(envPath, []byte(o.EnvScript()), 0o600); err != nil {
+			return -1, fail(agentproto.CodeFailed, err)
+		}
+		// A requeued job reads it again: it goes once the job has left
+		// the queue for good, or was never submitted.
+		defer os.Remove(envPath)
+	}
+	if err := os.WriteFile(filepath.Join(j.dir, jobScript), []byte(o.Script(spec.RunID, j.dir, command, env)), 0o700); err != nil {
 		return -1, fail(agentproto.CodeFailed, err)
 	}
 	// A previous attempt of the same run leaves nothing to misread.

@@ -164,8 +164,10 @@ type onlyWriter struct{ io.Writer }
 type StreamOptions struct {
 	// MaxFileBytes refuses a file larger than this; 0 allows any size.
 	MaxFileBytes int64
-	// Limit refuses content past this many bytes in all; 0 means the
-	// stream's own total (TotalRecord), or no limit when it has none.
+	// Limit refuses content past this many bytes in all, whatever the
+	// stream's own total (TotalRecord) says; content past that total is
+	// refused too. 0 means the stream's total, or no limit when it has
+	// none.
 	Limit int64
 	// Total, when set, is called with the stream's announced total, before
 	// any file.
@@ -232,7 +234,8 @@ func UnpackStream(r io.Reader, dir string, opt StreamOptions) error {
 				if err != nil || total < 0 {
 					return unsafe(hdr.Name, "bad total %q", v)
 				}
-				if opt.Limit <= 0 {
+				// The writer's own total can only lower the reader's limit.
+				if total < x.limit {
 					x.limit = total
 				}
 				if opt.Total != nil {

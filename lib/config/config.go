@@ -171,6 +171,7 @@ type Backend struct {
 	FetchArtifacts    bool              `key:"fetch_artifacts"`
 	KeepRemote        bool              `key:"keep_remote"`
 	MaxArtifactMB     int               `key:"max_artifact_mb"`
+	MaxFetchMB        int               `key:"max_fetch_mb"`
 	HeartbeatTimeoutS int               `key:"heartbeat_timeout_s"`
 
 	JobPython     string   `key:"job_python"`

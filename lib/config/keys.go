@@ -48,10 +48,11 @@ var SSHKeys = append(append([]Key{}, sshConnectionKeys...),
 	Key{Name: "min_free_gpu_mb", Default: "2000", Doc: "With gpus: auto, a run starts only on a GPU with this much free memory."},
 	Key{Name: "num_threads", Doc: "Sets OMP_NUM_THREADS, MKL_NUM_THREADS and OPENBLAS_NUM_THREADS for the run."},
 	Key{Name: "remote_dir", Default: DefaultRemoteDir, Doc: "Where the toolkit keeps its code, environment and job directories on the host; a relative path is taken from the remote user's home directory, as scp takes one."},
-	Key{Name: "env", Doc: "Environment variables for the remote side, as a map (PATH included)."},
+	Key{Name: "env", Doc: "Environment variables for the remote side, as a map (PATH included); their values reach the host on the connection's standard input, never on a command line."},
 	Key{Name: "fetch_artifacts", Default: "true", Doc: "Copy the model files back into the run's artifacts/."},
 	Key{Name: "keep_remote", Default: "false", Doc: "Keep the remote job directory after the run."},
 	Key{Name: "max_artifact_mb", Default: "2048", Doc: "Files larger than this stay on the host and are named in the run log."},
+	Key{Name: "max_fetch_mb", Default: "16384", Doc: "The copy of the model back stops, and the run fails, past this many MB in all, whatever the host says it sends."},
 	Key{Name: "heartbeat_timeout_s", Default: "120", Doc: "A run whose agent sends nothing for this long fails."},
 )
 
@@ -130,7 +131,7 @@ var TrainingKeys = []Key{
 var WritebackKeys = []Key{
 	{Name: "schemas", Doc: "Schemas whose predictions are written back as prelabels; none when left out."},
 	{Name: "include_unlabeled", Default: "false", Doc: "Also predict on items nobody has labelled yet."},
-	{Name: "min_confidence", Default: "0", Doc: "Predictions below this confidence (0 to 1) are not written back."},
+	{Name: "min_confidence", Default: "0", Doc: "Predictions below this confidence (0 to 1) are not written back, nor, when it is above 0, those without a confidence."},
 	{Name: "promote", Default: "always", Doc: "always: every successful run's predictions are published; if_better: a schema's only when the run's held-out macro-F1 is at least that of the run published now plus margin, both scored on the same test items against today's labels (see potato-dispatch(1), PROMOTION)."},
 	{Name: "margin", Default: "0", Doc: "With promote: if_better, how much higher (macro-F1, 0 to 1) the new run must score; a negative margin lets a slightly worse run through."},
 }

@@ -62,8 +62,11 @@ func (d *dispatcher) writeBack(m bundle.Manifest) error {
 		return err
 	}
 	d.set(func(r *rundir.Record) { r.Writeback = writebackCounts(rep, n) })
-	d.logf("write-back to %s: %d of %d predictions written as prelabels (%d in the train split, %d below min_confidence %g, %d of schemas not in writeback.schemas)",
-		StorePath(d.cfg), rep.NWritten, rep.NRead, rep.NSkippedTrainSplit, rep.NSkippedLowConfidence, d.cfg.Training.Writeback.MinConfidence, rep.NSkippedSchemaNotEnabled)
+	d.logf("write-back to %s: %d of %d predictions written as prelabels (%d in the train split, %d below min_confidence %g, %d of schemas not in writeback.schemas, %d refused)",
+		StorePath(d.cfg), rep.NWritten, rep.NRead, rep.NSkippedTrainSplit, rep.NSkippedLowConfidence, d.cfg.Training.Writeback.MinConfidence, rep.NSkippedSchemaNotEnabled, rep.NRefused)
+	if rep.NRefused > 0 {
+		d.logf("warning: %d predictions refused: each must name an item of the bundle and a label of its schema, with a confidence in [0, 1] or none; the first, %s", rep.NRefused, rep.FirstRefused)
+	}
 	if rep.NWritten > 0 {
 		d.logf("%s", prelabelsShown(d.cfg))
 	}
@@ -124,7 +127,7 @@ func writebackCounts(rep writeback.Report, n int) map[string]int {
 	return map[string]int{
 		"n_read": rep.NRead, "n_written": rep.NWritten, "n_skipped_train_split": rep.NSkippedTrainSplit,
 		"n_skipped_low_confidence": rep.NSkippedLowConfidence, "n_skipped_schema_not_enabled": rep.NSkippedSchemaNotEnabled,
-		"n_skipped_newer_run": rep.NSkippedNewerRun, "n_items": n,
+		"n_skipped_newer_run": rep.NSkippedNewerRun, "n_refused": rep.NRefused, "n_items": n,
 	}
 }
 

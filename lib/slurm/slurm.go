@@ -100,7 +100,7 @@ func ReadOptions(path string) (o Options, ignored []string, err error) {
 		return o, nil, fmt.Errorf("%s: cpus_per_task, num_threads and poll_interval_s cannot be negative", path)
 	}
 	for k := range o.Env {
-		if !validEnvName(k) {
+		if !ValidEnvName(k) {
 			return o, nil, fmt.Errorf("%s: env: %q is not a variable name", path, k)
 		}
 	}
@@ -127,7 +127,8 @@ func findKey(table []config.Key, name string) (config.Key, bool) {
 	return config.Key{}, false
 }
 
-func validEnvName(k string) bool {
+// ValidEnvName says whether k is a shell variable's name.
+func ValidEnvName(k string) bool {
 	if k == "" || k[0] >= '0' && k[0] <= '9' {
 		return false
 	}
@@ -203,7 +204,23 @@ func ParseSubmit(out []byte) (string, error) {
 	return id, nil
 }
 
-// Script is job.sh: the prelude lines, the backend's env, cd to the job
+// EnvFile is the file of the job directory that holds the backend's env
+// for job.sh: mode 0600, written by the agent before sbatch and removed
+// once the job has left the queue, so that no secret of env (HF_TOKEN)
+// stays on the cluster's shared storage or is ever in job.sh.
+const EnvFile = "job.env"
+
+// EnvScript is EnvFile's content: one export line a variable of env.
+func (o Options) EnvScript() string {
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(o.Env)) {
+		fmt.Fprintf(&b, "export %s=%s\n", k, Quote(o.Env[k]))
+	}
+	return b.String()
+}
+
+// Script is job.sh: the prelude lines, the backend's env (sourced from
+// EnvFile), cd to the job
 // directory, then the training process with its events to events.jsonl
 // and its standard error to stderr.log. exit_code is written last, by
 // rename, also when SIGTERM ends the job: a plain scancel and a time
@@ -223,8 +240,10 @@ func (o Options) Script(runID, jobDir string, command []string, env []string) st
 			b.WriteString(l + "\n")
 		}
 	}
-	for _, k := range slices.Sorted(maps.Keys(o.Env)) {
-		fmt.Fprintf(&b, "export %s=%s\n", k, Quote(o.Env[k]))
+	if len(o.Env) > 0 {
+		// The values stay out of job.sh, which sbatch keeps and shows
+		// to whoever may read the job: EnvFile holds them.
+		fmt.Fprintf(&b, ". %s || exit 1\n", Quote(jobDir+"/"+EnvFile))
 	}
 	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")

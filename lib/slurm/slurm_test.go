@@ -192,6 +192,9 @@ func runScript(t *testing.T, body string, o Options) (*exec.Cmd, string) {
 	os.WriteFile(trainer, []byte("#!/bin/sh\n"+body), 0o755)
 	script := o.Script("r1", dir, []string{trainer, "--spec", "spec.json"}, []string{"POTATO_TRAINING_DEVICE=cpu"})
 	os.WriteFile(filepath.Join(dir, "job.sh"), []byte(script), 0o755)
+	if len(o.Env) > 0 {
+		os.WriteFile(filepath.Join(dir, EnvFile), []byte(o.EnvScript()), 0o600)
+	}
 	os.WriteFile(filepath.Join(dir, "exit_code"), []byte("99\n"), 0o644) // a previous attempt's
 	cmd := exec.Command("/bin/sh", filepath.Join(dir, "job.sh"))
 	cmd.Dir = "/"
@@ -229,6 +232,11 @@ exit 3
 	}
 	if se, _ := os.ReadFile(filepath.Join(dir, "stderr.log")); string(se) != "oops\n" {
 		t.Errorf("stderr.log: %q", se)
+	}
+	// The env's values are in job.env only, never in job.sh, which sbatch
+	// keeps and shows.
+	if js, _ := os.ReadFile(filepath.Join(dir, "job.sh")); strings.Contains(string(js), "it's here") || strings.Contains(string(js), "it'\\''s here") {
+		t.Errorf("job.sh holds the env's value:\n%s", js)
 	}
 }
 

@@ -36,8 +36,14 @@ var directMin int64 = 16 << 20
 // FetchOptions tunes Fetch.
 type FetchOptions struct {
 	// MaxSizeMB leaves files over this many MiB on the host; ListLarge
-	// names them. 0 copies every file.
+	// names them. 0 copies every file. The host's side leaves them out;
+	// this side refuses any file over it that the host sends all the same.
 	MaxSizeMB int
+
+	// MaxTotalMB stops the copy with an error once more than this many
+	// MiB in all would arrive, whatever total the host announces; 0 sets
+	// no bound beyond that announced total.
+	MaxTotalMB int
 
 	// Progress, when set, is called as bytes arrive, with the bytes of
 	// file content written so far and the total to copy, which the host
@@ -152,6 +158,7 @@ func (c *Conn) fetchTree(ctx context.Context, agent, remoteDir, localDir string,
 		maxBytes = int64(opt.MaxSizeMB) << 20
 	}
 	dir := shell.Quote(homeRelative(remoteDir))
+	limit := int64(opt.MaxTotalMB) << 20
 	remote := opt.Prefix + agent + " " + SendTreeCommand + " --max-bytes " + strconv.FormatInt(maxBytes, 10) +
 		" --direct-min " + strconv.FormatInt(directMin, 10) + " -- " + dir
 
@@ -182,6 +189,7 @@ func (c *Conn) fetchTree(ctx context.Context, agent, remoteDir, localDir string,
 	go func() {
 		err := bundle.UnpackStream(in, localDir, bundle.StreamOptions{
 			MaxFileBytes: maxBytes,
+			Limit:        limit,
 			Total: func(n int64) {
 				total.Store(n)
 				if opt.Progress != nil {
@@ -197,13 +205,13 @@ func (c *Conn) fetchTree(ctx context.Context, agent, remoteDir, localDir string,
 			Direct: func(name string, size int64, f *os.File) error {
 				base := done.Load()
 				err := c.fetchFile(ctx, opt.Prefix+agent+" "+SendTreeCommand+" --file "+shell.Quote(name)+
-					" --size "+strconv.FormatInt(size, 10)+" -- "+dir, f, quit, in.moved, func(n int64) {
+					" --size "+strconv.FormatInt(size, 10)+" -- "+dir, f, size, quit, in.moved, func(n int64) {
 					done.Store(base + n)
 					if opt.Progress != nil {
 						opt.Progress(base+n, max(total.Load(), base+n))
 					}
 				})
-				if err != nil {
+				if err != nil && !errors.Is(err, errOverrun) {
 					keepPartial(f, name)
 				}
 				return err
@@ -274,11 +282,13 @@ func (c *Conn) fetchTree(ctx context.Context, agent, remoteDir, localDir string,
 // reason instead.
 var errStopped = errors.New("stopped")
 
-// fetchFile runs remote, which writes one file's content, with f as its
-// standard output: the master writes into f directly. It reports the
-// file's growth to progress and as activity on moved, and stops when quit
-// is closed.
-func (c *Conn) fetchFile(ctx context.Context, remote string, f *os.File, quit <-chan struct{}, moved chan<- struct{}, progress func(int64)) error {
+// fetchFile runs remote, which writes one file's content, size bytes,
+// with f as its standard output: the master writes into f directly. It
+// reports the file's growth to progress and as activity on moved, stops
+// when quit is closed, and stops the session as soon as f has grown past
+// size: a host that sends more than it announced gets no more of this
+// machine's disk than one check's worth (100 ms).
+func (c *Conn) fetchFile(ctx context.Context, remote string, f *os.File, size int64, quit <-chan struct{}, moved chan<- struct{}, progress func(int64)) error {
 	sess, err := c.startSession(ctx, remote, f)
 	if err != nil {
 		return err
@@ -289,7 +299,7 @@ func (c *Conn) fetchFile(ctx context.Context, remote string, f *os.File, quit <-
 	var last int64
 	grew := func() {
 		if st, err := f.Stat(); err == nil && st.Size() > last {
-			last = st.Size()
+			last = min(st.Size(), size)
 			progress(last)
 			select {
 			case moved <- struct{}{}:
@@ -305,14 +315,30 @@ func (c *Conn) fetchFile(ctx context.Context, remote string, f *os.File, quit <-
 			if werr != nil {
 				return c.fetchError(ctx, remote, werr, sess.stderr.Bytes())
 			}
-			return nil
+			return overrun(c.t.Host, f, size)
 		case <-tick.C:
 			grew()
+			if err := overrun(c.t.Host, f, size); err != nil {
+				sess.stop()
+				return err
+			}
 		case <-quit:
 			sess.stop()
 			return errStopped
 		}
 	}
+}
+
+// errOverrun is a file sent apart that grew past its announced size.
+var errOverrun = errors.New("a file grew past the size the host announced")
+
+// overrun is the error of a file sent apart that has grown past the size
+// the host announced for it; nil while it has not.
+func overrun(host string, f *os.File, size int64) error {
+	if st, err := f.Stat(); err == nil && st.Size() > size {
+		return fmt.Errorf("fetch from %s: %w (%d bytes)", host, errOverrun, size)
+	}
+	return nil
 }
 
 // session is one ssh session of a fetch through the master: its standard
@@ -402,6 +428,44 @@ func stopGroup(pid int, waited <-chan error) {
 		syscall.Kill(-pid, syscall.SIGKILL)
 		<-waited
 	}
+}
+
+// checkTree refuses what a copy by rsync brought into dir past this
+// side's bounds, whatever the host's rsync said it would send: a file over
+// maxFile bytes, which is removed, or more than limit bytes in all (0: no
+// bound for either).
+func checkTree(host, dir string, maxFile, limit int64) error {
+	var total int64
+	var over []string
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if maxFile > 0 && info.Size() > maxFile {
+			over = append(over, p)
+			return nil
+		}
+		total += info.Size()
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("fetch from %s: %w", host, err)
+	}
+	for _, p := range over {
+		os.Remove(p)
+	}
+	switch {
+	case len(over) > 0:
+		rel, _ := filepath.Rel(dir, over[0])
+		return fmt.Errorf("fetch from %s: %s is over the limit of %d bytes for a file, which the host should have left out: removed", host, rel, maxFile)
+	case limit > 0 && total > limit:
+		return fmt.Errorf("fetch from %s: %d bytes arrived, over the limit of %d bytes in all", host, total, limit)
+	}
+	return nil
 }
 
 // ListLarge names, relative to remoteDir and sorted, the regular files

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -103,6 +104,16 @@ func (c *Conn) fetchRsync(ctx context.Context, agent, remoteDir, localDir string
 		opt.using("tar stream")
 		return c.fetchTree(ctx, agent, remoteDir, localDir, opt)
 	}
+	limit := int64(opt.MaxTotalMB) << 20
+	if limit > 0 && total > limit {
+		return fmt.Errorf("fetch from %s: the host would send %d bytes, over the limit of %d bytes in all", c.t.Host, total, limit)
+	}
+	// The host's rsync could send more than its list said: rsync is
+	// stopped once more than the list's total has come, and what it
+	// wrote is checked against this side's bounds (checkTree).
+	if limit <= 0 || total < limit {
+		limit = total
+	}
 	opt.using("rsync")
 	if err := os.MkdirAll(localDir, 0o755); err != nil {
 		return err
@@ -129,6 +140,7 @@ func (c *Conn) fetchRsync(ctx context.Context, agent, remoteDir, localDir string
 		opt.Progress(0, total)
 	}
 	last, received := int64(0), int64(-1)
+	var overLimit atomic.Bool
 	moved := make(chan struct{}, 1)
 	out := &lineWriter{line: func(l string) {
 		if n, ok := parseReceived(l); ok {
@@ -142,6 +154,9 @@ func (c *Conn) fetchRsync(ctx context.Context, agent, remoteDir, localDir string
 		select {
 		case moved <- struct{}{}:
 		default:
+		}
+		if done > limit {
+			overLimit.Store(true)
 		}
 		done = min(done, total)
 		if done <= last {
@@ -197,12 +212,20 @@ func (c *Conn) fetchRsync(ctx context.Context, agent, remoteDir, localDir string
 			if err := c.rsyncError(ctx, args, werr, stderr.Bytes()); err != nil {
 				return err
 			}
+			if err := checkTree(c.t.Host, localDir, maxBytes, limit); err != nil {
+				return err
+			}
 			if opt.Progress != nil && last < total {
 				opt.Progress(total, total)
 			}
 			return nil
 		case <-moved:
 			stall.reset()
+			if overLimit.Load() {
+				stopGroup(cmd.Process.Pid, waited)
+				wire()
+				return fmt.Errorf("fetch from %s: rsync brought more than the %d bytes the host listed", c.t.Host, limit)
+			}
 		case <-stall.c:
 			stopGroup(cmd.Process.Pid, waited)
 			wire()

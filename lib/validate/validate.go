@@ -394,6 +394,7 @@ func (ch *checker) backend(b *config.Backend) {
 	nonNegative("min_free_gpu_mb", b.MinFreeGPUMB)
 	nonNegative("num_threads", b.NumThreads)
 	positive("max_artifact_mb", b.MaxArtifactMB)
+	positive("max_fetch_mb", b.MaxFetchMB)
 	for _, k := range slices.Sorted(maps.Keys(b.Env)) {
 		if !envNameRE.MatchString(k) {
 			ch.errorf(l("env"), p+".env", b.Name, "%s.env: %q is not an environment variable name", p, k)

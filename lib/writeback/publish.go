@@ -27,8 +27,8 @@ type Options struct {
 	// a default is the caller's business.
 	Schemas []string
 	// MinConfidence is writeback.min_confidence: a prediction whose
-	// confidence is below it is not published; one with a null confidence
-	// is.
+	// confidence is below it is not published, nor, when it is above 0,
+	// one whose confidence is null or absent.
 	MinConfidence float64
 	// CreatedAt is the run's created_at in unix seconds, stamped on every
 	// row it writes. It orders runs: a row is only replaced by a run created
@@ -47,6 +47,13 @@ type Report struct {
 	// NSkippedNewerRun counts predictions that passed the gates but were not
 	// written because a run created later already holds that (item, schema).
 	NSkippedNewerRun int `json:"n_skipped_newer_run"`
+	// NRefused counts predictions that break the rules of predRules: an
+	// id that is not an item of the bundle, a schema or label the bundle
+	// does not have, a confidence that is not a number in [0, 1].
+	NRefused int `json:"n_refused"`
+	// FirstRefused says why the first refused prediction was refused,
+	// with its line number; "" when none was.
+	FirstRefused string `json:"-"`
 }
 
 // predKeys are the fields of a line of predictions.jsonl (FORMATS.md,
@@ -130,9 +137,10 @@ type prelabel struct {
 
 // Publish writes the predictions in predictionsPath to training_predictions
 // as the prelabels of run opt.RunID. A line is published unless, in this
-// order: its item is in the bundle's train split (read from bundleDir), its
-// schema is not in opt.Schemas, or its confidence is not null and below
-// opt.MinConfidence. A published row replaces the row for the same (item,
+// order: it breaks the rules of predRules (refused, and counted as such),
+// its item is in the bundle's train split (read from bundleDir), its
+// schema is not in opt.Schemas, or its confidence is below
+// opt.MinConfidence (a null or absent one, when that is above 0). A published row replaces the row for the same (item,
 // schema) unless that row belongs to a run created later. A line without a
 // payload publishes a null one. Blank lines are ignored. The payload of a
 // schema that the bundle's manifest says is multilabel is stored in the
@@ -140,9 +148,8 @@ type prelabel struct {
 // payload is stored as the line has it.
 //
 // Publish is one transaction. A line that is not a JSON object with a
-// string instance_id and schema_name and a numeric or null confidence fails
-// the whole publish with an error that names the line, and the store is
-// left as it was.
+// string instance_id and schema_name fails the whole publish with an error
+// that names the line, and the store is left as it was.
 func (s *Store) Publish(bundleDir, predictionsPath string, opt Options) (Report, error) {
 	if opt.Project == "" || opt.RunID == "" {
 		return Report{}, errors.New("writeback: publish: project and run id are required")
@@ -158,6 +165,10 @@ func (s *Store) Publish(bundleDir, predictionsPath string, opt Options) (Report,
 		return fail(err)
 	}
 	multi, err := multilabelSchemas(bundleDir)
+	if err != nil {
+		return fail(err)
+	}
+	rules, err := readRules(bundleDir)
 	if err != nil {
 		return fail(err)
 	}
@@ -181,15 +192,18 @@ func (s *Store) Publish(bundleDir, predictionsPath string, opt Options) (Report,
 		var p predLine
 		var compact bytes.Buffer
 		batch := make([]prelabel, 0, predsPerInsert)
-		err := scanLines(predictionsPath, func(line []byte, _ int) error {
+		err := scanLines(predictionsPath, func(line []byte, n int) error {
 			if err := p.parse(line); err != nil {
 				return err
 			}
-			c, hasConf, err := p.confidence()
-			if err != nil {
-				return err
-			}
 			rep.NRead++
+			if why := rules.refusal(&p); why != "" {
+				if rep.NRefused++; rep.FirstRefused == "" {
+					rep.FirstRefused = fmt.Sprintf("line %d: %s", n, why)
+				}
+				return nil
+			}
+			c, hasConf, _ := p.confidence() // refusal has checked it
 			switch {
 			case train.has(p.id):
 				rep.NSkippedTrainSplit++
@@ -197,7 +211,7 @@ func (s *Store) Publish(bundleDir, predictionsPath string, opt Options) (Report,
 			case !enabled[p.schema]:
 				rep.NSkippedSchemaNotEnabled++
 				return nil
-			case hasConf && c < opt.MinConfidence:
+			case hasConf && c < opt.MinConfidence, !hasConf && opt.MinConfidence > 0:
 				rep.NSkippedLowConfidence++
 				return nil
 			}
@@ -247,6 +261,164 @@ func (s *Store) Publish(bundleDir, predictionsPath string, opt Options) (Report,
 	rep.NWritten = int(written)
 	rep.NSkippedNewerRun = accepted - rep.NWritten
 	return rep, nil
+}
+
+// predRules are what a prediction must be to be stored, since the far side
+// of a run is not trusted with Potato's store: its instance_id an item of
+// the bundle (Potato stops its start-up replay of the store at an id it
+// does not have), its schema one of the manifest's, its payload naming a
+// label of that schema (a nominal schema's one label; a multilabel
+// schema's names, "|"-joined or a list, none at all included), and its
+// confidence, and the payload's, a number in [0, 1], null or absent.
+type predRules struct {
+	items *idSet
+	// schemas are the manifest's; nil for a bundle without a manifest
+	// (none that a run builds), whose labels are then not checked.
+	schemas map[string]bundle.Schema
+}
+
+// readRules reads the items and schemas of the bundle in bundleDir.
+func readRules(bundleDir string) (predRules, error) {
+	files, err := splitFiles(bundleDir)
+	if err != nil {
+		return predRules{}, err
+	}
+	r := predRules{items: newIDSet(0)}
+	keys := []string{"instance_id"}
+	raw := make([][]byte, 1)
+	for _, f := range files {
+		err := scanLines(f.path, func(line []byte, _ int) error {
+			if err := scanObject(line, keys, raw); err != nil {
+				return err
+			}
+			if err := checkID(raw[0]); err != nil {
+				return err
+			}
+			id, err := stringValue(raw[0], "instance_id")
+			if err == nil {
+				r.items.add(id)
+			}
+			return err
+		})
+		if err != nil {
+			return predRules{}, fmt.Errorf("%s split: %w", f.split, err)
+		}
+	}
+	r.items.sort()
+	m, err := bundle.ReadManifest(bundleDir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return predRules{}, err
+	default:
+		r.schemas = map[string]bundle.Schema{}
+		for _, sc := range m.Schemas {
+			r.schemas[sc.Name] = sc
+		}
+	}
+	return r, nil
+}
+
+// refusal says why p breaks the rules, or "" when it keeps them.
+func (r predRules) refusal(p *predLine) string {
+	if !r.items.has(p.id) {
+		return fmt.Sprintf("%q is not an item of the bundle", p.id)
+	}
+	if _, _, err := p.confidence(); err != nil || !unitOrNull(p.raw[3]) {
+		return fmt.Sprintf("the confidence of %q %q is not a number in [0, 1]", p.schema, p.id)
+	}
+	sc, known := r.schemas[p.schema]
+	if r.schemas != nil && !known {
+		return fmt.Sprintf("%q is not a schema of the bundle", p.schema)
+	}
+	raw := p.raw[2]
+	if raw == nil || string(raw) == "null" {
+		return fmt.Sprintf("the payload of %q %q names no label", p.schema, p.id)
+	}
+	label := json.RawMessage(raw)
+	if raw[0] == '{' {
+		var obj struct {
+			Label      json.RawMessage `json:"label"`
+			Confidence json.RawMessage `json:"confidence"`
+		}
+		if json.Unmarshal(raw, &obj) != nil || obj.Label == nil {
+			return fmt.Sprintf("the payload of %q %q names no label", p.schema, p.id)
+		}
+		if !unitOrNull(obj.Confidence) {
+			return fmt.Sprintf("the payload's confidence of %q %q is not a number in [0, 1]", p.schema, p.id)
+		}
+		label = obj.Label
+	}
+	if r.schemas == nil {
+		return ""
+	}
+	names, ok := labelNames(sc.Kind, label)
+	if !ok {
+		return fmt.Sprintf("the payload of %q %q is not a label of a %s schema", p.schema, p.id, sc.Kind)
+	}
+	for _, n := range names {
+		if !slices.Contains(sc.Labels, n) {
+			return fmt.Sprintf("%q is not a label of %q", n, p.schema)
+		}
+	}
+	return ""
+}
+
+// unitOrNull says whether raw JSON is absent, null, or a number in [0, 1].
+func unitOrNull(raw json.RawMessage) bool {
+	if raw == nil || string(raw) == "null" {
+		return true
+	}
+	var c float64
+	if raw[0] != '-' && (raw[0] < '0' || raw[0] > '9') || json.Unmarshal(raw, &c) != nil {
+		return false
+	}
+	return c >= 0 && c <= 1
+}
+
+// labelNames are the label names a payload's label gives: a nominal
+// schema's one string; a multilabel schema's names, from a "|"-joined
+// string or a list of strings or {"label": NAME} objects, empty names
+// left out. ok is false for any other form or kind.
+func labelNames(kind config.Kind, raw json.RawMessage) (names []string, ok bool) {
+	var one string
+	switch kind {
+	case config.KindNominal:
+		if json.Unmarshal(raw, &one) != nil {
+			return nil, false
+		}
+		return []string{one}, true
+	case config.KindMultilabel:
+		if json.Unmarshal(raw, &one) == nil {
+			for n := range strings.SplitSeq(one, "|") {
+				if n != "" {
+					names = append(names, n)
+				}
+			}
+			return names, true
+		}
+		var list []json.RawMessage
+		if json.Unmarshal(raw, &list) != nil {
+			return nil, false
+		}
+		for _, e := range list {
+			var obj struct {
+				Label *string `json:"label"`
+			}
+			switch {
+			case json.Unmarshal(e, &one) == nil:
+			case json.Unmarshal(e, &obj) == nil && obj.Label != nil:
+				one = *obj.Label
+			default:
+				return nil, false
+			}
+			if one != "" {
+				names = append(names, one)
+			}
+		}
+		return names, true
+	}
+	return nil, false
 }
 
 // multilabelSchemas are the schemas of kind multilabel in the bundle's

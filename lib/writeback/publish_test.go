@@ -63,13 +63,13 @@ func TestPublishMinConfidence(t *testing.T) {
 		pred{"v2", "sentiment", label("pos", 0.5), conf(0.5)},
 		pred{"v3", "sentiment", map[string]any{"label": "neg"}, nil},
 		pred{"e1", "sentiment", label("neg", 0.4999999), conf(0.4999999)})
-	want := Report{NRead: 4, NWritten: 2, NSkippedLowConfidence: 2}
+	// A null confidence cannot show that it reaches min_confidence.
+	want := Report{NRead: 4, NWritten: 1, NSkippedLowConfidence: 3}
 	if rep != want {
 		t.Errorf("report %+v, want %+v", rep, want)
 	}
 	wantRows := []string{
 		`p v2 sentiment r1 {"confidence":0.5,"label":"pos"} 0.5 7`,
-		`p v3 sentiment r1 {"label":"neg"} NULL 7`,
 	}
 	if got := predictionRows(t, s.db); !reflect.DeepEqual(got, wantRows) {
 		t.Errorf("rows:\n got %q\nwant %q", got, wantRows)
@@ -174,7 +174,6 @@ func TestPublishMalformedLineLosesNothing(t *testing.T) {
 		{"not an object", []any{good("v1"), `[1, 2]`}, 2},
 		{"no instance_id", []any{good("v2"), `{"schema_name": "sentiment", "payload": {}, "confidence": 0.9}`, good("v3")}, 2},
 		{"no schema_name", []any{good("v2"), good("v3"), good("e1"), `{"instance_id": "v1", "payload": {}, "confidence": 0.9}`}, 4},
-		{"confidence not a number", []any{`{"instance_id": "v1", "schema_name": "sentiment", "confidence": "high"}`}, 1},
 		{"after many batches", append(append([]any{}, many...), `{"instance_id": "v1"`, good("v2")), len(many) + 1},
 	}
 	for _, c := range cases {
@@ -229,7 +228,7 @@ func TestPublishStoresPayloadAsCompactJSON(t *testing.T) {
 	s, _ := openTestStore(t)
 	rep := publish(t, s, testBundle(t), sentiment("r1", 1),
 		`{"instance_id": "v1", "schema_name": "sentiment", "payload": {"label" : "a|b",  "confidence": 0.75}, "confidence": 0.75, "extra": true}`,
-		`{"instance_id": "v2", "schema_name": "sentiment", "confidence": null}`,
+		`{"instance_id": "v2", "schema_name": "sentiment", "payload": "pos", "confidence": 0.5}`,
 		"",
 		`  `)
 	if rep.NRead != 2 || rep.NWritten != 2 {
@@ -237,7 +236,7 @@ func TestPublishStoresPayloadAsCompactJSON(t *testing.T) {
 	}
 	want := []string{
 		`p v1 sentiment r1 {"label":"a|b","confidence":0.75} 0.75 1`,
-		`p v2 sentiment r1 null NULL 1`,
+		`p v2 sentiment r1 "pos" 0.5 1`,
 	}
 	if got := predictionRows(t, s.db); !reflect.DeepEqual(got, want) {
 		t.Errorf("rows:\n got %q\nwant %q", got, want)
@@ -249,13 +248,19 @@ func TestPublishStoresPayloadAsCompactJSON(t *testing.T) {
 func TestPublishManyRows(t *testing.T) {
 	s, _ := openTestStore(t)
 	n := 2*predsPerInsert + 7
+	bdir := testBundle(t)
+	var items []any
+	for i := range n {
+		items = append(items, row{fmt.Sprintf("u%04d", i), "u", map[string]any{"sentiment": "pos"}})
+	}
+	writeLines(t, filepath.Join(bdir, "unlabeled.jsonl"), items...)
 	var lines []any
 	for i := range n {
 		lines = append(lines, pred{fmt.Sprintf("u%04d", i), "sentiment", label(fmt.Sprint(i), float64(i)/float64(n)), conf(float64(i) / float64(n))})
 	}
 	opt := sentiment("r1", 5)
 	opt.MinConfidence = 0
-	if rep := publish(t, s, testBundle(t), opt, lines...); rep.NWritten != n {
+	if rep := publish(t, s, bdir, opt, lines...); rep.NWritten != n {
 		t.Fatalf("report %+v, want %d written", rep, n)
 	}
 	rs, err := s.db.Query(`SELECT instance_id, payload->>'label', confidence FROM training_predictions ORDER BY instance_id`)
@@ -282,7 +287,8 @@ func TestPublishManyRows(t *testing.T) {
 // A multilabel schema's prelabel is stored as Potato's annotation page
 // pre-selects it: one {"label", "confidence"} a chosen name. The manifest
 // says which schemas are multilabel; a nominal label with a "|" in it is
-// left alone.
+// no label of its schema, and a payload without a label names none: both
+// are refused.
 func TestPublishMultilabelAsPotatoList(t *testing.T) {
 	s, _ := openTestStore(t)
 	bdir := testBundle(t)
@@ -307,13 +313,11 @@ func TestPublishMultilabelAsPotatoList(t *testing.T) {
 		pred{"e2", "topics", nil, nil},
 		pred{"v1", "sentiment", label("pos|neg", 0.6), conf(0.6)},
 		pred{"t1", "topics", label("a", 0.9), conf(0.9)})
-	if rep.NWritten != 6 || rep.NSkippedTrainSplit != 1 {
-		t.Errorf("report %+v, want 6 written and 1 of the train split", rep)
+	if rep.NWritten != 4 || rep.NSkippedTrainSplit != 1 || rep.NRefused != 2 {
+		t.Errorf("report %+v, want 4 written, 1 of the train split and 2 refused", rep)
 	}
 	want := []string{
 		`p e1 topics r1 [{"label":"c"}] NULL 1`,
-		`p e2 topics r1 null NULL 1`,
-		`p v1 sentiment r1 {"confidence":0.6,"label":"pos|neg"} 0.6 1`,
 		`p v1 topics r1 [{"label":"a","confidence":0.75},{"label":"c","confidence":0.75}] 0.75 1`,
 		`p v2 topics r1 [] 0.5 1`,
 		`p v3 topics r1 [{"label":"b"}] NULL 1`,

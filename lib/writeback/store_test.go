@@ -177,7 +177,7 @@ func TestWritesIntoAStorePotatoCreated(t *testing.T) {
 	}
 	preds := filepath.Join(t.TempDir(), "predictions.jsonl")
 	writeLines(t, preds, pred{"v1", "sentiment", label("pos", 0.9), conf(0.9)},
-		`{"instance_id":"v2","schema_name":"sentiment","confidence":null}`)
+		`{"instance_id":"v2","schema_name":"sentiment","payload":"neg","confidence":null}`)
 	rep, err := s.Publish(bdir, preds, Options{Project: "p", RunID: "20260820T031500-a1b2c3", Schemas: []string{"sentiment"}})
 	if err != nil {
 		t.Fatal(err)

@@ -89,14 +89,17 @@ func (f *flavor) Python() string {
 }
 
 // AgentArgs writes the backend's SLURM keys as slurm.json into the job
-// directory and points the agent at it.
+// directory and points the agent at it. The env is left out: its values
+// reach the agent on its standard input, with the token.
 func (f *flavor) AgentArgs(ctx context.Context, conn *sshx.Conn, jobDir string) ([]string, error) {
-	b, err := json.Marshal(f.opt)
+	opt := f.opt
+	opt.Env = nil
+	b, err := json.Marshal(opt)
 	if err != nil {
 		return nil, err
 	}
 	path := jobDir + "/slurm.json"
-	cmd := "mkdir -p " + jobDir + " && umask 077 && cat >" + path
+	cmd := "umask 077 && mkdir -p " + jobDir + " && cat >" + path
 	if _, stderr, err := conn.Run(ctx, cmd, strings.NewReader(string(b))); err != nil {
 		return nil, fmt.Errorf("writing slurm.json on %s: %v: %s", f.b.Host, err, strings.TrimSpace(string(stderr)))
 	}

@@ -9,6 +9,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -100,10 +101,10 @@ type execution struct {
 	jobPath string // the same directory as a path, for sshx
 	sock    string // the forwarded socket on the host
 	// localAgent is this machine's architecture's agent and its digest,
-	// found while the connection is made; codeThere and venvThere are the
-	// answers of the probe's tail (probeTail) for it and the venv.
-	localAgent           chan agentFile
-	codeThere, venvThere bool
+	// found while the connection is made; code and venv are the answers
+	// of the probe's tail (probeTail) for it and the venv.
+	localAgent chan agentFile
+	code, venv reuse
 	// keepJob is set once Collect decides the job directory stays on the
 	// host (keep_remote, a file over the limit, a stalled copy); else
 	// Close removes it, whatever the run's end.
@@ -137,9 +138,10 @@ func remoteWord(p string) string {
 	return shell.Quote(p)
 }
 
-// envPrefix exports the backend's env before a remote command.
-func (s *execution) envPrefix() string { return envPrefix(s.b) }
-
+// envPrefix exports the backend's env before a remote command. It holds
+// the env's values, secrets among them (HF_TOKEN), so it only ever goes
+// into a script on a session's standard input, never into a command line,
+// which every user of both hosts may read (ps).
 func envPrefix(b *config.Backend) string {
 	var sb strings.Builder
 	for _, k := range slices.Sorted(maps.Keys(b.Env)) {
@@ -214,6 +216,16 @@ func (b *Backend) Prepare(ctx context.Context, run backend.Run) (_ backend.Execu
 
 func (s *execution) Spec() trainer.Spec { return s.spec }
 
+// pathPrefix exports the env's PATH, the one variable of it that the
+// copy back uses: a path, not a secret, on the command lines of ssh and
+// rsync.
+func pathPrefix(b *config.Backend) string {
+	if p, ok := b.Env["PATH"]; ok {
+		return "export PATH=" + shell.Quote(p) + "; "
+	}
+	return ""
+}
+
 // makeVenv builds, once, the virtual environment of the backend's
 // packages under remote_dir (SPEC S3): made with --system-site-packages so
 // the host's own torch stays visible, the packages installed with its pip,
@@ -230,7 +242,10 @@ func (s *execution) makeVenv(ctx context.Context) error {
 	name := venvName(s.b)
 	root := remoteWord(s.b.RemoteDir)
 	dir := root + "/" + name
-	if s.venvThere {
+	if s.venv.bad != "" {
+		return fmt.Errorf(msgNotOurs, s.venv.bad, s.b.Host, "its Python")
+	}
+	if s.venv.state == reuseOK {
 		s.run.Sink.Logf("packages: using %s on %s", name, s.b.Host)
 		s.python = s.b.RemoteDir + "/" + name + "/bin/python" // the agent expands a leading ~/
 		return nil
@@ -241,10 +256,13 @@ func (s *execution) makeVenv(ctx context.Context) error {
 	for _, p := range s.b.Packages {
 		pkgs = append(pkgs, shell.Quote(p))
 	}
-	cmd := s.envPrefix() + "mkdir -p " + root + " && " + shell.Quote(s.b.Python) + " -m venv --system-site-packages " + tmp +
+	// The script, with the env's values, goes on standard input.
+	cmd := "umask 077\n" + envPrefix(s.b) + "\nmkdir -p " + root + " && " + shell.Quote(s.b.Python) + " -m venv --system-site-packages " + tmp +
 		" && " + tmp + "/bin/python -m pip install --quiet --disable-pip-version-check " + strings.Join(pkgs, " ") +
-		" && { mv " + tmp + " " + dir + " 2>/dev/null || rm -rf " + tmp + "; }"
-	if _, stderr, err := s.conn.Run(ctx, cmd, nil); err != nil {
+		// pip makes its scripts readable by all, whatever the umask.
+		" && chmod -R go-rwx " + tmp +
+		" && { mv " + tmp + " " + dir + " 2>/dev/null || rm -rf " + tmp + "; }\n"
+	if _, stderr, err := s.conn.Run(ctx, "sh -s", strings.NewReader(cmd)); err != nil {
 		_, _, _ = s.conn.Run(ctx, "rm -rf "+tmp, nil)
 		return fmt.Errorf("installing %s on %s: %v: %s", strings.Join(s.b.Packages, " "), s.b.Host, err, sshx.LastLine(string(stderr)))
 	}
@@ -283,27 +301,104 @@ func probeWith(ctx context.Context, conn *sshx.Conn, b *config.Backend, packages
 	return f, out, nil
 }
 
-// Marks of the probe's tail.
+// Marks of the probe's tail: one line for the agent and one for the venv
+// when they are on the host, then the answer (reuseCheck).
 const (
-	codeThereMark = "potato-code-there"
-	venvThereMark = "potato-venv-there"
+	codeMark = "potato-code"
+	venvMark = "potato-venv"
+	openMark = "potato-remote-dir-open"
 )
+
+// msgNotOurs refuses to run what another user could have put in place:
+// the path, the host and what would have run.
+const msgNotOurs = "%q on %s belongs to another user or others may write to it: refusing to run %s; remove it (or chmod go-w it), or set remote_dir to a directory of your own"
+
+// The states of what a run would reuse under remote_dir.
+const (
+	reuseAbsent = ""
+	reuseOK     = "ok"
+	reuseStale  = "stale" // the agent does not match its digest
+	reuseNoSum  = "nosum" // no sha256sum or shasum to check it with
+	reuseBad    = "bad"   // owned by another user or writable by others
+)
+
+// reuse is the probe tail's answer about the agent or the venv; bad
+// names the first entry found that another user owns or others may
+// write to.
+type reuse struct{ state, bad string }
+
+// reuseFuncs are the shell functions of reuseCheck: the first entry of a
+// tree that another user owns, then the first (not a symlink) that group
+// or others may write to, as sshd's StrictModes judges a key file.
+const reuseFuncs = `potato_bad() {
+	{ find "$@" ! -user "$(id -u)" -print 2>/dev/null; find "$@" ! -type l \( -perm -0020 -o -perm -0002 \) -print 2>/dev/null; } | head -n 1
+}
+potato_sum() {
+	if command -v sha256sum >/dev/null 2>&1; then sha256sum <"$1" 2>/dev/null | cut -d ' ' -f 1
+	elif command -v shasum >/dev/null 2>&1; then shasum -a 256 <"$1" 2>/dev/null | cut -d ' ' -f 1
+	else echo nosum; fi
+}
+`
+
+// codeCheck is the shell that judges the agent remote_dir/code/SUM before
+// it is reused: code/ and the agent's directory must be the login user's
+// and writable by nobody else, and the agent must have the digest its
+// directory is named after.
+func codeCheck(root, sum string) string {
+	c := remoteWord(root + "/code/" + sum)
+	code := remoteWord(root + "/code")
+	return "c=" + c + "\nb=\nif test -e " + code + "; then b=$(potato_bad " + code + " -maxdepth 0); fi\n" +
+		"if [ -z \"$b\" ] && { test -e \"$c\" || test -L \"$c\"; }; then b=$(potato_bad \"$c\"); fi\n" +
+		"if [ -n \"$b\" ]; then echo " + codeMark + " " + reuseBad + " \"$b\"\n" +
+		"elif test -e \"$c\"; then\n" +
+		"\tcase $(potato_sum \"$c/potato-agent\") in " + sum + ") echo " + codeMark + " " + reuseOK + " ;; nosum) echo " + codeMark + " " + reuseNoSum + " ;; *) echo " + codeMark + " " + reuseStale + " ;; esac\n" +
+		"fi\n"
+}
+
+// venvCheck is the shell that judges the venv before it is reused: every
+// entry of it must be the login user's and writable by nobody else.
+func venvCheck(dir string) string {
+	return "v=" + dir + "\nif test -e \"$v\" || test -L \"$v\"; then\n" +
+		"\tb=$(potato_bad \"$v\")\n" +
+		"\tif [ -n \"$b\" ]; then echo " + venvMark + " " + reuseBad + " \"$b\"; elif test -x \"$v/bin/python\"; then echo " + venvMark + " " + reuseOK + "; fi\nfi\n"
+}
+
+// rootCheck says whether group or others may write to remote_dir itself
+// (a sticky directory such as /tmp aside): they could then replace what
+// runs from it.
+func rootCheck(root string) string {
+	return "if test -n \"$(find " + remoteWord(root) + " -maxdepth 0 \\( -perm -0020 -o -perm -0002 \\) ! -perm -1000 -print 2>/dev/null)\"; then echo " + openMark + "; fi\n"
+}
+
+// reuseOf reads the answer of a check for mark.
+func reuseOf(out []byte, mark string) reuse {
+	for _, l := range strings.Split(string(out), "\n") {
+		rest, ok := strings.CutPrefix(l, mark+" ")
+		if !ok {
+			continue
+		}
+		state, bad, _ := strings.Cut(rest, " ")
+		return reuse{state: state, bad: bad}
+	}
+	return reuse{}
+}
 
 // probeTail asks, in the probe's session rather than in commands of their
 // own, whether the host has this machine's agent (when its digest is
-// known) and the backend's venv: each a round trip less before the run
-// starts. The answers count only where the host's architecture turns
-// out to be this machine's (the agent) and where a venv is wanted.
+// known) and the backend's venv, and whether they may be reused: each a
+// round trip less before the run starts. The answers count only where
+// the host's architecture turns out to be this machine's (the agent) and
+// where a venv is wanted.
 func (s *execution) probeTail() string {
-	tail := ""
+	tail := reuseFuncs + rootCheck(s.b.RemoteDir)
 	if a := <-s.localAgent; a.err == nil {
 		s.localAgent <- a
-		tail += "if test -x " + remoteWord(strings.TrimSuffix(s.b.RemoteDir, "/")+"/code/"+a.sum) + "/potato-agent; then echo " + codeThereMark + "; fi\n"
+		tail += codeCheck(strings.TrimSuffix(s.b.RemoteDir, "/"), a.sum)
 	} else {
 		s.localAgent <- a
 	}
 	if len(s.b.Packages) > 0 && s.flavor == nil {
-		tail += "if test -x " + remoteWord(s.b.RemoteDir) + "/" + venvName(s.b) + "/bin/python; then echo " + venvThereMark + "; fi\n"
+		tail += venvCheck(remoteWord(s.b.RemoteDir) + "/" + venvName(s.b))
 	}
 	return tail
 }
@@ -337,7 +432,10 @@ func (s *execution) probe(ctx context.Context) (probe.Facts, error) {
 	if err != nil {
 		return f, err
 	}
-	s.codeThere, s.venvThere = hasLine(out, codeThereMark), hasLine(out, venvThereMark)
+	s.code, s.venv = reuseOf(out, codeMark), reuseOf(out, venvMark)
+	if hasLine(out, openMark) {
+		s.run.Sink.Logf("warning: group or others may write to remote_dir %s on %s: they could replace what runs from it", s.b.RemoteDir, s.b.Host)
+	}
 	switch {
 	case noPython:
 		s.run.Sink.Logf("%s: %s %s", s.b.Host, f.OS, f.Arch)
@@ -530,24 +628,39 @@ func (s *execution) copyCode(ctx context.Context) error {
 	s.jobPath = rootPath + "/jobs/" + s.run.Dir.ID
 	s.codeDir = remoteWord(rootPath + "/code/" + sum)
 	s.jobDir = remoteWord(s.jobPath)
-	there := s.codeThere
+	code := s.code
 	if !asked {
-		_, _, err := s.conn.Run(ctx, "test -x "+s.codeDir+"/potato-agent", nil)
-		there = err == nil
+		out, _, err := s.conn.Run(ctx, "sh -s", strings.NewReader(reuseFuncs+codeCheck(rootPath, sum)))
+		if err != nil {
+			return err
+		}
+		code = reuseOf(out, codeMark)
 	}
-	if there {
+	switch code.state {
+	case reuseOK:
 		s.run.Sink.Logf("code %s is on %s already", sum[:12], s.b.Host)
 		return nil
+	case reuseBad:
+		return fmt.Errorf(msgNotOurs, code.bad, s.b.Host, "the agent from it")
+	case reuseStale, reuseNoSum:
+		why := "does not match its digest"
+		if code.state == reuseNoSum {
+			why = "cannot be checked (no sha256sum or shasum)"
+		}
+		s.run.Sink.Logf("the agent in %s/code/%s on %s %s: copying it again", rootPath, sum[:12], s.b.Host, why)
+		if _, _, err := s.conn.Run(ctx, "rm -rf "+s.codeDir, nil); err != nil {
+			return err
+		}
 	}
 	s.run.Sink.Step(fmt.Sprintf(stepCopyCode, s.b.Host))
 	// sshx quotes the paths it is given itself; the shell commands here
 	// get shell words, "$HOME"/... for a path under ~/.
 	tmpPath := rootPath + "/code/.tmp-" + sum[:12] + "-" + randHex(4)
 	tmp := remoteWord(tmpPath)
-	if _, _, err := s.conn.Run(ctx, "mkdir -p "+tmp, nil); err != nil {
+	if _, _, err := s.conn.Run(ctx, "umask 077 && mkdir -p "+tmp, nil); err != nil {
 		return err
 	}
-	if err := s.conn.Upload(ctx, local, tmpPath+"/potato-agent", 0o755, testRsync()); err != nil {
+	if err := s.conn.Upload(ctx, local, tmpPath+"/potato-agent", 0o700, testRsync()); err != nil {
 		_, _, _ = s.conn.Run(ctx, "rm -rf "+tmp, nil)
 		return fmt.Errorf("copying the agent to %s: %w", s.b.Host, err)
 	}
@@ -567,8 +680,9 @@ func randHex(n int) string {
 }
 
 // Start serves the run on its socket, forwards a socket in the remote /tmp
-// to it, and starts the agent there with the token on standard input only
-// (SPEC S6, S9).
+// to it, and starts the agent there with the token and the backend's env
+// on standard input only (SPEC S6, S9): the command line of ssh, and of
+// the remote shell, holds no secret.
 func (s *execution) Start(ctx context.Context) (backend.Started, error) {
 	if err := s.agent.Serve(testToken()); err != nil {
 		return backend.Started{}, err
@@ -582,8 +696,8 @@ func (s *execution) Start(ctx context.Context) (backend.Started, error) {
 	s.agentLog = log
 	remoteSock := fmt.Sprintf("/tmp/potato-%s-%s.sock", s.run.Dir.ID, randHex(4))
 	s.sock = remoteSock
-	cmd := s.envPrefix() + "mkdir -p " + s.jobDir + " && cd " + s.jobDir + " && exec " + s.codeDir + "/potato-agent" +
-		" --socket " + shell.Quote(remoteSock) + " --once --backend " + shell.Quote(s.b.Name) +
+	cmd := "umask 077 && mkdir -p " + s.jobDir + " && cd " + s.jobDir + " && exec " + s.codeDir + "/potato-agent" +
+		" --socket " + shell.Quote(remoteSock) + " --env-stdin --once --backend " + shell.Quote(s.b.Name) +
 		" --workdir " + remoteWord(s.b.RemoteDir) + " --python " + shell.Quote(s.python)
 	if s.flavor != nil {
 		more, err := s.flavor.AgentArgs(ctx, s.conn, s.jobDir)
@@ -604,7 +718,14 @@ func (s *execution) Start(ctx context.Context) (backend.Started, error) {
 	s.session, s.stdin = sess, stdin
 	s.agent.Heard()
 	go func() { s.sessDone <- sess.Wait() }()
-	if _, err := io.WriteString(stdin, s.agent.Token()+"\n"); err != nil {
+	env, err := json.Marshal(s.b.Env)
+	if err != nil {
+		return backend.Started{}, err
+	}
+	if s.b.Env == nil {
+		env = []byte("{}")
+	}
+	if _, err := io.WriteString(stdin, s.agent.Token()+"\n"+string(env)+"\n"); err != nil {
 		return backend.Started{}, fmt.Errorf("handing the token to the agent on %s: %w", s.b.Host, err)
 	}
 	s.run.Sink.Logf("started the agent on %s", s.b.Host)
@@ -716,12 +837,14 @@ func (s *execution) Collect(ctx context.Context, _ events.Result) (backend.Colle
 	var done, total int64
 	// The agent that ran the job writes the files as a tar stream on the
 	// connection; a copy into artifacts/ that finds the part of a cut one
-	// resumes it by rsync, where both ends have it. The backend's env
-	// applies to the remote side as to the agent.
+	// resumes it by rsync, where both ends have it. Of the backend's env
+	// only PATH applies to the remote side, to find rsync: the others'
+	// values would be on command lines (pathPrefix).
 	fetch := func() error {
 		return s.conn.Fetch(ctx, s.codeDir+"/potato-agent", remoteArtifacts, s.run.Dir.Path(rundir.ArtifactsDir), sshx.FetchOptions{
-			Prefix:       s.envPrefix() + testFetchWrapper(),
+			Prefix:       pathPrefix(s.b) + testFetchWrapper(),
 			MaxSizeMB:    s.b.MaxArtifactMB,
+			MaxTotalMB:   s.b.MaxFetchMB,
 			StallTimeout: stall,
 			Rsync:        testRsync(),
 			Using: func(method string) {
