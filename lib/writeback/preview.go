@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"hash/maphash"
 	"maps"
 	"slices"
 	"strings"
@@ -51,29 +52,53 @@ type Preview struct {
 
 // current is the part of a stored prelabel a preview compares.
 type current struct {
-	key       string // labelKey of its payload
+	label     uint64 // the hash of its labelKey
 	createdAt float64
 }
 
-// labelKey is what an annotator sees of a prelabel: its label names, or
-// the payload itself when it has none that can be read. Confidence is not
-// part of it.
-func labelKey(kind config.Kind, payload []byte) string {
-	if names, ok := PrelabelLabels(kind, payload); ok {
-		return "labels:" + strings.Join(names, "\x00")
+// next is what the run would store for an item.
+type next struct {
+	label   uint64
+	labeled bool
+}
+
+// labeler reads what an annotator sees of a prelabel, its label names,
+// as a hash: confidence is not part of it. A payload whose labels cannot
+// be read stands for itself.
+type labeler struct {
+	seed maphash.Seed
+	raw  [][]byte
+}
+
+var labelField = []string{"label"}
+
+func (l *labeler) key(kind config.Kind, payload []byte) uint64 {
+	// The common case, {"label": NAME, ...} of a schema that is not
+	// multilabel, without decoding the whole payload.
+	if kind != config.KindMultilabel && len(payload) > 0 && payload[0] == '{' &&
+		scanObject(payload, labelField, l.raw) == nil && len(l.raw[0]) > 0 && l.raw[0][0] == '"' {
+		if name, err := stringValue(l.raw[0], "label"); err == nil {
+			return maphash.String(l.seed, "labels:"+name)
+		}
 	}
-	return "payload:" + string(payload)
+	if names, ok := PrelabelLabels(kind, payload); ok {
+		return maphash.String(l.seed, "labels:"+strings.Join(names, "\x00"))
+	}
+	return maphash.Bytes(l.seed, append([]byte("payload:"), payload...))
 }
 
 // Preview says what Publish(bundleDir, predictionsPath, opt) would do now,
 // and writes nothing. It applies Publish's gates in Publish's order (the
 // train split, opt.Schemas, opt.MinConfidence) and the same rule for a row
 // a later run holds; when a file predicts an (item, schema) twice the last
-// line counts, as in Publish. labeled tells whether an annotator has
-// labelled the item in the schema now; nil counts none.
+// line counts, as in Publish. A prelabel is kept when its label names stay
+// the same, whatever its confidence. labeled tells whether an annotator
+// has labelled the item in the schema now; nil counts none.
 //
-// The prelabels of opt.Schemas now in the store are held in memory, one
-// short entry each.
+// Items are held as 64-bit hashes, the prelabels of opt.Schemas now in the
+// store and the run's predictions one short entry each: a collision of two
+// item ids, about one chance in thirty million for a million items, would
+// count one prelabel in the wrong column.
 func (s *Store) Preview(bundleDir, predictionsPath string, opt Options, labeled func(item, schema string) bool) (Preview, error) {
 	out := Preview{RunID: opt.RunID}
 	if opt.CreatedAt == 0 {
@@ -103,16 +128,19 @@ func (s *Store) Preview(bundleDir, predictionsPath string, opt Options, labeled 
 		}
 		kind = func(schema string) config.Kind { return known[schema] }
 	}
+	lab := &labeler{seed: maphash.MakeSeed(), raw: make([][]byte, 1)}
+	item := func(id string) uint64 { return maphash.String(lab.seed, id) }
 	enabled := map[string]bool{}
-	now := map[string]map[string]current{}
+	now := map[string]map[uint64]current{}
 	for _, name := range opt.Schemas {
 		if enabled[name] {
 			continue
 		}
 		enabled[name] = true
-		rows := map[string]current{}
+		rows := map[uint64]current{}
+		k := kind(name)
 		err := s.SchemaPrelabels(opt.Project, name, func(p StoredPrelabel) error {
-			rows[p.InstanceID] = current{labelKey(kind(name), []byte(p.Payload)), p.CreatedAt}
+			rows[item(p.InstanceID)] = current{lab.key(k, []byte(p.Payload)), p.CreatedAt}
 			return nil
 		})
 		if err != nil {
@@ -121,8 +149,8 @@ func (s *Store) Preview(bundleDir, predictionsPath string, opt Options, labeled 
 		now[name] = rows
 	}
 
-	// next[schema][item] is the labelKey the run would store.
-	next := map[string]map[string]string{}
+	// nexts[schema][item] is what the run would store.
+	nexts := map[string]map[uint64]next{}
 	var p predLine
 	var compact bytes.Buffer
 	err = scanLines(predictionsPath, func(line []byte, _ int) error {
@@ -161,12 +189,12 @@ func (s *Store) Preview(bundleDir, predictionsPath string, opt Options, labeled 
 				}
 			}
 		}
-		m := next[p.schema]
+		m := nexts[p.schema]
 		if m == nil {
-			m = map[string]string{}
-			next[p.schema] = m
+			m = map[uint64]next{}
+			nexts[p.schema] = m
 		}
-		m[p.id] = labelKey(kind(p.schema), raw)
+		m[item(p.id)] = next{lab.key(kind(p.schema), raw), labeled != nil && labeled(p.id, p.schema)}
 		return nil
 	})
 	if err != nil {
@@ -176,26 +204,26 @@ func (s *Store) Preview(bundleDir, predictionsPath string, opt Options, labeled 
 	for _, name := range slices.Sorted(maps.Keys(enabled)) {
 		sp := SchemaPreview{Schema: name}
 		rows := now[name]
-		for item, key := range next[name] {
-			cur, has := rows[item]
+		for id, n := range nexts[name] {
+			cur, has := rows[id]
 			switch {
 			case has && cur.createdAt > opt.CreatedAt:
 				sp.HeldByNewerRun++
 				continue
 			case !has:
 				sp.Added++
-			case cur.key == key:
+			case cur.label == n.label:
 				sp.Kept++
 				continue
 			default:
 				sp.Changed++
 			}
-			if labeled != nil && labeled(item, name) {
+			if n.labeled {
 				sp.LabeledTouched++
 			}
 		}
-		for item := range rows {
-			if _, ok := next[name][item]; !ok {
+		for id := range rows {
+			if _, ok := nexts[name][id]; !ok {
 				sp.Untouched++
 			}
 		}
