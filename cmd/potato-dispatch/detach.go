@@ -34,6 +34,9 @@ func detach(ctx *cli.Context, c *runCmd) error {
 // value.
 func (c *runCmd) detachedArgs() []string {
 	args := []string{"run", "--trainer=" + c.Trainer, "--schemas=" + strings.Join(c.Schemas, ",")}
+	if c.curve != nil {
+		args = []string{"curve", "--points=" + curvePoints(c.curve), "--trainer=" + c.Trainer, "--schemas=" + strings.Join(c.Schemas, ",")}
+	}
 	if c.Backend != "" {
 		args = append(args, "--backend="+c.Backend)
 	}
@@ -50,7 +53,7 @@ func (c *runCmd) detachedArgs() []string {
 }
 
 // startDetached runs "potato-dispatch run --detached ARGS..." (args is
-// "run" and its arguments) in its own session and returns the run id it
+// "run", or "curve", and its arguments) in its own session and returns the run id it
 // reports once the run is recorded. A run refused before that passes on
 // its message and exit status.
 func startDetached(ctx *cli.Context, args []string) (string, error) {
@@ -58,10 +61,10 @@ func startDetached(ctx *cli.Context, args []string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if len(args) == 0 || args[0] != "run" {
+	if len(args) == 0 || args[0] != "run" && args[0] != "curve" {
 		return "", fmt.Errorf("internal error: a detached command is a run, not %q", args)
 	}
-	args = append([]string{"run", "--detached"}, args[1:]...)
+	args = append([]string{args[0], "--detached"}, args[1:]...)
 	cmd := exec.Command(self, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	out, err := cmd.StdoutPipe()

@@ -8,11 +8,13 @@ import (
 	"github.com/alecthomas/kong"
 
 	"potato-training/internal/cli"
+	"potato-training/lib/curve"
 	"potato-training/lib/trainer"
 )
 
 type command struct {
 	Run       runCmd           `cmd:"" help:"Start a run; print its id at once; wait for its end unless --detach."`
+	Curve     curveCmd         `cmd:"" help:"Fit nested shares of the train split in one run and report the learning curve: is more annotation worth it?"`
 	Cancel    cancelCmd        `cmd:"" help:"Cancel a run."`
 	Status    statusCmd        `cmd:"" help:"Show the runs, or one run."`
 	Wait      waitCmd          `cmd:"" help:"Wait for runs to end; exit with the first failed one's status."`
@@ -31,5 +33,5 @@ func main() {
 		"potato-dispatch(1)", &command{}, cli.OSEnv(),
 		// The trainers of --trainer's help come from the registry, as its
 		// "unknown trainer" error does.
-		kong.Vars{"trainers": trainer.Choices()}))
+		kong.Vars{"trainers": trainer.Choices(), "curve_points": curve.DefaultPoints}))
 }

@@ -22,6 +22,11 @@ type runCmd struct {
 	Trigger  string   `default:"manual" enum:"manual,api,auto,cron" help:"Who started the run: manual, api, auto or cron." env:"POTATO_TRIGGER"`
 	Detach   bool     `help:"Print the run id and return; the run goes on in the background."`
 	Detached bool     `hidden:""`
+
+	// curve, set by potato-dispatch curve, makes the run a learning
+	// curve's; report prints it once the run has ended.
+	curve  []float64
+	report func(id string, code int) error
 }
 
 func (c *runCmd) Run(ctx *cli.Context) error {
@@ -58,7 +63,7 @@ func (c *runCmd) Run(ctx *cli.Context) error {
 	}()
 	code, err := dispatch.Run(sctx, dispatch.Options{
 		ConfigPath: c.Config, Trainer: c.Trainer, Schemas: c.Schemas, Backend: c.Backend,
-		Params: params, RunID: c.RunID, Trigger: c.Trigger,
+		Params: params, RunID: c.RunID, Trigger: c.Trigger, Curve: c.curve,
 		Started: func(id string) {
 			runID = id
 			fmt.Fprintln(ctx.Stdout, id)
@@ -81,6 +86,11 @@ func (c *runCmd) Run(ctx *cli.Context) error {
 	}
 	if !c.Detached {
 		summarize(ctx, c.Config, runID)
+		if c.report != nil {
+			if err := c.report(runID, code); err != nil {
+				return err
+			}
+		}
 	}
 	if code != 0 && !c.Detached {
 		return &cli.ExitError{Code: code, Err: fmt.Errorf("run %s %s; see potato-dispatch status %s %s", runID, outcome(code), c.Config, runID)}

@@ -21,6 +21,7 @@ var routes = []route{
 	{[]string{"training", "register"}, "potato-register", nil, "issue an agent backend's token"},
 	{[]string{"training", "agent"}, "potato-agent", nil, "run the agent on a training machine"},
 	{[]string{"training", "run"}, "potato-dispatch", []string{"run"}, "start a run and wait for its end"},
+	{[]string{"training", "curve"}, "potato-dispatch", []string{"curve"}, "fit shares of the train split and report the learning curve"},
 	{[]string{"training", "cancel"}, "potato-dispatch", []string{"cancel"}, "cancel a run"},
 	{[]string{"training", "status"}, "potato-dispatch", []string{"status"}, "show runs and their states"},
 	{[]string{"training", "wait"}, "potato-dispatch", []string{"wait"}, "wait for runs to end; exit with their status"},

@@ -48,6 +48,8 @@ type Options struct {
 	Params     map[string]string
 	RunID      string
 	Trigger    string
+	// Curve, when set, makes the run a learning curve's: its points.
+	Curve []float64
 	// Started is called with the run id as soon as the run is recorded.
 	Started func(id string)
 	// NewBackend makes the backend of a run; nil means the real ones.
@@ -161,6 +163,9 @@ func check(cfg *config.Config, opt *Options) (*config.Backend, error) {
 			return nil, usagef("%v; the parameters of %s are:\n%s", err, opt.Trainer, trainer.ParamsHelp(opt.Trainer, false))
 		}
 	}
+	if err := checkCurve(opt); err != nil {
+		return nil, err
+	}
 	if len(opt.Schemas) == 0 {
 		return nil, usagef("no schema given: use --schemas NAME[,NAME]")
 	}
@@ -205,7 +210,7 @@ func Run(ctx context.Context, opt Options) (int, error) {
 	run, err := root.Create(rundir.Record{
 		RunID: opt.RunID, Project: cfg.TaskName, Trainer: opt.Trainer, Schemas: opt.Schemas,
 		Params: opt.Params, Backend: b.Name, BackendType: b.Type, RanOn: b.Label(),
-		Trigger: opt.Trigger, Step: "waiting in the queue", Host: host,
+		Trigger: opt.Trigger, Step: "waiting in the queue", Host: host, Curve: newCurve(cfg, opt.Curve),
 	})
 	if err != nil {
 		if opt.RunID != "" {

@@ -177,6 +177,9 @@ func (d *dispatcher) prepare(lim *limits, m bundle.Manifest) (backend.Execution,
 		Limits: trainer.Limits{MaxWallS: d.cfg.Training.MaxWallSeconds, MaxRAMMB: d.cfg.Training.MaxRAMMB,
 			Device: d.cfg.Training.Device, NumThreads: d.cfg.Training.NumThreads},
 	}
+	if rec.Curve != nil {
+		spec.Curve = rec.Curve.Points
+	}
 	if err := os.MkdirAll(spec.Workdir, 0o755); err != nil {
 		return nil, failed(err.Error(), "")
 	}
@@ -342,6 +345,9 @@ func (d *dispatcher) collect(lim *limits, exec backend.Execution, res events.Res
 // writeBackPhase scores the predictions and writes them into Potato's
 // store as prelabels (SPEC B3, B7).
 func (d *dispatcher) writeBackPhase(m bundle.Manifest, trainerName string) *ending {
+	if d.run.Record().Curve != nil {
+		return d.curvePhase(m)
+	}
 	if info, _ := trainer.Lookup(trainerName); info.NoPredictions {
 		d.logf("%s writes no predictions: nothing to score or write back", trainerName)
 		return succeeded

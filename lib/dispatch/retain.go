@@ -167,7 +167,7 @@ func newestSuccess(runs []rundir.Info, schema, trainer string, local bool) *rund
 		if schema != "" && !slices.Contains(r.Schemas, schema) || trainer != "" && r.Trainer != trainer {
 			continue
 		}
-		if local && !localModel(r.Record) {
+		if local && !localModel(r.Record) || r.Curve != nil { // a curve run keeps no model
 			continue
 		}
 		return &runs[i]

@@ -22,6 +22,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"potato-training/lib/curve"
 )
 
 // States of a run, in the order a run goes through them.
@@ -131,6 +133,9 @@ type Record struct {
 	// RetractedAt is when potato-dispatch retract first deleted the run's
 	// prelabels from Potato's store; Writeback's n_retracted counts them.
 	RetractedAt *time.Time `json:"retracted_at,omitempty"`
+	// Curve is a learning curve run's: its points, then, once scored, each
+	// schema's curve (potato-rundir(5)).
+	Curve *curve.Curve `json:"curve,omitempty"`
 	// Promotion is, under writeback.promote: if_better, the decision of
 	// each writeback schema of the run, by schema.
 	Promotion map[string]Promotion `json:"promotion,omitempty"`

@@ -1,0 +1,189 @@
+package dispatch
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"potato-training/lib/bundle"
+	"potato-training/lib/config"
+	"potato-training/lib/curve"
+	"potato-training/lib/rundir"
+	"potato-training/lib/trainer"
+	"potato-training/lib/writeback"
+)
+
+// CodeCurveIncomplete is the error_code of a curve run whose trainer wrote
+// no predictions for a point: a trainer that ignores spec.json's curve,
+// whose one model must not pass for a flat curve.
+const CodeCurveIncomplete = "curve_incomplete"
+
+// checkCurve refuses a curve that the trainer cannot fit, before the run
+// is recorded. An exec: program may fit one: its predictions say.
+func checkCurve(opt *Options) error {
+	if opt.Curve == nil {
+		return nil
+	}
+	if err := curve.CheckPoints(opt.Curve); err != nil {
+		return usagef("--points: %v", err)
+	}
+	if trainer.IsExec(opt.Trainer) {
+		return nil
+	}
+	info, _ := trainer.Lookup(opt.Trainer)
+	switch {
+	case info.NoPredictions:
+		return usagef("trainer %s writes no predictions: it has no learning curve; the trainers that fit one are %s, or an exec: program that follows potato-events(5)", opt.Trainer, curveTrainers())
+	case !info.Curve:
+		return usagef("trainer %s does not fit learning curves; the trainers that do are %s", opt.Trainer, curveTrainers())
+	}
+	return nil
+}
+
+func curveTrainers() string {
+	var names []string
+	for _, i := range trainer.Runnable() {
+		if i.Curve {
+			names = append(names, i.Name)
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
+// newCurve is the curve a run's record starts with: what it asks for.
+func newCurve(cfg *config.Config, points []float64) *curve.Curve {
+	if points == nil {
+		return nil
+	}
+	return &curve.Curve{Points: points, Seed: int64(cfg.Training.SplitSeed), Metric: "macro_f1"}
+}
+
+// curvePhase scores a curve run's points on the test split, as the
+// held-out score of a run is scored, judges them and records the curve.
+// A curve run publishes no prelabels: it is an analysis.
+func (d *dispatcher) curvePhase(m bundle.Manifest) *ending {
+	rec := d.run.Record()
+	pred := d.run.Path(rundir.PredictionsFile)
+	if _, err := os.Stat(pred); err != nil {
+		return failed(fmt.Sprintf("the trainer reported a result but no predictions file: %v", err), "curve")
+	}
+	c, warnings, err := ScoreCurve(d.run.Path(rundir.BundleDir), pred, m.Schemas, *rec.Curve, rec.Trainer)
+	for _, w := range warnings {
+		d.logf("warning: %s", w)
+	}
+	if err != nil {
+		var ie *incompleteError
+		if errors.As(err, &ie) {
+			return failed(err.Error(), CodeCurveIncomplete)
+		}
+		return failed("curve: "+err.Error(), "curve")
+	}
+	d.set(func(r *rundir.Record) { r.Curve = &c })
+	for _, s := range c.Schemas {
+		for _, p := range s.Points {
+			d.logf("curve of %s at %s%% of the train split (%d items): accuracy %.3f, macro-F1 %.3f on %d test items",
+				s.Schema, curve.Format(p.Percent), p.NTrain, p.Accuracy, p.MacroF1, s.NTest)
+		}
+		d.logf("%s", s.Sentence)
+		for _, l := range s.Labels {
+			d.logf("%s: %s", s.Schema, l.Sentence)
+		}
+	}
+	d.logf("a learning curve publishes no prelabels: Potato's store keeps those it had")
+	return succeeded
+}
+
+type incompleteError struct{ msg string }
+
+func (e *incompleteError) Error() string { return e.msg }
+
+// ScoreCurve scores the curve run's predictions at pred on the test split
+// of the bundle in bdir, and judges each schema's curve (curve.Judge).
+// The training items of each point are the first curve.Size of the
+// schema's labelled train items in curve.Order, as every trainer takes
+// them: they give each label's count at each point. warnings are a
+// trainer's n_train that differ from that count. A point without
+// predictions is an error that names the trainer.
+func ScoreCurve(bdir, pred string, schemas []bundle.Schema, want curve.Curve, trainerName string) (curve.Curve, []string, error) {
+	c := curve.Curve{Points: want.Points, Seed: want.Seed, Metric: "macro_f1"}
+	scores, err := writeback.ScoreCurve(bdir, pred, schemas, want.Points)
+	if err != nil {
+		return c, nil, err
+	}
+	train, err := writeback.TrainLabels(bdir, schemas)
+	if err != nil {
+		return c, nil, fmt.Errorf("train split: %w", err)
+	}
+	var warnings []string
+	for _, s := range schemas {
+		cs, ok := scores[s.Name]
+		if !ok {
+			continue
+		}
+		for _, p := range cs.Points {
+			if !p.Found {
+				return c, warnings, &incompleteError{fmt.Sprintf("the trainer wrote no predictions for curve point %s%% of schema %s: %s does not fit learning curves (spec.json curve, potato-events(5)), and one model must not pass for a flat curve",
+					curve.Format(p.Percent), s.Name, trainerName)}
+			}
+		}
+		if len(cs.Points) == 0 || cs.Points[0].Score.N == 0 {
+			return c, warnings, fmt.Errorf("schema %s has no labelled item in the test split to score the curve on", s.Name)
+		}
+		labelled := train[s.Name]
+		var ids []string
+		for id, l := range labelled {
+			if s.Kind == config.KindMultilabel || l != "" {
+				ids = append(ids, id)
+			}
+		}
+		order := curve.Order(want.Seed, ids)
+		sc := curve.Schema{Schema: s.Name, Kind: s.AnnotationType, NTrainSplit: len(ids), NTest: cs.Points[0].Score.N}
+		for _, p := range cs.Points {
+			n := curve.Size(len(order), p.Percent)
+			if p.NTrain >= 0 && p.NTrain != n {
+				warnings = append(warnings, fmt.Sprintf("curve point %s%% of %s: the trainer fitted %d items, not the %d of potato-events(5); the label counts are those of the %d", curve.Format(p.Percent), s.Name, p.NTrain, n, n))
+			}
+			have := map[string]int{}
+			for _, id := range order[:min(n, len(order))] {
+				for name := range strings.SplitSeq(labelled[id], "|") {
+					if name != "" {
+						have[name]++
+					}
+				}
+			}
+			pt := curve.Point{Percent: p.Percent, NTrain: n, NMissing: p.Score.NMissing, Accuracy: p.Score.Accuracy, MacroF1: p.Score.MacroF1}
+			if p.NTrain >= 0 {
+				pt.NTrain = p.NTrain
+			}
+			for _, l := range p.Labels {
+				pt.Labels = append(pt.Labels, curve.PointLabel{Label: l.Label, NTrain: have[l.Label], Support: l.Support,
+					Precision: l.Precision, Recall: l.Recall, F1: l.F1})
+			}
+			sc.Points = append(sc.Points, pt)
+		}
+		curve.Judge(&sc, cs.Noise)
+		c.Schemas = append(c.Schemas, sc)
+	}
+	return c, warnings, nil
+}
+
+// CurveOf reads the curve of a finished curve run.
+func CurveOf(configPath, id string) (rundir.Record, error) {
+	cfg, err := LoadConfig(configPath)
+	if err != nil {
+		return rundir.Record{}, err
+	}
+	root, err := Root(cfg)
+	if err != nil {
+		return rundir.Record{}, err
+	}
+	info, err := root.Read(id)
+	if err != nil {
+		return rundir.Record{}, err
+	}
+	if info.Curve == nil {
+		return info.Record, usagef("run %s is not a learning curve's", id)
+	}
+	return info.Record, nil
+}
