@@ -33,9 +33,12 @@ func (c *writebackCmd) Run(ctx *cli.Context) error {
 			_, err = fmt.Fprintf(ctx.Stdout, "%s\n", b)
 			return err
 		}
-		fmt.Fprintf(ctx.Stdout, "run %s would write %d of %d predictions (%d in the train split, %d below min_confidence, %d of schemas not in writeback.schemas, %d held by a newer run)\n",
+		fmt.Fprintf(ctx.Stdout, "run %s would write %d of %d predictions (%d in the train split, %d below min_confidence, %d of schemas not in writeback.schemas, %d held by a newer run, %d refused)\n",
 			p.RunID, p.Report.NWritten, p.Report.NRead, p.Report.NSkippedTrainSplit, p.Report.NSkippedLowConfidence,
-			p.Report.NSkippedSchemaNotEnabled, p.Report.NSkippedNewerRun)
+			p.Report.NSkippedSchemaNotEnabled, p.Report.NSkippedNewerRun, p.Report.NRefused)
+		if p.Report.FirstRefused != "" {
+			fmt.Fprintf(ctx.Stdout, "refused, the first: %s\n", p.Report.FirstRefused)
+		}
 		for _, sp := range p.Schemas {
 			fmt.Fprintln(ctx.Stdout, sp)
 		}

@@ -88,8 +88,9 @@ func (l *labeler) key(kind config.Kind, payload []byte) uint64 {
 }
 
 // Preview says what Publish(bundleDir, predictionsPath, opt) would do now,
-// and writes nothing. It applies Publish's gates in Publish's order (the
-// train split, opt.Schemas, opt.MinConfidence) and the same rule for a row
+// and writes nothing. It applies Publish's rules and gates in Publish's
+// order (refusal, the train split, opt.Schemas, opt.MinConfidence) and the
+// same rule for a row
 // a later run holds; when a file predicts an (item, schema) twice the last
 // line counts, as in Publish. A prelabel is kept when its label names stay
 // the same, whatever its confidence. labeled tells whether an annotator
@@ -112,6 +113,10 @@ func (s *Store) Preview(bundleDir, predictionsPath string, opt Options, labeled 
 		return fail(err)
 	}
 	multi, err := multilabelSchemas(bundleDir)
+	if err != nil {
+		return fail(err)
+	}
+	rules, err := readRules(bundleDir)
 	if err != nil {
 		return fail(err)
 	}
@@ -153,15 +158,18 @@ func (s *Store) Preview(bundleDir, predictionsPath string, opt Options, labeled 
 	nexts := map[string]map[uint64]next{}
 	var p predLine
 	var compact bytes.Buffer
-	err = scanLines(predictionsPath, func(line []byte, _ int) error {
+	err = scanLines(predictionsPath, func(line []byte, n int) error {
 		if err := p.parse(line); err != nil {
 			return err
 		}
-		c, hasConf, err := p.confidence()
-		if err != nil {
-			return err
-		}
 		out.Report.NRead++
+		if why := rules.refusal(&p); why != "" {
+			if out.Report.NRefused++; out.Report.FirstRefused == "" {
+				out.Report.FirstRefused = fmt.Sprintf("line %d: %s", n, why)
+			}
+			return nil
+		}
+		c, hasConf, _ := p.confidence() // refusal has checked it
 		switch {
 		case train.has(p.id):
 			out.Report.NSkippedTrainSplit++
@@ -169,7 +177,7 @@ func (s *Store) Preview(bundleDir, predictionsPath string, opt Options, labeled 
 		case !enabled[p.schema]:
 			out.Report.NSkippedSchemaNotEnabled++
 			return nil
-		case hasConf && c < opt.MinConfidence:
+		case hasConf && c < opt.MinConfidence, !hasConf && opt.MinConfidence > 0:
 			out.Report.NSkippedLowConfidence++
 			return nil
 		}
