@@ -2,6 +2,7 @@ package report
 
 import (
 	"math"
+	"strings"
 	"testing"
 
 	"potato-training/lib/config"
@@ -70,5 +71,28 @@ func TestTallyMultilabel(t *testing.T) {
 		if w := want[l.Name]; l.N != w[0] || l.Accepted != w[1] {
 			t.Errorf("label %s: %d of %d, want %d of %d", l.Name, l.Accepted, l.N, w[1], w[0])
 		}
+	}
+}
+
+// An annotator's name and an item's id reach the terminal as text: the
+// escape sequence in a name registered on Potato is shown, not obeyed.
+func TestTextEscapesNames(t *testing.T) {
+	name := "mallory\x1b]0;pwned\x07\x1b[2J"
+	sa := SchemaAcceptance{Schema: "s", Kind: config.KindNominal}
+	tallySchema(&sa, []Judgement{{Annotator: name, Item: "i\x1b[1A", Prelabel: []string{"a"}, Label: []string{"a"}}})
+	var b strings.Builder
+	if err := WriteAcceptance(&b, &Acceptance{Schemas: []SchemaAcceptance{sa}}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.ContainsAny(b.String(), "\x1b\x07") || !strings.Contains(b.String(), `mallory\x1b]0;pwned\x07\x1b[2J`) {
+		t.Errorf("report:\n%q", b.String())
+	}
+	b.Reset()
+	e := &Explanation{Item: "i\x1b[1A", Schemas: []ItemSchema{{Schema: "s", Annotators: []AnnotatorLabel{{Annotator: name, Label: "a"}}}}}
+	if err := WriteExplanation(&b, e); err != nil {
+		t.Fatal(err)
+	}
+	if strings.ContainsAny(b.String(), "\x1b\x07") {
+		t.Errorf("explain:\n%q", b.String())
 	}
 }

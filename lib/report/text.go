@@ -5,9 +5,13 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"potato-training/lib/rundir"
 )
 
-// WriteAcceptance prints the report as potato-dispatch report does.
+// WriteAcceptance prints the report as potato-dispatch report does. An
+// annotator's name is what they registered with, so control characters
+// are shown escaped (rundir.CleanText), never sent to the terminal.
 func WriteAcceptance(w io.Writer, a *Acceptance) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Acceptance of prelabels, project %q\n", a.Project)
@@ -66,7 +70,7 @@ func WriteAcceptance(w io.Writer, a *Acceptance) error {
 	wrap(&b, "  ", a.SawPrelabel)
 	b.WriteString("How \"accepted\" is decided:\n")
 	wrap(&b, "  ", a.Accepted)
-	_, err := io.WriteString(w, b.String())
+	_, err := io.WriteString(w, rundir.CleanText(b.String()))
 	return err
 }
 
@@ -170,7 +174,7 @@ func WriteExplanation(w io.Writer, e *Explanation) error {
 			b.WriteString("\n")
 		}
 	}
-	_, err := io.WriteString(w, b.String())
+	_, err := io.WriteString(w, rundir.CleanText(b.String()))
 	return err
 }
 
