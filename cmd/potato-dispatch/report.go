@@ -25,6 +25,9 @@ func (c *reportCmd) Run(ctx *cli.Context) error {
 	if err != nil {
 		return exitError(err)
 	}
+	if _, ok := cfg.Scheme(c.Schema); c.Schema != "" && !ok {
+		return exitError(&dispatch.UsageError{Err: fmt.Errorf("schema %q is not in the config's annotation_schemes", c.Schema)})
+	}
 	a, err := report.BuildAcceptance(cfg, report.Options{RunID: c.RunID, Schema: c.Schema})
 	if err != nil {
 		return exitError(err)

@@ -1,11 +1,12 @@
 package main
 
 import (
-	"database/sql"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,103 +19,156 @@ import (
 	"potato-training/lib/rundir"
 )
 
-// acceptanceProject is a real run on real emails whose prelabels three
-// annotators then label, so that what the report must say is known:
-// "copier" sets every prelabel it is shown as its label, "truth" gives the
-// corpus's label, and "early" labelled ten of the same items in a file
-// last written before the run published (so could not have seen them).
-// On one item "truth" answered without choosing a label, which leaves the
-// item out. "truth" also labels ten items of the test split, which were
-// labelled before the run and are no part of the report.
+// acceptanceProject is a real run on real emails, of a radio schema
+// (spam) and a multiselect one (signals), whose prelabels three annotators
+// then label, so that what the report must say is known: "copier" sets
+// every prelabel it is shown as its label (no box checked for a prelabel
+// of no signal), "truth" gives the corpus's label and the signals the
+// text has, and "early" labelled ten of the same items in a file last
+// written before the run published (so could not have seen them). On one
+// item "truth" answered spam without choosing a label, which leaves the
+// item out of spam. "truth" also labels ten items of the test split, which
+// were labelled before the run and are no part of the report.
 type acceptanceProject struct {
-	r        *testproject.Runs
-	id       string
-	prelabel map[string]string // item of the unlabeled split -> its prelabel
-	truth    map[string]string // every email's corpus label
-	answered string            // the item "truth" answered without a label
-	judged   []string          // the items whose labels count
-	early    map[string]bool   // the items "early" labelled
-	test     []string          // items of the test split that "truth" labels
+	r  *testproject.Runs
+	id string
+	// prelabel[schema][item] is the run's prelabel of an item of its
+	// unlabeled split: one label, or the sorted signals.
+	prelabel map[string]map[string][]string
+	truth    map[string]map[string][]string // the same, of every email
+	answered string                         // the item "truth" answered spam without a label
+	early    []string                       // the items "early" labelled
+	test     []string                       // items of the test split that "truth" labels
 }
+
+var schemaNames = []string{"spam", "signals"}
 
 func newAcceptanceProject(t *testing.T) *acceptanceProject {
 	t.Helper()
 	dir := t.TempDir()
 	emails := testproject.Emails(t, testcli.Root())[:260]
-	p := &acceptanceProject{prelabel: map[string]string{}, truth: map[string]string{}, early: map[string]bool{}}
-	for _, e := range emails {
-		p.truth[e.ID] = e.Label
+	p := &acceptanceProject{
+		prelabel: map[string]map[string][]string{"spam": {}, "signals": {}},
+		truth:    map[string]map[string][]string{"spam": {}, "signals": {}},
 	}
-	p.r = &testproject.Runs{T: t, Bin: testcli.Binaries(t), Dir: dir, Config: testproject.WriteEmails(t, dir, emails, 60, "")}
-	res := p.r.Run("--trainer", "tfidf-logreg", "--schemas", "spam")
+	for _, e := range emails {
+		p.truth["spam"][e.ID] = []string{e.Label}
+		sig := testproject.Signals(e.Text)
+		slices.Sort(sig)
+		p.truth["signals"][e.ID] = sig
+	}
+	cfg := testproject.WriteEmails(t, dir, emails, 60, "")
+	text, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	both := strings.Replace(string(text), "    schemas: [spam]\n", "    schemas: [spam, signals]\n", 1)
+	if both == string(text) {
+		t.Fatal("the emails config has no writeback.schemas: [spam]")
+	}
+	if err := os.WriteFile(cfg, []byte(both), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p.r = &testproject.Runs{T: t, Bin: testcli.Binaries(t), Dir: dir, Config: cfg}
+	res := p.r.Run("--trainer", "tfidf-logreg", "--schemas", "spam,signals")
 	if res.Code != 0 {
 		t.Fatalf("run: exit %d: %s", res.Code, res.Stderr)
 	}
 	p.id = res.ID
 
 	// What Potato shows: the run's rows, on the items of each split.
-	db, err := sql.Open("sqlite", filepath.Join(dir, "project.sqlite"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	rows, err := db.Query(`SELECT p.instance_id, p.payload, i.split FROM training_predictions p
+	rows, err := sqlDB(t, dir).Query(`SELECT p.instance_id, p.schema_name, p.payload, i.split FROM training_predictions p
 		JOIN training_run_items i ON i.run_id = p.run_id AND i.instance_id = p.instance_id
-		WHERE p.run_id = ? AND p.schema_name = 'spam' ORDER BY p.instance_id`, p.id)
+		WHERE p.run_id = ? ORDER BY p.instance_id`, p.id)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for rows.Next() {
-		var id, payload, split string
-		var pl struct{ Label string }
-		if err := rows.Scan(&id, &payload, &split); err != nil || json.Unmarshal([]byte(payload), &pl) != nil {
-			t.Fatalf("row %s %s: %v", id, payload, err)
+		var id, schema, payload, split string
+		if err := rows.Scan(&id, &schema, &payload, &split); err != nil {
+			t.Fatal(err)
 		}
-		switch split {
-		case "unlabeled":
-			p.prelabel[id] = pl.Label
-		case "test":
-			if len(p.test) < 10 {
-				p.test = append(p.test, id)
-			}
+		switch {
+		case split == "unlabeled":
+			p.prelabel[schema][id] = storedNames(t, payload)
+		case split == "test" && schema == "spam" && len(p.test) < 10:
+			p.test = append(p.test, id)
 		}
 	}
 	rows.Close()
-	if len(p.prelabel) < 100 || len(p.test) < 5 {
-		t.Fatalf("%d prelabels on unlabeled items and %d test items; the project needs more", len(p.prelabel), len(p.test))
+	if len(p.prelabel["spam"]) < 100 || len(p.prelabel["signals"]) < 60 || len(p.test) < 5 {
+		t.Fatalf("%d spam and %d signals prelabels on unlabeled items, %d test items; the project needs more",
+			len(p.prelabel["spam"]), len(p.prelabel["signals"]), len(p.test))
 	}
 
-	vote := func(label, value string) []any {
-		return []any{[]any{map[string]string{"schema": "spam", "name": label}, value}}
-	}
-	copier, truth, early := map[string]any{}, map[string]any{}, map[string]any{}
-	for id, label := range p.prelabel {
-		switch {
-		case p.answered == "":
-			p.answered = id
-			truth[id] = vote(p.truth[id], "false")
-		default:
-			truth[id] = vote(p.truth[id], "true")
-			p.judged = append(p.judged, id)
-			if len(early) < 10 {
-				early[id] = vote(p.truth[id], "true")
-				p.early[id] = true
+	votes := func(schema string, names []string, value string) []any {
+		var out []any
+		for _, n := range names {
+			out = append(out, []any{map[string]string{"schema": schema, "name": n}, value})
+		}
+		if schema == "signals" && len(names) == 0 {
+			// No box checked, as Potato keeps it.
+			for _, n := range []string{"link", "reply", "html"} {
+				out = append(out, []any{map[string]string{"schema": schema, "name": n}, "false"})
 			}
 		}
-		copier[id] = vote(label, "true")
+		return out
+	}
+	copier, truth, early := map[string][]any{}, map[string][]any{}, map[string][]any{}
+	for _, id := range slices.Sorted(maps.Keys(p.prelabel["spam"])) {
+		value := "true"
+		if p.answered == "" {
+			p.answered, value = id, "false"
+		} else if len(p.early) < 10 {
+			p.early = append(p.early, id)
+			early[id] = append(votes("spam", p.truth["spam"][id], "true"), votes("signals", p.truth["signals"][id], "true")...)
+		}
+		truth[id] = append(truth[id], votes("spam", p.truth["spam"][id], value)...)
+	}
+	for _, schema := range schemaNames {
+		for id, names := range p.prelabel[schema] {
+			copier[id] = append(copier[id], votes(schema, names, "true")...)
+			if schema == "signals" {
+				truth[id] = append(truth[id], votes(schema, p.truth[schema][id], "true")...)
+			}
+		}
 	}
 	for _, id := range p.test {
-		truth[id] = vote(p.truth[id], "true")
+		truth[id] = votes("spam", p.truth["spam"][id], "true")
 	}
-	writeState(t, dir, "copier", copier)
-	writeState(t, dir, "truth", truth)
-	writeState(t, dir, "early", early)
+	for name, state := range map[string]map[string][]any{"copier": copier, "truth": truth, "early": early} {
+		m := map[string]any{}
+		for id, v := range state {
+			m[id] = v
+		}
+		writeState(t, dir, name, m)
+	}
 	// "early" last wrote its file before the run's bundle was even built.
 	before := p.r.Info(p.id).CreatedAt.Add(-time.Hour)
 	if err := os.Chtimes(filepath.Join(dir, "annotation_output", "early", "user_state.json"), before, before); err != nil {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// storedNames are the label names of a stored prelabel: {"label": name}
+// or a multiselect's list of {"label": name}, sorted.
+func storedNames(t *testing.T, payload string) []string {
+	t.Helper()
+	var one struct{ Label string }
+	if json.Unmarshal([]byte(payload), &one) == nil {
+		return []string{one.Label}
+	}
+	var list []struct{ Label string }
+	if err := json.Unmarshal([]byte(payload), &list); err != nil {
+		t.Fatalf("payload %s: %v", payload, err)
+	}
+	names := []string{}
+	for _, e := range list {
+		names = append(names, e.Label)
+	}
+	slices.Sort(names)
+	return names
 }
 
 type tallyJSON struct {
@@ -127,32 +181,86 @@ type tallyJSON struct {
 	Flag     string  `json:"flag"`
 }
 
+// count is a row the report must have: labels and how many accepted.
+type count struct{ n, accepted int }
+
+func (c *count) add(ok bool) {
+	c.n++
+	if ok {
+		c.accepted++
+	}
+}
+
+func (c count) biased() bool { return c.n >= 50 && c.accepted*50 >= c.n*49 }
+
 // potato-dispatch report on a project whose answer is known: the
 // annotator who copies every prelabel accepted all of them and is flagged
 // (possible automation bias); the one who labels the truth accepted
-// exactly the prelabels that are right and is not; the shares by label
-// are those worked out from the prelabels and the corpus; labels in a file
-// last written before the run published, an item answered without a
+// exactly the prelabels that are right; the shares by annotator and by
+// label, in the radio and the multiselect schema, and the flags, are
+// those worked out here from the prelabels and the corpus; labels in a
+// file last written before the run published, an item answered without a
 // label, and items labelled before the run are left out, and the report
 // counts them.
 func TestReportFlagsCopier(t *testing.T) {
 	p := newAcceptanceProject(t)
-	n := len(p.judged)
-	right := 0
-	perLabel := map[string][2]int{} // label -> labels, accepted
-	for _, id := range p.judged {
-		l := p.prelabel[id]
-		c := perLabel[l]
-		c[0] += 2 // copier and truth
-		c[1]++    // copier
-		if p.truth[id] == l {
-			right++
-			c[1]++
-		}
-		perLabel[l] = c
+	type expect struct {
+		items, before int
+		all           count
+		ann, label    map[string]*count
 	}
-	if right*50 >= n*49 {
-		t.Fatalf("the model is right on %d of %d items: too good to tell the annotators apart", right, n)
+	want := map[string]*expect{}
+	overall := map[string]*count{"copier": {}, "truth": {}}
+	flags := map[string]bool{}
+	for _, schema := range schemaNames {
+		e := &expect{ann: map[string]*count{"copier": {}, "truth": {}}, label: map[string]*count{}}
+		want[schema] = e
+		for id, pre := range p.prelabel[schema] {
+			if schema == "spam" && id == p.answered {
+				continue
+			}
+			if slices.Contains(p.early, id) {
+				e.before++
+			}
+			e.items++
+			truth := p.truth[schema][id]
+			for name, label := range map[string][]string{"copier": pre, "truth": truth} {
+				ok := slices.Equal(label, pre)
+				e.all.add(ok)
+				e.ann[name].add(ok)
+				overall[name].add(ok)
+				if len(pre) == 0 {
+					if e.label["(none)"] == nil {
+						e.label["(none)"] = &count{}
+					}
+					e.label["(none)"].add(len(label) == 0)
+				}
+				for _, l := range pre {
+					if e.label[l] == nil {
+						e.label[l] = &count{}
+					}
+					e.label[l].add(slices.Contains(label, l))
+				}
+			}
+		}
+		for name, c := range e.ann {
+			if c.biased() {
+				flags["annotator "+schema+" "+name] = true
+			}
+		}
+		for name, c := range e.label {
+			if c.n >= 10 && 2*c.accepted < c.n {
+				flags["label "+schema+" "+name] = true
+			}
+		}
+	}
+	for name, c := range overall {
+		if c.biased() && !flags["annotator spam "+name] && !flags["annotator signals "+name] {
+			flags["annotator  "+name] = true
+		}
+	}
+	if s := want["spam"]; !flags["annotator spam copier"] || flags["annotator spam truth"] {
+		t.Fatalf("the model is right on %d of %d spam items: too good to tell the annotators apart", s.ann["truth"].accepted, s.ann["truth"].n)
 	}
 
 	code, stdout, stderr := runDispatch(t, p.r, nil, "report", p.r.Config, "--json")
@@ -172,7 +280,8 @@ func TestReportFlagsCopier(t *testing.T) {
 			Annotators     []tallyJSON `json:"annotators"`
 			Labels         []tallyJSON `json:"labels"`
 		}
-		Flags []struct {
+		Annotators []tallyJSON `json:"annotators"`
+		Flags      []struct {
 			Kind, Schema, Name string
 			N, Accepted        int
 			PIfHeldout         *float64 `json:"p_if_heldout"`
@@ -181,68 +290,83 @@ func TestReportFlagsCopier(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
 		t.Fatalf("report --json: %v\n%s", err, stdout)
 	}
-	if len(got.Schemas) != 1 {
-		t.Fatalf("schemas %+v, want spam alone", got.Schemas)
+	if len(got.Schemas) != 2 {
+		t.Fatalf("schemas %+v, want signals and spam", got.Schemas)
 	}
-	s := got.Schemas[0]
-	if s.Schema != "spam" || s.RunID != p.id || s.NPrelabels != len(p.prelabel) || s.NItemsLabeled != n ||
-		s.NBeforePublish != 10 || s.NAnswered != 1 {
-		t.Errorf("spam: run %s, %d prelabels, %d items labelled, %d labels before publish, %d answered without a label; want %s, %d, %d, 10, 1",
-			s.RunID, s.NPrelabels, s.NItemsLabeled, s.NBeforePublish, s.NAnswered, p.id, len(p.prelabel), n)
-	}
-	if s.All.N != 2*n || s.All.Accepted != n+right {
-		t.Errorf("all: %d of %d accepted, want %d of %d", s.All.Accepted, s.All.N, n+right, 2*n)
-	}
-	ann := map[string]tallyJSON{}
-	for _, a := range s.Annotators {
-		ann[a.Name] = a
-	}
-	if c := ann["copier"]; c.N != n || c.Accepted != n || c.Share != 1 || c.Flag == "" || c.High != 1 || c.Low <= 0.9 {
-		t.Errorf("copier: %+v; want %d of %d, share 1, flagged", c, n, n)
-	}
-	if tr := ann["truth"]; tr.N != n || tr.Accepted != right || tr.Share != float64(right)/float64(n) || tr.Flag != "" {
-		t.Errorf("truth: %+v; want %d of %d, not flagged", tr, right, n)
-	}
-	if len(ann) != 2 {
-		t.Errorf("annotators %+v: want copier and truth (early's file predates the run, ann's labels are in its bundle)", s.Annotators)
-	}
-	for _, l := range s.Labels {
-		if w := perLabel[l.Name]; l.N != w[0] || l.Accepted != w[1] {
-			t.Errorf("label %s: %d of %d accepted, want %d of %d", l.Name, l.Accepted, l.N, w[1], w[0])
+	check := func(what string, g tallyJSON, w *count) {
+		t.Helper()
+		if w == nil || g.N != w.n || g.Accepted != w.accepted || g.Share != float64(w.accepted)/float64(w.n) {
+			t.Errorf("%s: %d of %d accepted, share %v; want %+v", what, g.Accepted, g.N, g.Share, w)
 		}
 	}
-	if len(s.Labels) != len(perLabel) {
-		t.Errorf("labels %+v, want %v", s.Labels, perLabel)
+	for _, s := range got.Schemas {
+		w := want[s.Schema]
+		answered := 0
+		if s.Schema == "spam" {
+			answered = 1
+		}
+		if s.RunID != p.id || s.NPrelabels != len(p.prelabel[s.Schema]) || s.NItemsLabeled != w.items ||
+			s.NBeforePublish != w.before || s.NAnswered != answered {
+			t.Errorf("%s: run %s, %d prelabels, %d items labelled, %d labels before publish, %d answered without a label; want %s, %d, %d, %d, %d",
+				s.Schema, s.RunID, s.NPrelabels, s.NItemsLabeled, s.NBeforePublish, s.NAnswered, p.id, len(p.prelabel[s.Schema]), w.items, w.before, answered)
+		}
+		check(s.Schema+" in all", s.All, &w.all)
+		if len(s.Annotators) != 2 {
+			t.Errorf("%s: annotators %+v, want copier and truth (early's file predates the run, ann's labels are in its bundle)", s.Schema, s.Annotators)
+		}
+		for _, a := range s.Annotators {
+			check(s.Schema+" by "+a.Name, a, w.ann[a.Name])
+			if (a.Flag != "") != flags["annotator "+s.Schema+" "+a.Name] {
+				t.Errorf("%s: %s flagged %q", s.Schema, a.Name, a.Flag)
+			}
+		}
+		if len(s.Labels) != len(w.label) {
+			t.Errorf("%s: labels %+v, want %d", s.Schema, s.Labels, len(w.label))
+		}
+		for _, l := range s.Labels {
+			check(s.Schema+" label "+l.Name, l, w.label[l.Name])
+		}
 	}
-	if len(got.Flags) != 1 || got.Flags[0].Kind != "annotator" || got.Flags[0].Name != "copier" || got.Flags[0].Schema != "spam" ||
-		got.Flags[0].PIfHeldout == nil || *got.Flags[0].PIfHeldout > 0.01 {
-		t.Errorf("flags %+v, want copier's alone, with a small chance under the held-out accuracy", got.Flags)
+	if c := got.Annotators; len(c) != 2 || c[0].Name != "copier" || c[0].Share != 1 || c[0].High != 1 || c[0].Low <= 0.95 {
+		t.Errorf("over all schemas: %+v, want copier first with every prelabel accepted", c)
+	}
+	for _, a := range got.Annotators {
+		check("over all schemas, "+a.Name, a, overall[a.Name])
+	}
+	gotFlags := map[string]bool{}
+	for _, f := range got.Flags {
+		gotFlags[f.Kind+" "+f.Schema+" "+f.Name] = true
+		if f.Kind == "annotator" && f.Name == "copier" && f.Schema == "spam" && (f.PIfHeldout == nil || *f.PIfHeldout > 0.01) {
+			t.Errorf("copier's flag: chance under the held-out accuracy %v, want a small one", f.PIfHeldout)
+		}
+	}
+	if !maps.Equal(gotFlags, flags) {
+		t.Errorf("flags %v, want %v", gotFlags, flags)
 	}
 	if !strings.Contains(got.SawPrelabel, "unlabeled split") || !strings.Contains(got.SawPrelabel, "no time per label") {
 		t.Errorf("saw_prelabel does not say how it is decided: %q", got.SawPrelabel)
 	}
 
-	code, stdout, stderr = runDispatch(t, p.r, nil, "report", p.r.Config)
+	code, stdout, stderr = runDispatch(t, p.r, nil, "report", p.r.Config, "--schema", "spam")
 	if code != 0 || stderr != "" {
 		t.Fatalf("report: exit %d, stderr %q", code, stderr)
 	}
+	s := want["spam"]
 	for _, want := range []string{
 		fmt.Sprintf("spam (nominal): run %s (tfidf-logreg)", p.id),
-		fmt.Sprintf("%d prelabels on items unlabeled in its bundle; %d of those items labelled since", len(p.prelabel), n),
-		fmt.Sprintf("%d labels on them, %d equal to the prelabel", 2*n, n+right),
+		fmt.Sprintf("%d prelabels on items unlabeled in its bundle; %d of those items labelled since", len(p.prelabel["spam"]), s.items),
+		fmt.Sprintf("%d labels on them, %d equal to the prelabel", s.all.n, s.all.accepted),
 		"10 labels left out: their annotator's user_state.json was last written before the run published",
 		"1 items left out: an annotator's answer on them has no label",
-		fmt.Sprintf(`annotator "copier" in spam: %d of %d accepted (1.000): possible automation bias`, n, n),
+		fmt.Sprintf(`annotator "copier" in spam: %d of %d accepted (1.000): possible automation bias`, s.items, s.items),
 		`How "saw its prelabel" is decided:`,
 	} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("report does not say %q:\n%s", want, stdout)
 		}
 	}
-	for _, line := range strings.Split(stdout, "\n") {
-		if strings.HasPrefix(strings.TrimSpace(line), "truth ") && strings.Contains(line, "flag") {
-			t.Errorf("truth is flagged: %s", line)
-		}
+	if strings.Contains(stdout, "signals") {
+		t.Errorf("report --schema spam reports signals:\n%s", stdout)
 	}
 }
 
@@ -254,11 +378,19 @@ func TestReportFlagsCopier(t *testing.T) {
 func TestExplain(t *testing.T) {
 	p := newAcceptanceProject(t)
 	item := ""
-	for _, id := range p.judged {
-		if !p.early[id] {
+	for _, id := range slices.Sorted(maps.Keys(p.prelabel["signals"])) {
+		if _, ok := p.prelabel["spam"][id]; ok && id != p.answered && !slices.Contains(p.early, id) {
 			item = id
 			break
 		}
+	}
+	if item == "" {
+		t.Fatal("no item has both prelabels")
+	}
+	spam, truth := p.prelabel["spam"][item][0], p.truth["spam"][item][0]
+	signals := strings.Join(p.prelabel["signals"][item], ", ")
+	if signals == "" {
+		signals = "no label"
 	}
 	m, err := bundle.ReadManifest(filepath.Join(p.r.Root().RunDir(p.id), rundir.BundleDir))
 	if err != nil || m.Digest == "" {
@@ -280,13 +412,14 @@ func TestExplain(t *testing.T) {
 	}
 	for _, want := range []string{
 		"item " + item + "\n",
-		"spam (nominal)\n  prelabel: " + p.prelabel[item] + ", confidence ",
+		"spam (nominal)\n  prelabel: " + spam + ", confidence ",
 		"  made by run " + p.id + " (tfidf-logreg, success), published ",
 		fmt.Sprintf("  its held-out score: accuracy %.3f, macro-F1 %.3f on %d test items\n", held.Accuracy, held.MacroF1, held.N),
 		"  trained on bundle " + m.Digest + "; the item was in its unlabeled split\n",
-		"    copier: " + p.prelabel[item] + " (the prelabel)\n",
-		"    truth: " + p.truth[item] + " " + ok(p.truth[item] == p.prelabel[item]) + "\n",
-		"signals (multilabel)\n  prelabel: none\n  annotators: none has labelled it\n",
+		"    copier: " + spam + " (the prelabel)\n",
+		"    truth: " + truth + " " + ok(truth == spam) + "\n",
+		"signals (multilabel)\n  prelabel: " + signals + ", confidence ",
+		"    copier: " + signals + " (the prelabel)\n",
 	} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("explain does not say %q:\n%s", want, stdout)
@@ -320,10 +453,10 @@ func TestExplain(t *testing.T) {
 	if err := sqlRow(t, p.r.Dir, `SELECT confidence FROM training_predictions WHERE instance_id = ? AND schema_name = 'spam'`, item).Scan(&conf); err != nil {
 		t.Fatal(err)
 	}
-	sp := got.Schemas[0]
+	sp := got.Schemas[0] // spam, the config's first
 	if got.Item != item || sp.Schema != "spam" || sp.Prelabel == nil || sp.Prelabel.RunID != p.id || sp.Prelabel.BundleDigest != m.Digest ||
 		sp.Prelabel.Split != "unlabeled" || sp.Prelabel.Confidence == nil || *sp.Prelabel.Confidence != conf ||
-		len(sp.Prelabel.Labels) != 1 || sp.Prelabel.Labels[0] != p.prelabel[item] || sp.Prelabel.Heldout == nil || sp.Prelabel.Heldout.Accuracy != held.Accuracy {
+		len(sp.Prelabel.Labels) != 1 || sp.Prelabel.Labels[0] != spam || sp.Prelabel.Heldout == nil || sp.Prelabel.Heldout.Accuracy != held.Accuracy {
 		t.Errorf("explain --json: %s", stdout)
 	}
 	if len(sp.Annotators) != 2 || sp.Annotators[0].Annotator != "copier" || sp.Annotators[0].Accepted == nil || !*sp.Annotators[0].Accepted {
@@ -336,7 +469,7 @@ func TestExplain(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, stdout, _ = runDispatch(t, p.r, nil, "explain", p.r.Config, train)
-	if code != 0 || !strings.Contains(stdout, "spam (nominal)\n  prelabel: none\n  annotators now:\n    ann: "+p.truth[train]+"\n") {
+	if code != 0 || !strings.Contains(stdout, "spam (nominal)\n  prelabel: none\n  annotators now:\n    ann: "+p.truth["spam"][train][0]+"\n") {
 		t.Errorf("a train item: exit %d\n%s", code, stdout)
 	}
 	code, stdout, stderr = runDispatch(t, p.r, nil, "explain", p.r.Config, "no-such-item")

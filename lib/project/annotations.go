@@ -561,9 +561,9 @@ func scalarString(v any) string {
 	return string(b)
 }
 
-// AnsweredWithoutTarget reports whether an annotator's answer to the item
-// in the schema yields no target (no label chosen, two radio labels
-// chosen): an item can be answered and still have no target to train on.
-func (a *Annotations) AnsweredWithoutTarget(itemID, schema string) bool {
-	return slices.ContainsFunc(a.votes[itemID][schema], func(v Vote) bool { return v.Target == nil })
+// Answers returns every annotator's answer to the item in the schema, in
+// annotator order, those that yield no target included (Target nil: no
+// label chosen, two radio labels chosen).
+func (a *Annotations) Answers(itemID, schema string) []Vote {
+	return a.votes[itemID][schema]
 }

@@ -39,8 +39,10 @@ const (
 const SawPrelabel = `An annotator is counted as having seen an item's prelabel when ` +
 	`(1) the item was in the unlabeled split of the bundle of the run whose prelabel it holds: ` +
 	`nobody had labelled it when that annotations snapshot was taken, so any label on it now came later ` +
-	`(an item someone answered without a label, nothing or two radio labels chosen, also lands in that ` +
-	`split; while such an answer is on it, its labels may predate the snapshot, so the item is left out and counted); ` +
+	`(an item someone answered in a radio or select schema without a label, nothing or two labels chosen, ` +
+	`also lands in that split; while such an answer is on it, its labels may predate the snapshot, so the ` +
+	`item is left out and counted; a multiselect answer with no box checked is the answer "no label" and ` +
+	`counts, though it too may predate the snapshot); ` +
 	`(2) the annotator's label for the schema is in their user_state.json now; and ` +
 	`(3) that file was last written after the run published its prelabels (its end, or the moment ` +
 	`potato-dispatch publish wrote them). ` +
@@ -53,7 +55,7 @@ const SawPrelabel = `An annotator is counted as having seen an item's prelabel w
 
 // Accepted is the rule for "equal to the prelabel", stated with the report.
 const Accepted = `A label is accepted when it is the prelabel: for a radio or select schema the same label, ` +
-	`for a multiselect schema the same set of labels. By label, a radio prelabel is accepted when the ` +
+	`for a multiselect schema the same set of labels (no box checked is the empty set). By label, a radio prelabel is accepted when the ` +
 	`annotator chose that label; each label of a multiselect prelabel is accepted when the annotator ` +
 	`chose it too. Shares are of human labels (one annotator, one item), with a 95% Wilson interval.`
 
@@ -87,8 +89,8 @@ type SchemaAcceptance struct {
 	// user_state.json was last written before the run published.
 	NBeforePublish int `json:"n_labels_before_publish"`
 	// NItemsAnsweredWithoutLabel: of those items, the ones left out as an
-	// annotator's answer on them has no label, so that their labels may
-	// predate the bundle.
+	// annotator's answer on them in a radio or select schema has no label,
+	// so that their labels may predate the bundle.
 	NItemsAnsweredWithoutLabel int `json:"n_items_answered_without_label"`
 	// All, Annotators and Labels count human labels (annotator, item):
 	// in all, by annotator, and by the prelabel's label.
@@ -266,12 +268,15 @@ func BuildAcceptance(cfg *config.Config, opt Options) (*Acceptance, error) {
 			if !ok || sc.Kind == config.KindNominal && len(names) != 1 {
 				continue
 			}
-			if ann.AnsweredWithoutTarget(p.InstanceID, t.schema) {
+			answers := ann.Answers(p.InstanceID, t.schema)
+			if sc.Kind == config.KindNominal && slices.ContainsFunc(answers, func(v project.Vote) bool { return v.Target == nil }) {
 				sa.NItemsAnsweredWithoutLabel++
 				continue
 			}
 			counted := false
-			for _, v := range ann.Votes(p.InstanceID, t.schema) {
+			// A multiselect answer with no box checked (no target) is the
+			// answer "no label", which may reject a prelabel.
+			for _, v := range answers {
 				if !published.IsZero() && !written[v.Annotator].IsZero() && written[v.Annotator].Before(published) {
 					sa.NBeforePublish++
 					continue
