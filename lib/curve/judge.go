@@ -323,8 +323,12 @@ func estimateText(e *Estimate, label string, last Point) string {
 	if last.NTrain > 0 && l.NTrain > 0 && l.NTrain < last.NTrain {
 		items = fmt.Sprintf(", about %d more items at its present share of %.0f%%", int(math.Ceil(float64(e.More)*float64(last.NTrain)/float64(l.NTrain))), 100*float64(l.NTrain)/float64(last.NTrain))
 	}
-	return fmt.Sprintf("about %d more annotations of %s (%d in all%s) would take its F1 from %.2f to %.2f, an extrapolation: F1 = %.2f + %.3f ln(n) fitted to the points %s%%, assuming new items like these and the same test split",
-		e.More, label, e.NNeeded, items, l.F1, e.Target, e.A, e.B, joinPoints(e.Fitted))
+	noun := "annotations"
+	if e.More == 1 {
+		noun = "annotation"
+	}
+	return fmt.Sprintf("about %d more %s of %s (%d in all%s) would take its F1 from %.2f to %.2f, an extrapolation: F1 = %.2f + %.3f ln(n) fitted to the points %s%%, assuming new items like these and the same test split",
+		e.More, noun, label, e.NNeeded, items, l.F1, e.Target, e.A, e.B, joinPoints(e.Fitted))
 }
 
 func joinPoints(ps []float64) string {

@@ -114,7 +114,7 @@ type Info struct {
 // the errors and potato-dispatch(1) list them.
 var registry = []Info{
 	{Name: "tfidf-logreg", Builtin: true, Kinds: []string{"nominal", "multilabel"}, Available: true, Curve: true, Params: tfidfParams},
-	{Name: hf.Name, Kinds: []string{"nominal", "multilabel"}, Available: true, GPU: true, Params: hfParams},
+	{Name: hf.Name, Kinds: []string{"nominal", "multilabel"}, Available: true, GPU: true, Curve: true, Params: hfParams},
 	{Name: calibrate.Name, LocalOnly: true, Builtin: true, Kinds: []string{"nominal"}, Available: true,
 		NoPredictions: true, LocalReason: "it reads the annotation server's own files (Potato's store, project.sqlite, and the annotations)",
 		Params: calibrateParams},

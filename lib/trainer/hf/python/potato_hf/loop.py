@@ -10,9 +10,11 @@ import json
 import math
 import os
 import random
+import shutil
 import signal
 import time
 
+from . import curve
 from .artifacts import model_card, publish, remove_partial, save_model
 from .data import examples, label_order, prediction_row, read_bundle, sigmoid, softmax
 from .device import choose_precision, grad_scaler, is_oom, resolve_device, set_seed
@@ -141,6 +143,8 @@ def train(spec, ev, stop, env=None):
         steps = math.ceil(len(train_ex) / bs) * params["epochs"]
         plans.append((s, labels, train_ex, steps))
         total_steps += steps
+    if spec.get("curve"):
+        plans, total_steps = curve_plans(spec, plans, bs, params["epochs"], seed, splits)
 
     pred_path = os.path.join(workdir, "predictions.jsonl")
     tmp_pred = pred_path + ".tmp"
@@ -152,7 +156,12 @@ def train(spec, ev, stop, env=None):
     saved = []  # (partial, final) directories of the models
     try:
         with open(tmp_pred, "w", encoding="utf-8") as pf:
-            for s, labels, train_ex, steps in plans:
+            for s, labels, train_ex, steps, *point in plans:
+                if point:
+                    n_pred += fit_point(point[0], torch, device, amp, precision, params, spec, s, labels, train_ex,
+                                        steps, total_steps, splits, mods, env, ev, stop, tok_cache, clock, metrics,
+                                        pf, seed, versions)
+                    continue
                 n_pred += fit_schema(torch, device, amp, precision, params, spec, s, labels, train_ex, steps,
                                      total_steps, splits, mods, env, ev, stop, tok_cache, clock, metrics, pf,
                                      seed, versions, saved)
@@ -189,6 +198,45 @@ def train(spec, ev, stop, env=None):
     metrics["steps_per_s"] = clock["real"] / max(clock["fit_s"], 1e-9)
     metrics["steps"] = clock["real"]
     ev.result(metrics, orders, "predictions.jsonl", n_pred, precision=precision, device=device_name)
+
+
+def curve_plans(spec, plans, bs, epochs, seed, splits):
+    """A curve's plans: for each schema, one fit per point, on the point's
+    items (curve.subset). A point too small to fit fails the run, and so
+    does a bundle without a test split to score the points on."""
+    points = spec["curve"]
+    curve.check_points(points)
+    if not splits.get("test"):
+        raise TrainerError(EXIT_BAD_SPEC, "validation_failed", "curve: the bundle has no test split to score the points on")
+    out, total = [], 0
+    for s, labels, train_ex, _ in plans:
+        for p in points:
+            sub = curve.subset(train_ex, seed, p)
+            if len(sub) < 2 or (s["kind"] == "nominal" and len({t for _, _, t in sub}) < 2):
+                raise TrainerError(EXIT_BAD_SPEC, "validation_failed",
+                                   "schema %s: curve point %s%% has %d labelled training items: %s needs at least "
+                                   "2 items and 2 labels; give later points" % (s["name"], curve.label(p), len(sub), TRAINER))
+            steps = math.ceil(len(sub) / bs) * epochs
+            out.append((s, labels, sub, steps, p))
+            total += steps
+    return out, total
+
+
+def fit_point(point, torch, device, amp, precision, params, spec, s, labels, train_ex, steps, total_steps, splits,
+              mods, env, ev, stop, tok_cache, clock, metrics, pf, seed, versions):
+    """Fits a schema's model at one point of a curve, as fit_schema fits a
+    run's, and writes its predictions of the test split, tagged with the
+    point (curve.TaggedFile); the model is not kept."""
+    test = splits.get("test", [])
+    tagged = curve.TaggedFile(pf, point, len(train_ex), {r["instance_id"] for r in test})
+    scratch = []
+    ev.log("info", "curve: %s at %s%% of the train split, %d items" % (s["name"], curve.label(point), len(train_ex)))
+    fit_schema(torch, device, amp, precision, params, spec, s, labels, train_ex, steps, total_steps,
+               {"val": splits.get("val", []), "test": test}, mods, env, ev, stop, tok_cache, clock, metrics, tagged,
+               seed, versions, scratch)
+    for partial, _ in scratch:
+        shutil.rmtree(partial, ignore_errors=True)
+    return tagged.written
 
 
 def fit_schema(torch, device, amp, precision, params, spec, s, labels, train_ex, steps, total_steps, splits,

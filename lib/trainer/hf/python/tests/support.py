@@ -91,10 +91,11 @@ TOPICS = {"name": "topics", "annotation_type": "multiselect", "kind": "multilabe
           "labels": sorted(spam_project.TOPICS), "source_field": ""}
 
 
-def run_main(d, params, schemas=(SPAM,), env=None, seed=0, stop_after=None):
-    """main() on a spec in d: (exit code, events, stderr). stop_after=N
-    acts as a SIGTERM once N progress events have been sent."""
-    p = write_spec(d, schemas=list(schemas), params=params, seed=seed)
+def run_main(d, params, schemas=(SPAM,), env=None, seed=0, stop_after=None, **over):
+    """main() on a spec in d, with the fields over added: (exit code,
+    events, stderr). stop_after=N acts as a SIGTERM once N progress events
+    have been sent."""
+    p = write_spec(d, schemas=list(schemas), params=params, seed=seed, **over)
     out, err = io.StringIO(), io.StringIO()
     if stop_after is not None:
         real = cli.Stop
