@@ -14,6 +14,8 @@ import (
 type command struct {
 	Config  string           `arg:"" help:"The project's config file."`
 	Listen  string           `default:"127.0.0.1:8000" help:"Address to listen on, HOST:PORT." env:"POTATO_SERVER_LISTEN"`
+	TLSCert string           `name:"tls-cert" help:"PEM file of the TLS certificate chain: serve HTTPS (read again on SIGHUP)." type:"path" env:"POTATO_SERVER_TLS_CERT"`
+	TLSKey  string           `name:"tls-key" help:"PEM file of the certificate's private key (with --tls-cert)." type:"path" env:"POTATO_SERVER_TLS_KEY"`
 	Version kong.VersionFlag `help:"Print the version and exit."`
 }
 

@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
 	"potato-training/internal/cli"
+	"potato-training/lib/config"
 	"potato-training/lib/rundir"
 	"potato-training/lib/server"
 	"potato-training/lib/trainer"
@@ -34,6 +37,12 @@ func (c *command) Run(ctx *cli.Context) error {
 		}
 		return cli.Failf(cli.ExitUsage, "%s has %d error(s): not starting", c.Config, len(report.Errors))
 	}
+	// A weak key is a note of validate, since the tutorial's config holds
+	// one; it is here, where the server would face a network, that it
+	// stops: such a key is for loopback alone.
+	if why := config.WeakAdminKey(cfg.AdminAPIKey); why != "" && !loopbackAddr(c.Listen) {
+		return cli.Failf(cli.ExitUsage, "%s: %s, and --listen %s is not loopback: anyone who reaches it could guess the key; set a long random admin_api_key (openssl rand -hex 32), or listen on 127.0.0.1", c.Config, why, c.Listen)
+	}
 	root, err := rundir.Open(cfg.TrainingDir())
 	if err != nil {
 		return cli.Failf(cli.ExitNo, "%v", err)
@@ -50,17 +59,66 @@ func (c *command) Run(ctx *cli.Context) error {
 		Logf: func(format string, args ...any) {
 			fmt.Fprintf(ctx.Stderr, "%s potato-server: %s\n", time.Now().UTC().Format(time.RFC3339), fmt.Sprintf(format, args...))
 		}}
+	proto := "http"
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		return cli.Failf(cli.ExitUsage, "--tls-cert and --tls-key go together")
+	}
+	if c.TLSCert != "" {
+		if s.TLS, err = server.LoadCerts(c.TLSCert, c.TLSKey); err != nil {
+			return cli.Failf(cli.ExitUsage, "%v", err)
+		}
+		proto = "https"
+	}
 	ln, err := net.Listen("tcp", c.Listen)
 	if err != nil {
 		return cli.Failf(cli.ExitNo, "%v", err)
 	}
 	sctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	fmt.Fprintf(ctx.Stderr, "potato-server: serving %s on http://%s\n", c.Config, c.Listen)
+	if s.TLS != nil {
+		go reloadOnHUP(sctx, s)
+	}
+	fmt.Fprintf(ctx.Stderr, "potato-server: serving %s on %s://%s\n", c.Config, proto, c.Listen)
 	// Serve bounds slow requests and connections (potato-server(1),
 	// LIMITS).
 	if err := s.Serve(sctx, ln); err != nil {
 		return cli.Failf(cli.ExitNo, "%v", err)
 	}
 	return nil
+}
+
+// loopbackAddr reports whether HOST:PORT listens on loopback alone:
+// localhost or a loopback address; an empty host or a wildcard is every
+// address, a name other than localhost may be any.
+func loopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// reloadOnHUP reads the TLS certificate and key again on each SIGHUP, as
+// a renewal (certbot's deploy hook, say) asks; a pair that does not load
+// leaves the one in use, and the log says so.
+func reloadOnHUP(ctx context.Context, s *server.Server) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			if err := s.TLS.Reload(); err != nil {
+				s.Logf("SIGHUP: %v; the certificate in use stays", err)
+				continue
+			}
+			s.Logf("SIGHUP: TLS certificate read again (%s, valid until %s)", strings.Join(s.TLS.Names(), ", "), s.TLS.NotAfter())
+		}
+	}
 }

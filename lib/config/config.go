@@ -114,6 +114,13 @@ type Training struct {
 	Writeback        Writeback
 	AutoRetrain      AutoRetrain
 	MaxPredictionsMB int `key:"max_predictions_mb"`
+	// TrustedProxies are the addresses (or CIDR prefixes) of the reverse
+	// proxies whose X-Forwarded-For and X-Forwarded-Proto potato-server
+	// believes.
+	TrustedProxies []string `key:"trusted_proxies"`
+	// AllowedHosts are the names, besides this machine's and IP
+	// addresses, that potato-server answers the page and the API for.
+	AllowedHosts []string `key:"allowed_hosts"`
 
 	// Lines maps each key present in the file to its line.
 	Lines map[string]int

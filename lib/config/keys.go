@@ -125,6 +125,8 @@ var TrainingKeys = []Key{
 	{Name: "writeback", Doc: "Which predictions become prelabels (below)."},
 	{Name: "auto_retrain", Doc: "Retraining as annotations arrive (below)."},
 	{Name: "max_predictions_mb", Default: "512", Doc: "Largest predictions file an agent may upload."},
+	{Name: "trusted_proxies", Doc: "Addresses or CIDR prefixes of the reverse proxies in front of potato-server: only their X-Forwarded-For and X-Forwarded-Proto are believed (see potato-server(1), BEHIND A REVERSE PROXY); none by default."},
+	{Name: "allowed_hosts", Doc: "Host names, besides localhost, this machine's name and IP addresses, that potato-server answers the page and the API for: the names users and proxies reach it by; another Host is refused (421), so that DNS rebinding cannot reach the API."},
 }
 
 // WritebackKeys are the keys of model_training.writeback.

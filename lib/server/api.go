@@ -25,6 +25,7 @@ import (
 	"potato-training/lib/agentproto"
 	"potato-training/lib/rundir"
 	"potato-training/lib/trainer"
+	"potato-training/lib/trainer/calibrate"
 )
 
 // apiPrefix is the root of the HTTP API (SPEC A2, A3).
@@ -168,7 +169,7 @@ func (s *Server) authorize(r *http.Request) *apiError {
 			}
 			return s.checkCSRF(sess, r.Header.Get(csrfHeader))
 		}
-		if _, err := r.Cookie(sessionCookie); err == nil {
+		if _, err := r.Cookie(cookieName(r)); err == nil {
 			return errorf(http.StatusUnauthorized, msgSessionEnded)
 		}
 		return errorf(http.StatusUnauthorized, msgMissingKey)
@@ -200,16 +201,14 @@ func (s *Server) isAPIKey(got string) bool {
 }
 
 // scheme is how the client reached the server: "https" over TLS, behind
-// a proxy that ends TLS the first value of X-Forwarded-Proto (a page of
-// another site cannot set this header without a preflight, which the
-// server never answers), else "http".
+// a trusted proxy that ends TLS its X-Forwarded-Proto (withProxies removes
+// the header from anyone else), else "http".
 func scheme(r *http.Request) string {
 	if r.TLS != nil {
 		return "https"
 	}
 	if p := r.Header.Get("X-Forwarded-Proto"); p != "" {
-		v, _, _ := strings.Cut(p, ",")
-		return strings.TrimSpace(v)
+		return p
 	}
 	return "http"
 }
@@ -332,6 +331,11 @@ func (a *api) runArgs(req *startRequest) ([]string, error) {
 		v := req.Params[k]
 		if !paramKey.MatchString(k) {
 			return nil, errorf(http.StatusBadRequest, "param %q: a name is letters, digits, \"_\", \".\" and \"-\", and does not start with \"-\" or \".\"", k)
+		}
+		if k == calibrate.ParamStore || k == calibrate.ParamProject {
+			// decision-calibrate's store and project name the SQLite file it
+			// reads: the local backend sets them to the project's own.
+			return nil, errorf(http.StatusBadRequest, "param %q is the toolkit's own, set to the project's store; the API does not take it", k)
 		}
 		if strings.ContainsRune(v, 0) || len(v) > maxParamValue {
 			return nil, errorf(http.StatusBadRequest, "param %q: the value holds a NUL byte or is over %d bytes", k, maxParamValue)

@@ -304,6 +304,10 @@ func TestAPIStartRefused(t *testing.T) {
 		{`{"trainer":"tfidf-logreg","schemas":["sentiment"],"params":{"a=b":"1"}}`, 400, `param "a=b"`},
 		{`{"trainer":"--detach","schemas":["sentiment"]}`, 400, `unknown trainer "--detach"`},
 		{`{"trainer":"exec:/bin/sh","schemas":["sentiment"]}`, 400, `trainer "exec:/bin/sh" names a program`},
+		// decision-calibrate's own params name the SQLite file it reads:
+		// an API caller could point it at any file the server may read.
+		{`{"trainer":"decision-calibrate","schemas":["sentiment"],"params":{"store":"/etc/other/project.sqlite"}}`, 400, `param "store" is the toolkit's own`},
+		{`{"trainer":"decision-calibrate","schemas":["sentiment"],"params":{"project":"Other Project","run_id":"x"}}`, 400, `param "project" is the toolkit's own`},
 		// Refused by potato-dispatch itself (exit 2).
 		{`{"trainer":"no-such-trainer","schemas":["sentiment"]}`, 400, `unknown trainer "no-such-trainer"`},
 	} {

@@ -84,7 +84,14 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}()
-	err := srv.Serve(newLimitListener(ln, lim.conns, lim.perHost, s.logf))
+	limited := newLimitListener(ln, lim.conns, lim.perHost, s.logf)
+	var err error
+	if s.TLS != nil {
+		srv.TLSConfig = s.TLS.Config()
+		err = srv.ServeTLS(limited, "", "")
+	} else {
+		err = srv.Serve(limited)
+	}
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}

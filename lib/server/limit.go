@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 )
@@ -214,22 +213,18 @@ func waitText(d time.Duration) string {
 }
 
 // clientAddr is who a request comes from, for counting failures: the
-// peer's address, or, from a proxy on this machine (a loopback peer), the
-// address it appended last to X-Forwarded-For, the one it saw. An IPv6
-// client counts by its /64, which one host can fill with addresses.
+// peer's address, or the address X-Forwarded-For holds, which withProxies
+// leaves only on a request of a trusted proxy, made the one address that
+// proxy saw. An IPv6 client counts by its /64, which one host can fill
+// with addresses.
 func clientAddr(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		host = r.RemoteAddr
 	}
 	ip := net.ParseIP(host)
-	if ip != nil && ip.IsLoopback() {
-		if v := r.Header.Values("X-Forwarded-For"); len(v) > 0 {
-			hops := strings.Split(v[len(v)-1], ",")
-			if fwd := net.ParseIP(strings.TrimSpace(hops[len(hops)-1])); fwd != nil {
-				ip = fwd
-			}
-		}
+	if fwd := net.ParseIP(r.Header.Get("X-Forwarded-For")); fwd != nil {
+		ip = fwd
 	}
 	if ip == nil {
 		return host

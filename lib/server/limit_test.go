@@ -52,7 +52,9 @@ func (c *testClock) Delays() []time.Duration {
 
 // limitedAPI is newAPI on a test clock, its log lines kept.
 func limitedAPI(t *testing.T) (*apiEnv, *testClock, func() []string) {
-	e := newAPI(t, testKey, "")
+	// The clients are told apart by X-Forwarded-For, as behind a proxy on
+	// this machine.
+	e := newAPI(t, testKey, "  trusted_proxies: [127.0.0.1]\n")
 	clock := &testClock{now: time.Date(2026, 12, 2, 13, 55, 0, 0, time.UTC)}
 	e.s.signins.now, e.s.signins.sleep = clock.Now, clock.Sleep
 	var mu sync.Mutex
@@ -231,15 +233,22 @@ func TestLimiterForgetsAndIsBounded(t *testing.T) {
 	}
 }
 
-// The client of a request: the peer, or behind a proxy on this machine
-// the address the proxy appended; IPv6 by its /64.
+// The client of a request, as the handlers see it through withProxies:
+// the peer, or behind a trusted proxy (here 127.0.0.1, ::1 and 10.9.0.0/16)
+// the nearest forwarded address that is not a trusted proxy; IPv6 by its
+// /64.
 func TestClientAddr(t *testing.T) {
+	s := &Server{proxies: parseProxies([]string{"127.0.0.1", "::1", "10.9.0.0/16"})}
 	for _, c := range []struct{ remote, xff, want string }{
 		{"203.0.113.7:5000", "", "203.0.113.7"},
 		{"203.0.113.7:5000", "198.51.100.1", "203.0.113.7"},
+		{"127.0.0.2:5000", "198.51.100.1", "127.0.0.2"},
 		{"127.0.0.1:5000", "", "127.0.0.1"},
 		{"127.0.0.1:5000", "10.0.0.1, 198.51.100.1", "198.51.100.1"},
+		{"127.0.0.1:5000", "198.51.100.9, 10.9.3.4", "198.51.100.9"},
+		{"10.9.0.1:5000", "203.0.113.5, 198.51.100.9, 127.0.0.1", "198.51.100.9"},
 		{"127.0.0.1:5000", "not an address", "127.0.0.1"},
+		{"127.0.0.1:5000", "198.51.100.4, not an address, 198.51.100.9", "198.51.100.9"},
 		{"[::1]:5000", "2001:db8:1:2:3:4:5:6", "2001:db8:1:2::/64"},
 		{"[2001:db8:1:2:aaaa::1]:5000", "", "2001:db8:1:2::/64"},
 	} {
@@ -248,7 +257,9 @@ func TestClientAddr(t *testing.T) {
 		if c.xff != "" {
 			r.Header.Set("X-Forwarded-For", c.xff)
 		}
-		if got := clientAddr(r); got != c.want {
+		var got string
+		s.withProxies(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { got = clientAddr(r) })).ServeHTTP(nil, r)
+		if got != c.want {
 			t.Errorf("clientAddr(%s, X-Forwarded-For %q) = %q, want %q", c.remote, c.xff, got, c.want)
 		}
 	}

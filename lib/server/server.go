@@ -35,6 +35,8 @@ type Server struct {
 	LongPoll time.Duration
 	// Logf, when set, receives the server's log lines.
 	Logf func(format string, args ...any)
+	// TLS, when set, is the certificate Serve serves HTTPS with.
+	TLS *Certs
 
 	once   sync.Once
 	broker *broker
@@ -47,6 +49,8 @@ type Server struct {
 	// keys is admin_api_key as the config holds it now, and the sessions
 	// signed out (session.go).
 	keys keyState
+	// proxies are model_training.trusted_proxies (proxy.go).
+	proxies proxies
 }
 
 func (s *Server) logf(format string, args ...any) {
@@ -68,6 +72,9 @@ func (s *Server) init() {
 		}
 		s.broker = newBroker(s.Root)
 		s.signins = newLimiter()
+		if s.Config != nil {
+			s.proxies = parseProxies(s.Config.Training.TrustedProxies)
+		}
 		if s.limits == (limits{}) {
 			s.limits = defaultLimits
 		}
@@ -81,13 +88,18 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc(agentPrefix+"/", s.serveAgent)
 	s.mountAPI(mux)
 	s.mountPage(mux)
-	return withHeaders(s.withDeadlines(mux))
+	return s.withProxies(withHeaders(s.withHostCheck(s.withDeadlines(mux))))
 }
 
 // withHeaders sets the headers every answer carries.
 func withHeaders(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Content-Type-Options", "nosniff")
+		if secure(r) {
+			// Over https, directly or through a trusted proxy: browsers
+			// keep to https for this host for a year.
+			w.Header().Set("Strict-Transport-Security", "max-age=31536000")
+		}
 		if strings.HasPrefix(r.URL.Path, "/api/") || strings.HasPrefix(r.URL.Path, "/admin/training/api/") {
 			w.Header().Set("Cache-Control", "no-store")
 		}

@@ -84,7 +84,7 @@ func (s *Server) session(r *http.Request, now time.Time) string {
 	if s.apiKey() == "" {
 		return ""
 	}
-	c, err := r.Cookie(sessionCookie)
+	c, err := r.Cookie(cookieName(r))
 	if err != nil {
 		return ""
 	}
@@ -270,9 +270,24 @@ func (s *Server) checkCSRF(session, got string) *apiError {
 // through a proxy that ends TLS.
 func secure(r *http.Request) bool { return strings.EqualFold(scheme(r), "https") }
 
+// cookieName is the session cookie's name: over https with the __Host-
+// prefix, which browsers keep only as a Secure cookie of path / set by
+// this very host, so that no other site or subdomain can plant or shadow
+// it.
+func cookieName(r *http.Request) string {
+	if secure(r) {
+		return "__Host-" + sessionCookie
+	}
+	return sessionCookie
+}
+
 func setSessionCookie(w http.ResponseWriter, r *http.Request, value string, maxAge int) {
-	http.SetCookie(w, &http.Cookie{
+	c := &http.Cookie{
 		Name: sessionCookie, Value: value, Path: pagePath, MaxAge: maxAge,
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: secure(r),
-	})
+		HttpOnly: true, SameSite: http.SameSiteStrictMode,
+	}
+	if secure(r) {
+		c.Name, c.Path, c.Secure = cookieName(r), "/", true
+	}
+	http.SetCookie(w, c)
 }

@@ -178,6 +178,7 @@ func (ch *checker) training() {
 		ch.errorf(ch.line("device"), "model_training.device", "", "model_training.device is %q: use auto, cpu, mps, cuda or cuda:N", t.Device)
 	}
 	ch.python()
+	ch.serverKeys()
 	if t.Aggregation != "majority" && t.Aggregation != "consensus" {
 		ch.errorf(ch.line("aggregation"), "model_training.aggregation", "", "model_training.aggregation is %q: use majority or consensus", t.Aggregation)
 	}
