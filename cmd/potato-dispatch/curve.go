@@ -39,7 +39,7 @@ func (c *curveCmd) Run(ctx *cli.Context) error {
 		return cli.Failf(cli.ExitUsage, "--points %q: %v", c.Points, err)
 	}
 	r := &runCmd{Config: c.Config, Trainer: c.Trainer, Schemas: c.Schemas, Backend: c.Backend, Param: c.Param,
-		RunID: c.RunID, Trigger: "manual", Detach: c.Detach, Detached: c.Detached, curve: points}
+		RunID: c.RunID, Detach: c.Detach, Detached: c.Detached, curve: points}
 	r.report = func(id string, code int) error {
 		if code != 0 {
 			return nil

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -216,5 +217,38 @@ echo '{"v":1,"event":"result","status":"success","predictions_file":"predictions
 	}
 	if info.Curve == nil || len(info.Curve.Schemas) != 0 {
 		t.Errorf("curve %+v: want the points asked for and no schema scored", info.Curve)
+	}
+}
+
+// TestCurveDetach: curve --detach prints the run id alone and returns;
+// the curve run goes on in the background as a curve run, and --show
+// prints its curve once wait has seen it end.
+func TestCurveDetach(t *testing.T) {
+	r := curveProject(t, "train: 0.1, val: 0.1, test: 0.8")
+	code, out, errs := runDispatch(t, r, nil, "curve", r.Config, "--trainer", "tfidf-logreg", "--schemas", "spam", "--points", "50,100", "--detach")
+	id := strings.TrimSpace(out)
+	if code != 0 || !rundir.ValidID(id) {
+		t.Fatalf("exit %d, stdout %q, stderr %s", code, out, errs)
+	}
+	if code, out, errs := runDispatch(t, r, nil, "wait", r.Config, id); code != 0 {
+		t.Fatalf("wait: exit %d: %s%s", code, out, errs)
+	}
+	info := r.Info(id)
+	if info.Curve == nil || !slices.Equal(info.Curve.Points, []float64{50, 100}) || len(info.Curve.Schemas) != 1 {
+		t.Fatalf("curve %+v", info.Curve)
+	}
+	code, out, _ = runDispatch(t, r, nil, "curve", r.Config, "--show", id)
+	if code != 0 || !strings.Contains(out, "\n"+info.Curve.Schemas[0].Sentence+"\n") {
+		t.Errorf("--show: exit %d:\n%s", code, out)
+	}
+	// status's detail names the points and says the sentence.
+	if code, out, _ := runDispatch(t, r, nil, "status", r.Config, id); code != 0 ||
+		!strings.Contains(out, "curve:       a learning curve at 50,100% of the train split; it publishes no prelabels\n") ||
+		!strings.Contains(out, "curve:       "+info.Curve.Schemas[0].Sentence+"\n") {
+		t.Errorf("status: exit %d:\n%s", code, out)
+	}
+	// A run that is no curve's has none to show.
+	if code, _, errs := runDispatch(t, r, nil, "curve", r.Config, "--show", "20261202T000000-000000"); code == 0 || errs == "" {
+		t.Errorf("--show of no run: exit %d, %s", code, errs)
 	}
 }

@@ -187,3 +187,19 @@ func CurveOf(configPath, id string) (rundir.Record, error) {
 	}
 	return info.Record, nil
 }
+
+// curveDetail adds a curve run's lines to status's detail: its points,
+// then each schema's sentence.
+func curveDetail(c *curve.Curve, field func(k, v string)) {
+	if c == nil {
+		return
+	}
+	ps := make([]string, len(c.Points))
+	for i, p := range c.Points {
+		ps[i] = curve.Format(p)
+	}
+	field("curve", "a learning curve at "+strings.Join(ps, ",")+"% of the train split; it publishes no prelabels")
+	for _, s := range c.Schemas {
+		field("curve", s.Sentence)
+	}
+}

@@ -167,6 +167,7 @@ func writeDetail(w io.Writer, info rundir.Info, log []string) error {
 	for _, name := range slices.Sorted(maps.Keys(r.Promotion)) {
 		field("promotion", name+": "+r.Promotion[name].Reason)
 	}
+	curveDetail(r.Curve, field)
 	field("artifacts", r.ArtifactURI)
 	field("error", r.Error)
 	if r.ErrorCode != "" {
