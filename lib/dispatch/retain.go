@@ -53,7 +53,10 @@ func choosePrune(runs []rundir.Info, keep int, cited map[string]bool, current st
 		}
 		finished++
 		why := ""
-		if r.State == rundir.StateSuccess {
+		// A curve run is an analysis with no model: it neither holds a
+		// place among the successes nor stands for its trainer's model.
+		success := r.State == rundir.StateSuccess && r.Curve == nil
+		if success {
 			succeeded++
 			for _, s := range r.Schemas {
 				k := r.Trainer + "\x00" + s
@@ -66,7 +69,7 @@ func choosePrune(runs []rundir.Info, keep int, cited map[string]bool, current st
 			}
 		}
 		switch {
-		case finished <= keep || r.State == rundir.StateSuccess && succeeded <= keep:
+		case finished <= keep || success && succeeded <= keep:
 			continue // within retain_runs
 		case why != "":
 		case r.WritebackPending:
