@@ -14,7 +14,7 @@ import (
 
 // CurveScore is one schema's learning curve scored on the test split of
 // its bundle: each point's predictions scored as Score scores a run's,
-// with each label's precision, recall and F1.
+// its labels' figures too.
 type CurveScore struct {
 	Kind   config.Kind
 	Points []PointScore
@@ -32,14 +32,8 @@ type PointScore struct {
 	// NTrain is the n_train its lines gave, -1 when none did.
 	NTrain int
 	Score  SchemaScore
-	Labels []LabelScore
-}
-
-// LabelScore is one label's decisions on the test split.
-type LabelScore struct {
-	Label                 string
-	Support, TP, FP, FN   int
-	Precision, Recall, F1 float64
+	// Labels are Score's figures of the labels with test items.
+	Labels []LabelFigures
 }
 
 // ScoreCurve scores a curve run's predictions: the lines with a
@@ -116,14 +110,19 @@ func ScoreCurve(bundleDir, predictionsPath string, schemas []bundle.Schema, poin
 			} else {
 				c.Points[i].Score = scoreMultilabel(c.gold, c.preds[i])
 			}
-			c.Points[i].Labels = labelScores(s, c.Kind, c.ids, c.gold, c.preds[i])
+			figs, _ := labelFigures(s, c.gold, c.preds[i])
+			for _, f := range figs {
+				if f.Support > 0 {
+					c.Points[i].Labels = append(c.Points[i].Labels, f)
+				}
+			}
 		}
 	}
 	return out, nil
 }
 
-// perLabel counts each label's decisions as scoreNominal and
-// scoreMultilabel do, over the items ids.
+// perLabel counts each label's decisions as labelFigures does, over the
+// items ids, which the bootstrap draws with repeats.
 func perLabel(kind config.Kind, ids []string, gold, pred map[string]string) map[string]*counts {
 	per := map[string]*counts{}
 	for _, id := range ids {
@@ -155,36 +154,6 @@ func perLabel(kind config.Kind, ids []string, gold, pred map[string]string) map[
 		}
 	}
 	return per
-}
-
-// labelScores are the labels with test items, in the schema's order, then
-// any other gold label, sorted.
-func labelScores(s bundle.Schema, kind config.Kind, ids []string, gold, pred map[string]string) []LabelScore {
-	per := perLabel(kind, ids, gold, pred)
-	var out []LabelScore
-	for _, l := range curveLabels(s, per) {
-		c := per[l]
-		out = append(out, LabelScore{Label: l, Support: c.tp + c.fn, TP: c.tp, FP: c.fp, FN: c.fn,
-			Precision: ratio(c.tp, c.tp+c.fp), Recall: ratio(c.tp, c.tp+c.fn), F1: c.f1()})
-	}
-	return out
-}
-
-func curveLabels(s bundle.Schema, per map[string]*counts) []string {
-	var out []string
-	seen := map[string]bool{}
-	for _, l := range s.Labels {
-		if c := per[l]; c != nil && c.tp+c.fn > 0 && !seen[l] {
-			seen[l] = true
-			out = append(out, l)
-		}
-	}
-	for _, l := range slices.Sorted(maps.Keys(per)) {
-		if c := per[l]; c.tp+c.fn > 0 && !seen[l] {
-			out = append(out, l)
-		}
-	}
-	return out
 }
 
 // Bootstraps is how many resamples Noise draws.
