@@ -26,14 +26,48 @@ import (
 // label, over the labels present in the gold sets or the predicted sets).
 // A ratio whose denominator is zero is 0, and so is CohenKappa when chance
 // agreement is 1, where it is undefined.
+//
+// Score also gives Labels, each label's decisions, and for a nominal
+// schema Confusion; a score made before they existed has neither.
 type SchemaScore struct {
-	Kind       config.Kind `json:"kind"`
-	N          int         `json:"n"`
-	NMissing   int         `json:"n_missing"`
-	Accuracy   float64     `json:"accuracy"`
-	MacroF1    float64     `json:"macro_f1"`
-	CohenKappa *float64    `json:"cohen_kappa,omitempty"`
-	MicroF1    *float64    `json:"micro_f1,omitempty"`
+	Kind       config.Kind    `json:"kind"`
+	N          int            `json:"n"`
+	NMissing   int            `json:"n_missing"`
+	Accuracy   float64        `json:"accuracy"`
+	MacroF1    float64        `json:"macro_f1"`
+	CohenKappa *float64       `json:"cohen_kappa,omitempty"`
+	MicroF1    *float64       `json:"micro_f1,omitempty"`
+	Labels     []LabelFigures `json:"labels,omitempty"`
+	Confusion  *Confusion     `json:"confusion,omitempty"`
+}
+
+// LabelFigures are one label's decisions on the test split, one against
+// the rest: TP+FN is its Support (the items whose gold label is, or gold
+// set holds, the label), TP+FP the items predicted with it, and TN the
+// other items of N. Precision, Recall and F1 are 0 where their
+// denominator is; TP, FP and FN tell when. MacroF1 is the mean F1 of the
+// labels with TP+FP+FN above 0.
+type LabelFigures struct {
+	Label     string  `json:"label"`
+	Support   int     `json:"support"`
+	TP        int     `json:"tp"`
+	FP        int     `json:"fp"`
+	FN        int     `json:"fn"`
+	TN        int     `json:"tn"`
+	Precision float64 `json:"precision"`
+	Recall    float64 `json:"recall"`
+	F1        float64 `json:"f1"`
+}
+
+// Confusion is a nominal schema's confusion matrix on the test split:
+// Counts[i][j] is the items whose gold label is Labels[i] predicted
+// Labels[j], and NoLabel[i] those predicted no label (no prediction, or
+// ""). Rows and columns are in the order of Labels. A schema of more than
+// MaxConfusion labels has none: its matrix would outgrow run.json.
+type Confusion struct {
+	Labels  []string `json:"labels"`
+	Counts  [][]int  `json:"counts"`
+	NoLabel []int    `json:"no_label"`
 }
 
 // Heldout is the summary run.json keeps as its heldout field.
@@ -111,13 +145,93 @@ func Score(bundleDir, predictionsPath string, schemas []bundle.Schema) (map[stri
 	}
 
 	for _, s := range scored {
+		var sc SchemaScore
 		if s.Kind == config.KindNominal {
-			out[s.Name] = scoreNominal(gold[s.Name], pred[s.Name])
+			sc = scoreNominal(gold[s.Name], pred[s.Name])
 		} else {
-			out[s.Name] = scoreMultilabel(gold[s.Name], pred[s.Name])
+			sc = scoreMultilabel(gold[s.Name], pred[s.Name])
 		}
+		sc.Labels, sc.Confusion = labelFigures(s, gold[s.Name], pred[s.Name])
+		out[s.Name] = sc
 	}
 	return out, nil
+}
+
+// MaxConfusion is the most labels a schema's confusion matrix is kept for.
+const MaxConfusion = 100
+
+// labelFigures tallies each label's decisions as scoreNominal and
+// scoreMultilabel do, and a nominal schema's confusion matrix. The labels
+// are the schema's, in its order, then any other label of the gold labels
+// or the predictions, sorted: a label of the schema the test split lacks
+// is a row of zeros, which says it was not tested.
+func labelFigures(s bundle.Schema, gold, pred map[string]string) ([]LabelFigures, *Confusion) {
+	per := map[string]*counts{}
+	for _, l := range s.Labels {
+		tally(per, l)
+	}
+	nominal := s.Kind == config.KindNominal
+	type cell struct{ g, p string }
+	cells := map[cell]int{}
+	for id, g := range gold {
+		p := pred[id]
+		if nominal {
+			cells[cell{g, p}]++
+			if p == g && p != "" {
+				tally(per, g).tp++
+				continue
+			}
+			tally(per, g).fn++
+			if p != "" {
+				tally(per, p).fp++
+			}
+			continue
+		}
+		gs, ps := labelSet(g), labelSet(p)
+		for l := range gs {
+			if ps[l] {
+				tally(per, l).tp++
+			} else {
+				tally(per, l).fn++
+			}
+		}
+		for l := range ps {
+			if !gs[l] {
+				tally(per, l).fp++
+			}
+		}
+	}
+	var order []string
+	seen := map[string]bool{}
+	for _, l := range s.Labels {
+		if !seen[l] {
+			seen[l] = true
+			order = append(order, l)
+		}
+	}
+	for _, l := range slices.Sorted(maps.Keys(per)) {
+		if !seen[l] {
+			order = append(order, l)
+		}
+	}
+	figs := make([]LabelFigures, 0, len(order))
+	for _, l := range order {
+		c := per[l]
+		figs = append(figs, LabelFigures{Label: l, Support: c.tp + c.fn, TP: c.tp, FP: c.fp, FN: c.fn,
+			TN: len(gold) - c.tp - c.fp - c.fn, Precision: ratio(c.tp, c.tp+c.fp), Recall: ratio(c.tp, c.tp+c.fn), F1: c.f1()})
+	}
+	if !nominal || len(order) > MaxConfusion {
+		return figs, nil
+	}
+	conf := &Confusion{Labels: order, Counts: make([][]int, len(order)), NoLabel: make([]int, len(order))}
+	for i, g := range order {
+		conf.Counts[i] = make([]int, len(order))
+		for j, p := range order {
+			conf.Counts[i][j] = cells[cell{g, p}]
+		}
+		conf.NoLabel[i] = cells[cell{g, ""}]
+	}
+	return figs, conf
 }
 
 // readGold reads the targets of the scored schemas from a split file. A

@@ -177,7 +177,9 @@ func TestScoreLeavesOutOtherKindsAndSummarises(t *testing.T) {
 		t.Errorf("heldout JSON %s", b)
 	}
 	b, _ = json.Marshal(scores["tags"])
-	if string(b) != `{"kind":"multilabel","n":1,"n_missing":1,"accuracy":0,"macro_f1":0,"micro_f1":0}` {
+	// The fields of old, then each label's.
+	if string(b) != `{"kind":"multilabel","n":1,"n_missing":1,"accuracy":0,"macro_f1":0,"micro_f1":0,`+
+		`"labels":[{"label":"x","support":1,"tp":0,"fp":0,"fn":1,"tn":0,"precision":0,"recall":0,"f1":0}]}` {
 		t.Errorf("multilabel JSON %s", b)
 	}
 }
@@ -208,5 +210,137 @@ func TestScorePayloadForms(t *testing.T) {
 		if got := labelOf(json.RawMessage(c.payload)); got != c.want {
 			t.Errorf("labelOf(%s) = %q, want %q", c.payload, got, c.want)
 		}
+	}
+}
+
+func TestScoreLabelsAndConfusion(t *testing.T) {
+	// Schema labels pos, neg, neu, mixed; ten test items:
+	//
+	//	item  gold  predicted
+	//	e1    pos   pos
+	//	e2    pos   pos
+	//	e3    pos   neg
+	//	e4    pos   (none)
+	//	e5    neg   neg
+	//	e6    neg   neg
+	//	e7    neg   pos
+	//	e8    neu   neu
+	//	e9    neu   sarcasm   (a label outside the schema)
+	//	e10   neu   ""        (no label)
+	//
+	//	label    tp fp fn tn  precision  recall  F1
+	//	pos       2  1  2  5  2/3        2/4     4/7
+	//	neg       2  1  1  6  2/3        2/3     2/3
+	//	neu       1  0  2  7  1          1/3     1/2
+	//	mixed     0  0  0 10  (0)        (0)     (0)   not tested
+	//	sarcasm   0  1  0  9  0          (0)     0
+	//
+	// macro-F1 is over the labels with a decision: (4/7 + 2/3 + 1/2 + 0)/4.
+	// Confusion, gold rows and predicted columns pos neg neu mixed
+	// sarcasm, then no label:
+	//
+	//	pos      2 1 0 0 0 | 1
+	//	neg      1 2 0 0 0 | 0
+	//	neu      0 0 1 0 1 | 1
+	//	mixed    0 0 0 0 0 | 0
+	//	sarcasm  0 0 0 0 0 | 0
+	schemas := []bundle.Schema{{Name: "sentiment", Kind: config.KindNominal, Labels: []string{"pos", "neg", "neu", "mixed"}}}
+	gold := []string{"pos", "pos", "pos", "pos", "neg", "neg", "neg", "neu", "neu", "neu"}
+	predicted := []string{"pos", "pos", "neg", "-", "neg", "neg", "pos", "neu", "sarcasm", ""}
+	dir := t.TempDir()
+	var test, preds []any
+	for i, g := range gold {
+		id := fmt.Sprintf("e%d", i+1)
+		test = append(test, row{id, "", map[string]any{"sentiment": g}})
+		if predicted[i] != "-" {
+			preds = append(preds, pred{id, "sentiment", label(predicted[i], 0.9), conf(0.9)})
+		}
+	}
+	writeLines(t, filepath.Join(dir, "test.jsonl"), test...)
+	path := filepath.Join(dir, "predictions.jsonl")
+	writeLines(t, path, preds...)
+	scores, err := Score(dir, path, schemas)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := scores["sentiment"]
+	near(t, "accuracy", sc.Accuracy, 0.5)
+	near(t, "macro_f1", sc.MacroF1, (4.0/7+2.0/3+0.5+0)/4)
+	want := []LabelFigures{
+		{"pos", 4, 2, 1, 2, 5, 2.0 / 3, 0.5, 4.0 / 7},
+		{"neg", 3, 2, 1, 1, 6, 2.0 / 3, 2.0 / 3, 2.0 / 3},
+		{"neu", 3, 1, 0, 2, 7, 1, 1.0 / 3, 0.5},
+		{"mixed", 0, 0, 0, 0, 10, 0, 0, 0},
+		{"sarcasm", 0, 0, 1, 0, 9, 0, 0, 0},
+	}
+	if len(sc.Labels) != len(want) {
+		t.Fatalf("labels %+v, want %+v", sc.Labels, want)
+	}
+	var sum float64
+	for i, w := range want {
+		g := sc.Labels[i]
+		if g.Label != w.Label || g.Support != w.Support || g.TP != w.TP || g.FP != w.FP || g.FN != w.FN || g.TN != w.TN {
+			t.Errorf("label %d: %+v, want %+v", i, g, w)
+		}
+		near(t, w.Label+" precision", g.Precision, w.Precision)
+		near(t, w.Label+" recall", g.Recall, w.Recall)
+		near(t, w.Label+" f1", g.F1, w.F1)
+		if g.TP+g.FP+g.FN > 0 {
+			sum += g.F1
+		}
+	}
+	near(t, "macro_f1 as the mean of the table's F1", sc.MacroF1, sum/4)
+	c := sc.Confusion
+	if c == nil {
+		t.Fatal("no confusion matrix")
+	}
+	wantCounts := [][]int{{2, 1, 0, 0, 0}, {1, 2, 0, 0, 0}, {0, 0, 1, 0, 1}, {0, 0, 0, 0, 0}, {0, 0, 0, 0, 0}}
+	if fmt.Sprint(c.Labels) != "[pos neg neu mixed sarcasm]" || fmt.Sprint(c.Counts) != fmt.Sprint(wantCounts) || fmt.Sprint(c.NoLabel) != "[1 0 1 0 0]" {
+		t.Errorf("confusion %+v, want labels [pos neg neu mixed sarcasm], counts %v, no_label [1 0 1 0 0]", c, wantCounts)
+	}
+
+	// run.json keeps them; a score written before they existed still reads.
+	b, err := json.Marshal(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"labels":[{"label":"pos","support":4,"tp":2,"fp":1,"fn":2,"tn":5,`, `"confusion":{"labels":["pos","neg","neu","mixed","sarcasm"],"counts":[[2,1,0,0,0],`, `"no_label":[1,0,1,0,0]`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("JSON %s lacks %s", b, want)
+		}
+	}
+	var old SchemaScore
+	if err := json.Unmarshal([]byte(`{"kind":"nominal","n":3,"n_missing":0,"accuracy":1,"macro_f1":1}`), &old); err != nil || old.Labels != nil || old.Confusion != nil {
+		t.Errorf("an old score reads as %+v, %v", old, err)
+	}
+}
+
+func TestScoreMultilabelLabels(t *testing.T) {
+	// The items of TestScoreMultilabel: per label, one against the rest,
+	//
+	//	label  tp fp fn tn
+	//	x       2  0  1  2
+	//	y       1  0  1  3
+	//	z       2  1  0  2
+	//
+	// and no confusion matrix, which a set of labels does not have.
+	schemas := []bundle.Schema{{Name: "tags", Kind: config.KindMultilabel, Labels: []string{"z", "y", "x"}}}
+	dir := t.TempDir()
+	tags := func(names ...string) map[string]any { return map[string]any{"tags": names} }
+	writeLines(t, filepath.Join(dir, "test.jsonl"), row{"m1", "", tags("x", "y")}, row{"m2", "", tags("y")},
+		row{"m3", "", tags("z")}, row{"m4", "", tags("x")}, row{"m5", "", tags("x", "z")})
+	path := filepath.Join(dir, "predictions.jsonl")
+	writeLines(t, path, pred{"m1", "tags", label("x", 0.6), conf(0.6)}, pred{"m2", "tags", label("y|z", 0.6), conf(0.6)},
+		pred{"m3", "tags", label("z", 0.6), conf(0.6)}, pred{"m5", "tags", label("x|z", 0.6), conf(0.6)})
+	scores, err := Score(dir, path, schemas)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := scores["tags"]
+	if got, want := fmt.Sprint(sc.Labels), "[{z 2 2 1 0 2 0.6666666666666666 1 0.8} {y 2 1 0 1 3 1 0.5 0.6666666666666666} {x 3 2 0 1 2 1 0.6666666666666666 0.8}]"; got != want {
+		t.Errorf("labels %s, want %s", got, want)
+	}
+	if sc.Confusion != nil {
+		t.Errorf("a multilabel schema has a confusion matrix %+v", sc.Confusion)
 	}
 }
