@@ -247,6 +247,11 @@ func TestCurveDetach(t *testing.T) {
 		!strings.Contains(out, "curve:       "+info.Curve.Schemas[0].Sentence+"\n") {
 		t.Errorf("status: exit %d:\n%s", code, out)
 	}
+	// status's table says it is a curve, and its verdict, where a run's
+	// held-out score goes.
+	if code, out, _ := runDispatch(t, r, nil, "status", r.Config); code != 0 || !strings.Contains(out, "  curve "+info.Curve.Schemas[0].Verdict+"  ") {
+		t.Errorf("status: exit %d:\n%s", code, out)
+	}
 	// A run that is no curve's has none to show.
 	if code, _, errs := runDispatch(t, r, nil, "curve", r.Config, "--show", "20261202T000000-000000"); code == 0 || errs == "" {
 		t.Errorf("--show of no run: exit %d, %s", code, errs)

@@ -203,3 +203,17 @@ func curveDetail(c *curve.Curve, field func(k, v string)) {
 		field("curve", s.Sentence)
 	}
 }
+
+// curveColumn is status's HELD-OUT column for a curve run, which has no
+// held-out score: "curve", then each schema's verdict once it is scored,
+// "curve rising/flat".
+func curveColumn(c *curve.Curve) string {
+	var vs []string
+	for _, s := range c.Schemas {
+		vs = append(vs, s.Verdict)
+	}
+	if len(vs) == 0 {
+		return "curve"
+	}
+	return "curve " + strings.Join(vs, "/")
+}

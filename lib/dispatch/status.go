@@ -118,6 +118,9 @@ func Status(w io.Writer, opt StatusOptions) error {
 }
 
 func heldout(r rundir.Record) string {
+	if r.Curve != nil {
+		return curveColumn(r.Curve)
+	}
 	if r.Heldout == nil {
 		return "-"
 	}
