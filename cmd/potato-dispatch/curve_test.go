@@ -257,3 +257,27 @@ func TestCurveDetach(t *testing.T) {
 		t.Errorf("--show of no run: exit %d, %s", code, errs)
 	}
 }
+
+// TestCurveOnAgent: a curve runs on an agent backend as any run does, the
+// agent uploading only the predictions: every point is scored at home,
+// and the run says where it ran.
+func TestCurveOnAgent(t *testing.T) {
+	e := agentSetup(t, "      heartbeat_timeout_s: 30\n")
+	code, out, errs := runDispatch(t, e.Runs, nil, "curve", e.Config, "--trainer", "tfidf-logreg", "--schemas", "sentiment", "--points", "50,100", "--detach")
+	id := strings.TrimSpace(out)
+	if code != 0 || !rundir.ValidID(id) {
+		t.Fatalf("exit %d, stdout %q, stderr %s", code, out, errs)
+	}
+	a := e.agent(e.token, "--once")
+	info := e.wait(id)
+	if info.State != rundir.StateSuccess || info.Curve == nil || len(info.Curve.Schemas) != 1 {
+		t.Fatalf("state %s error %q curve %+v\n%s\nagent:\n%s", info.State, info.Error, info.Curve, e.dump(id), a.stderr.String())
+	}
+	s := info.Curve.Schemas[0]
+	if info.RanOn != "lab (agent)" || len(s.Points) != 2 || s.Points[0].NTrain != curve.Size(s.NTrainSplit, 50) || s.NTest == 0 || s.Sentence == "" {
+		t.Errorf("ran on %q, curve %+v", info.RanOn, s)
+	}
+	if info.Writeback != nil {
+		t.Errorf("a curve run wrote back: %v", info.Writeback)
+	}
+}
