@@ -121,43 +121,57 @@ func ScoreCurve(bundleDir, predictionsPath string, schemas []bundle.Schema, poin
 	return out, nil
 }
 
-// perLabel counts each label's decisions as labelFigures does, over the
-// items ids, which the bootstrap draws with repeats.
-func perLabel(kind config.Kind, ids []string, gold, pred map[string]string) map[string]*counts {
-	per := map[string]*counts{}
-	for _, id := range ids {
-		g := gold[id]
-		p := pred[id]
-		if kind == config.KindNominal {
-			if p == g && p != "" {
-				tally(per, g).tp++
-				continue
-			}
-			tally(per, g).fn++
-			if p != "" {
-				tally(per, p).fp++
-			}
-			continue
-		}
-		gs, ps := labelSet(g), labelSet(p)
-		for l := range gs {
-			if ps[l] {
-				tally(per, l).tp++
-			} else {
-				tally(per, l).fn++
-			}
-		}
-		for l := range ps {
-			if !gs[l] {
-				tally(per, l).fp++
-			}
-		}
-	}
-	return per
-}
-
 // Bootstraps is how many resamples Noise draws.
 const Bootstraps = 1000
+
+// decision is one item's effect on one label's counts: 0 a true
+// positive, 1 a false positive, 2 a false negative.
+type decision struct{ label, kind int }
+
+// decisions are each item's decisions at point i, as labelFigures
+// tallies them, with labels numbered in index.
+func (c *CurveScore) decisions(i int, index map[string]int) [][]decision {
+	num := func(l string) int {
+		n, ok := index[l]
+		if !ok {
+			n = len(index)
+			index[l] = n
+		}
+		return n
+	}
+	out := make([][]decision, len(c.ids))
+	for k, id := range c.ids {
+		g, p := c.gold[id], c.preds[i][id]
+		var ds []decision
+		if c.Kind == config.KindNominal {
+			switch {
+			case p == g && p != "":
+				ds = append(ds, decision{num(g), 0})
+			default:
+				ds = append(ds, decision{num(g), 2})
+				if p != "" {
+					ds = append(ds, decision{num(p), 1})
+				}
+			}
+		} else {
+			gs, ps := labelSet(g), labelSet(p)
+			for _, l := range slices.Sorted(maps.Keys(gs)) {
+				if ps[l] {
+					ds = append(ds, decision{num(l), 0})
+				} else {
+					ds = append(ds, decision{num(l), 2})
+				}
+			}
+			for _, l := range slices.Sorted(maps.Keys(ps)) {
+				if !gs[l] {
+					ds = append(ds, decision{num(l), 1})
+				}
+			}
+		}
+		out[k] = ds
+	}
+	return out
+}
 
 // Noise is the noise band, two standard errors, of the change in macro-F1
 // and in each label's F1 from point i to point j: a paired bootstrap over
@@ -170,53 +184,67 @@ func (c *CurveScore) Noise(i, j int) (float64, map[string]float64) {
 	if n == 0 {
 		return 0, labels
 	}
+	index := map[string]int{}
+	di, dj := c.decisions(i, index), c.decisions(j, index)
+	names := make([]string, len(index))
+	for l, k := range index {
+		names[k] = l
+	}
 	rng := rand.New(rand.NewPCG(1, uint64(i*64+j)))
+	ci, cj := make([]counts, len(index)), make([]counts, len(index))
 	var sum, sum2 float64
-	lsum, lsum2 := map[string]float64{}, map[string]float64{}
-	ids := make([]string, n)
-	gold := make(map[string]string, n)
-	pi := make(map[string]string, n)
-	pj := make(map[string]string, n)
-	for range Bootstraps {
-		clear(gold)
-		clear(pi)
-		clear(pj)
-		for k := range ids {
-			id := c.ids[rng.IntN(n)]
-			// A resampled item may repeat: each copy is an item of its own.
-			key := fmt.Sprintf("%s\x00%d", id, k)
-			ids[k] = key
-			gold[key] = c.gold[id]
-			if p, ok := c.preds[i][id]; ok {
-				pi[key] = p
-			}
-			if p, ok := c.preds[j][id]; ok {
-				pj[key] = p
+	lsum, lsum2 := make([]float64, len(index)), make([]float64, len(index))
+	tallyAll := func(cs []counts, ds []decision) {
+		for _, d := range ds {
+			switch d.kind {
+			case 0:
+				cs[d.label].tp++
+			case 1:
+				cs[d.label].fp++
+			default:
+				cs[d.label].fn++
 			}
 		}
-		ci, cj := perLabel(c.Kind, ids, gold, pi), perLabel(c.Kind, ids, gold, pj)
-		d := macroF1(cj) - macroF1(ci)
+	}
+	// macro is macro-F1 over the labels with any decision, as macroF1
+	// takes the labels tallied.
+	macro := func(cs []counts) float64 {
+		var s float64
+		m := 0
+		for _, c := range cs {
+			if c.tp+c.fp+c.fn > 0 {
+				s += c.f1()
+				m++
+			}
+		}
+		if m == 0 {
+			return 0
+		}
+		return s / float64(m)
+	}
+	for range Bootstraps {
+		clear(ci)
+		clear(cj)
+		for range n {
+			k := rng.IntN(n)
+			tallyAll(ci, di[k])
+			tallyAll(cj, dj[k])
+		}
+		d := macro(cj) - macro(ci)
 		sum += d
 		sum2 += d * d
-		for _, l := range c.Points[j].Labels {
-			var fi, fj float64
-			if x := ci[l.Label]; x != nil {
-				fi = x.f1()
-			}
-			if x := cj[l.Label]; x != nil {
-				fj = x.f1()
-			}
-			dl := fj - fi
-			lsum[l.Label] += dl
-			lsum2[l.Label] += dl * dl
+		for l := range names {
+			dl := cj[l].f1() - ci[l].f1()
+			lsum[l] += dl
+			lsum2[l] += dl * dl
 		}
 	}
 	sd := func(s, s2 float64) float64 {
 		m := s / Bootstraps
 		return 2 * math.Sqrt(math.Max(0, s2/Bootstraps-m*m))
 	}
-	for l := range lsum {
-		labels[l] = sd(lsum[l], lsum2[l])
+	for l, name := range names {
+		labels[name] = sd(lsum[l], lsum2[l])
 	}
 	return sd(sum, sum2), labels
 }
