@@ -40,7 +40,7 @@ man:
 # browser test (needs chromium and the test sshd of scripts/test-setup).
 screenshots:
 	mkdir -p docs
-	$(GO) test -count=1 ./lib/server -run 'TestPageInBrowser|TestPageCancel' -args -screenshots $(CURDIR)/docs
+	$(GO) test -count=1 ./lib/server -run 'TestPageInBrowser|TestPageCancel|TestRunPageModel' -args -screenshots $(CURDIR)/docs
 
 # The main job end to end on the example project: validate, check the
 # local device, train the built-in trainer locally (the example's default

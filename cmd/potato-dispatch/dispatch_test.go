@@ -97,6 +97,47 @@ func TestEndToEndBuiltinTrainer(t *testing.T) {
 		t.Errorf("training_runs row: %q %q %q", status, backend, metrics)
 	}
 	checkRunRow(t, db, id, "success")
+
+	// status --json carries the held-out figures of each label and the
+	// confusion matrix; they add up to the test items scored.
+	r = run(t, "status", cfg, id, "--json")
+	var st struct {
+		Metrics struct {
+			Heldout map[string]struct {
+				N      int `json:"n"`
+				Labels []struct {
+					Label           string
+					Support, TP, FN int
+				} `json:"labels"`
+				Confusion *struct {
+					Labels  []string `json:"labels"`
+					Counts  [][]int  `json:"counts"`
+					NoLabel []int    `json:"no_label"`
+				} `json:"confusion"`
+			} `json:"heldout"`
+		} `json:"metrics"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
+		t.Fatalf("status --json: %v\n%s", err, r.stdout)
+	}
+	sc := st.Metrics.Heldout["sentiment"]
+	if len(sc.Labels) != 2 || sc.Labels[0].Label != "positive" || sc.Labels[1].Label != "negative" || sc.Confusion == nil {
+		t.Fatalf("status --json: sentiment's held-out score %+v", sc)
+	}
+	support, cells := 0, 0
+	for i, l := range sc.Labels {
+		support += l.Support
+		if sc.Confusion.Counts[i][i] != l.TP || l.Support != l.TP+l.FN {
+			t.Errorf("label %s: %+v, confusion row %v", l.Label, l, sc.Confusion.Counts[i])
+		}
+		for _, n := range sc.Confusion.Counts[i] {
+			cells += n
+		}
+		cells += sc.Confusion.NoLabel[i]
+	}
+	if support != sc.N || cells != sc.N {
+		t.Errorf("supports add up to %d and the confusion matrix to %d, want n %d", support, cells, sc.N)
+	}
 }
 
 func TestQueueRunsOneAtATimeInOrder(t *testing.T) {

@@ -130,6 +130,8 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		route("GET, HEAD", a.listBackends)
 	case len(parts) == 3 && parts[0] == "backends" && parts[2] == "check":
 		route("GET, HEAD", a.checkBackend)
+	case len(parts) == 1 && parts[0] == "report":
+		route("GET, HEAD", a.acceptance)
 	default:
 		agentproto.WriteError(w, http.StatusNotFound, "no such route")
 	}
@@ -422,6 +424,9 @@ type apiRunDetail struct {
 	apiRun
 	Events []json.RawMessage `json:"events"`
 	Log    []string          `json:"log"`
+	// MetricEvents are all the run's metric events, which the page's
+	// charts draw (metricEvents).
+	MetricEvents []metricEvent `json:"metric_events"`
 }
 
 // runs lists the runs, newest first. A run waits in the queue when it is
@@ -537,6 +542,10 @@ func (a *api) getRun(w http.ResponseWriter, r *http.Request, parts []string) {
 	}
 	if lines, _ := rundir.TailLines(filepath.Join(dir, rundir.LogFile), logLines); lines != nil {
 		d.Log = lines
+	}
+	if d.MetricEvents, err = metricEvents(dir); err != nil {
+		a.s.logf("run %s: its metric events: %v", run.RunID, err)
+		d.MetricEvents = []metricEvent{}
 	}
 	agentproto.WriteJSON(w, http.StatusOK, d)
 }

@@ -326,10 +326,16 @@ func TestPageInBrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.ID("record")))
 	b.waitJS("the run's record", `document.getElementById('record').textContent.includes('Artifact location')`)
 	page := b.text("document.body.innerText")
-	for _, want := range []string{"Ran on\tlocal (this machine)", info.ArtifactURI, fmt.Sprintf("%d of %d predictions written as prelabels", info.Writeback["n_written"], info.Writeback["n_read"]), `"event":"result"`} {
+	for _, want := range []string{"Ran on\tlocal (this machine)", info.ArtifactURI, fmt.Sprintf("%d of %d predictions written as prelabels", info.Writeback["n_written"], info.Writeback["n_read"]),
+		"sentiment/loss per step", "sentiment (nominal): "} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the run page lacks %q:\n%s", want, page)
 		}
+	}
+	// The raw events are there, behind their toggle (TestRunPageModel
+	// opens it).
+	if ev := b.text("document.getElementById('events').textContent"); !strings.Contains(ev, `"event":"result"`) {
+		t.Errorf("the run page's events:\n%s", ev)
 	}
 	if log := b.text("document.getElementById('log').textContent"); !strings.Contains(log, "write-back") {
 		t.Errorf("the run page's log:\n%s", log)

@@ -71,6 +71,200 @@
 
   const finished = (r) => FINISHED.includes(r.state);
 
+  // ---- Charts: hand-made SVG, every text through textContent and every
+  // value of the API through setAttribute, never markup. ----
+
+  const SVG = "http://www.w3.org/2000/svg";
+
+  function svg(tag, attrs, text) {
+    const n = document.createElementNS(SVG, tag);
+    for (const [k, v] of Object.entries(attrs || {})) n.setAttribute(k, String(v));
+    if (text !== undefined && text !== null) n.textContent = String(text);
+    return n;
+  }
+
+  // num writes a figure with three significant digits.
+  function num(v) {
+    if (!Number.isFinite(v)) return String(v);
+    const a = Math.abs(v);
+    if (a !== 0 && (a < 0.001 || a >= 1e6)) return v.toExponential(2);
+    return String(Number(v.toPrecision(3)));
+  }
+
+  // ticks are about n round values spanning [lo, hi], which they widen
+  // to the ticks at either end.
+  function ticks(lo, hi, n) {
+    if (hi <= lo) {
+      const pad = Math.abs(lo) > 0 ? Math.abs(lo) * 0.1 : 1;
+      lo -= pad;
+      hi += pad;
+    }
+    const raw = (hi - lo) / n;
+    const mag = Math.pow(10, Math.floor(Math.log10(raw)));
+    const step = [1, 2, 2.5, 5, 10].map((m) => m * mag).find((s) => (hi - lo) / s <= n) || 10 * mag;
+    const first = Math.floor(lo / step + 1e-9) * step;
+    const out = [];
+    for (let v = first; v < hi + step - 1e-9 * step; v += step) out.push(Number(v.toPrecision(12)));
+    return out;
+  }
+
+  // A score bounded by 0 and 1 is drawn on [0, 1], so that its changes
+  // look their true size; anything else from 0 (or its least value,
+  // when negative) to its greatest.
+  const BOUNDED = /(^|[/_.-])(accuracy|acc|f1|macro_f1|micro_f1|precision|recall|coverage)$/i;
+
+  // lineChart is a figure of one or more series on shared axes: each
+  // series {label, points: [[x, y], ...], data: {attribute: value}} is a
+  // polyline whose points are the series' own, in the order of x.
+  function lineChart(title, xLabel, series, bounded) {
+    const W = 460, H = 230, L = 56, R = 14, T = 14, B = 42;
+    const xs = series.flatMap((s) => s.points.map((p) => p[0]));
+    const ys = series.flatMap((s) => s.points.map((p) => p[1]));
+    let xlo = Math.min(...xs), xhi = Math.max(...xs);
+    if (xlo === xhi) {
+      xlo -= 1;
+      xhi += 1;
+    }
+    const yt = bounded ? [0, 0.2, 0.4, 0.6, 0.8, 1] : ticks(Math.min(0, ...ys), Math.max(...ys), 5);
+    const ylo = yt[0], yhi = yt[yt.length - 1];
+    const px = (x) => L + ((x - xlo) / (xhi - xlo)) * (W - L - R);
+    const py = (y) => T + ((yhi - y) / (yhi - ylo)) * (H - T - B);
+    const fig = el("figure", null, "chart");
+    const g = svg("svg", { viewBox: `0 0 ${W} ${H}`, width: W, height: H, role: "img", "aria-label": title });
+    g.appendChild(svg("title", {}, title));
+    for (const v of yt) {
+      g.appendChild(svg("line", { x1: L, x2: W - R, y1: py(v), y2: py(v), class: "grid" }));
+      g.appendChild(svg("text", { x: L - 6, y: py(v) + 4, class: "tick", "text-anchor": "end" }, num(v)));
+    }
+    // Steps and shares counted in whole numbers get whole ticks.
+    const whole = xs.every(Number.isInteger);
+    for (const v of ticks(xlo, xhi, 6).filter((v) => v >= xlo && v <= xhi && (!whole || Number.isInteger(v)))) {
+      g.appendChild(svg("line", { x1: px(v), x2: px(v), y1: H - B, y2: H - B + 4, class: "axis" }));
+      g.appendChild(svg("text", { x: px(v), y: H - B + 16, class: "tick", "text-anchor": "middle" }, num(v)));
+    }
+    g.appendChild(svg("line", { x1: L, x2: W - R, y1: H - B, y2: H - B, class: "axis" }));
+    g.appendChild(svg("line", { x1: L, x2: L, y1: T, y2: H - B, class: "axis" }));
+    g.appendChild(svg("text", { x: (L + W - R) / 2, y: H - 6, class: "axis-label", "text-anchor": "middle" }, xLabel));
+    const caption = el("figcaption");
+    caption.appendChild(el("span", title, "chart-title"));
+    series.forEach((s, i) => {
+      const pts = s.points.slice().sort((a, b) => a[0] - b[0]);
+      const line = svg("polyline", { class: "series s" + (i % 6), points: pts.map((p) => px(p[0]) + "," + py(p[1])).join(" ") });
+      for (const [k, v] of Object.entries(s.data || {})) line.setAttribute("data-" + k, v);
+      line.appendChild(svg("title", {}, s.label));
+      g.appendChild(line);
+      // Each point is marked, with its value on hover, while few enough
+      // to tell apart; the last always.
+      pts.forEach((p, j) => {
+        if (pts.length > 60 && j !== pts.length - 1) return;
+        const dot = svg("circle", { cx: px(p[0]), cy: py(p[1]), r: 2.6, class: "dot s" + (i % 6) });
+        dot.appendChild(svg("title", {}, s.label + " at " + xLabel + " " + num(p[0]) + ": " + num(p[1])));
+        g.appendChild(dot);
+      });
+      const key = el("span", null, "key");
+      key.appendChild(el("span", null, "swatch s" + (i % 6)));
+      key.appendChild(document.createTextNode(s.label + ": last " + num(pts[pts.length - 1][1]) + " (" + pts.length + (pts.length === 1 ? " point)" : " points)")));
+      caption.appendChild(key);
+    });
+    fig.appendChild(g);
+    fig.appendChild(caption);
+    return fig;
+  }
+
+  // metricCharts draws a run's metric events: one chart a metric name
+  // (a loss, a validation score), one line a split.
+  function metricCharts(events) {
+    const names = new Map();
+    for (const e of events || []) {
+      if (!names.has(e.name)) names.set(e.name, new Map());
+      const splits = names.get(e.name);
+      if (!splits.has(e.split)) splits.set(e.split, []);
+      splits.get(e.split).push([e.step, e.value]);
+    }
+    const figs = [];
+    for (const [name, splits] of names) {
+      const series = Array.from(splits, ([split, points]) => ({ label: split, points, data: { split, name } }));
+      const all = series.flatMap((s) => s.points.map((p) => p[1]));
+      const bounded = BOUNDED.test(name) && all.every((v) => v >= 0 && v <= 1);
+      figs.push(lineChart(name + " per step", "step", series, bounded));
+    }
+    return figs;
+  }
+
+  // fig shows a ratio; "–" where its denominator is 0, as the figure says
+  // nothing there.
+  function ratioText(v, defined) {
+    return defined ? v.toFixed(3) : "\u2013";
+  }
+
+  function table(head, rows, cls) {
+    const t = el("table", null, cls);
+    const tr = el("tr");
+    for (const h of head) tr.appendChild(el("th", h));
+    t.appendChild(el("thead")).appendChild(tr);
+    const tb = t.appendChild(el("tbody"));
+    for (const r of rows) {
+      const row = el("tr");
+      for (const c of r) row.appendChild(c instanceof Node ? c : el("td", c));
+      tb.appendChild(row);
+    }
+    return t;
+  }
+
+  // schemaScore is one schema's held-out score: its figures per label
+  // and, for a nominal schema, its confusion matrix.
+  function schemaScore(name, sc) {
+    const box = el("div", null, "schema-score");
+    box.dataset.schema = name;
+    let head = name + " (" + sc.kind + "): " + sc.n + " test items, accuracy " + sc.accuracy.toFixed(3) + ", macro-F1 " + sc.macro_f1.toFixed(3);
+    if (sc.cohen_kappa !== undefined) head += ", Cohen's kappa " + sc.cohen_kappa.toFixed(3);
+    if (sc.micro_f1 !== undefined) head += ", micro-F1 " + sc.micro_f1.toFixed(3);
+    if (sc.n_missing) head += "; " + sc.n_missing + " without a prediction, counted wrong";
+    box.appendChild(el("h4", head));
+    if (!sc.labels) {
+      box.appendChild(el("p", "This run was scored before run.json kept the figures of each label.", "kind"));
+      return box;
+    }
+    const rows = sc.labels.map((l) => [l.label, l.support, ratioText(l.precision, l.tp + l.fp > 0), ratioText(l.recall, l.support > 0),
+      ratioText(l.f1, l.tp + l.fp + l.fn > 0), l.tp, l.fp, l.fn, l.tn]);
+    box.appendChild(table(["Label", "Support", "Precision", "Recall", "F1", "TP", "FP", "FN", "TN"], rows, "labels"));
+    box.appendChild(el("p", "Each label against the rest. Support: test items whose gold label is (or holds) it. " +
+      "\u2013: the ratio's denominator is 0 (never predicted, or not in the test split).", "kind"));
+    const c = sc.confusion;
+    if (c) {
+      const head = ["gold \\ predicted", ...c.labels, "no label"];
+      const rows = c.labels.map((g, i) => {
+        const cells = [el("th", g)];
+        c.counts[i].forEach((n, j) => cells.push(el("td", n, i === j ? "diag" : n > 0 ? "off" : "")));
+        cells.push(el("td", c.no_label[i], c.no_label[i] > 0 ? "off" : ""));
+        return cells;
+      });
+      const t = table(head, rows, "confusion");
+      const cap = t.insertBefore(el("caption", "Confusion matrix: rows the gold label, columns the prediction"), t.firstChild);
+      cap.className = "kind";
+      box.appendChild(t);
+    }
+    return box;
+  }
+
+  // curveChart is a learning curve run's schema: its metric at each point.
+  function curveChart(cv, s) {
+    const metric = cv.metric || "macro_f1";
+    const label = { macro_f1: "macro-F1", accuracy: "accuracy" }[metric] || metric;
+    const series = [{ label, points: s.points.map((p) => [p.percent, p[metric]]), data: { schema: s.schema, metric } }];
+    const f = lineChart(s.schema + ": " + label + " on " + s.n_test + " test items", "% of " + s.n_train_split + " labelled train items", series, true);
+    f.dataset.schema = s.schema;
+    f.appendChild(el("p", s.sentence, "sentence"));
+    return f;
+  }
+
+  // promotions are the gate's sentences of the schemas not published.
+  function promotions(r) {
+    const p = r.promotion || {};
+    const names = Object.keys(p).sort();
+    return names.filter((n) => !p[n].published).map((n) => (names.length > 1 ? n + ": " : "") + p[n].reason);
+  }
+
   function mb(n) {
     return Math.round(n / 1048576) + " MB";
   }
@@ -205,7 +399,9 @@
       tr.appendChild(el("td", (r.schemas || []).join(", ")));
       tr.appendChild(el("td", r.ran_on, "ran-on"));
       tr.appendChild(el("td", stateText(r), "state"));
-      tr.appendChild(el("td", score(r), "score"));
+      const sc = el("td", score(r), "score");
+      for (const line of promotions(r)) sc.appendChild(el("div", line, "not-published"));
+      tr.appendChild(sc);
       tr.appendChild(el("td", runDuration(r)));
       tr.appendChild(el("td", r.trigger));
       return tr;
@@ -284,6 +480,64 @@
       button.disabled = false;
     }
 
+    function share(t) {
+      if (!t.n) return "no labels";
+      return t.share.toFixed(3) + " (95% CI " + t.ci95_low.toFixed(2) + "\u2013" + t.ci95_high.toFixed(2) + ")";
+    }
+
+    function tallies(title, ts) {
+      return table([title, "Labels", "Accepted", "Share", "95% CI", "Flag"],
+        ts.map((t) => [t.name, t.n, t.accepted, t.n ? t.share.toFixed(3) : "", t.n ? t.ci95_low.toFixed(2) + "\u2013" + t.ci95_high.toFixed(2) : "", t.flag || ""]), "tallies");
+    }
+
+    // refreshAcceptance shows potato-dispatch report's answer: how
+    // annotators took the published prelabels. It reads every annotator's
+    // file, so it is read when the page opens and on Refresh only.
+    async function refreshAcceptance() {
+      const button = $("acceptance-refresh");
+      button.disabled = true;
+      let rep;
+      try {
+        rep = await api("GET", "/report");
+      } catch (e) {
+        $("acceptance-status").textContent = "No report: " + e.message;
+        for (const id of ["acceptance-flags", "acceptance-schemas", "acceptance-notes"]) $(id).replaceChildren();
+        button.disabled = false;
+        return;
+      }
+      $("acceptance-status").textContent = rep.schemas.length
+        ? "Of the items a published run predicted while nobody had labelled them, the labels annotators gave since (report of " + rep.generated_at + "):"
+        : "No published prelabels to report on.";
+      $("acceptance-flags").replaceChildren(...rep.flags.map((f) => {
+        let t = "flag: " + f.kind + " " + f.name + " in " + (f.schema || "all schemas") + ": " + f.accepted + " of " + f.n + " accepted (" + f.share.toFixed(3) + "): " + f.reason;
+        if (f.p_if_heldout !== undefined) t += "; chance of so many if they agreed only as often as the held-out accuracy: " + num(f.p_if_heldout);
+        return el("li", t);
+      }));
+      $("acceptance-schemas").replaceChildren(...rep.schemas.map((sa) => {
+        const box = el("div", null, "acceptance-schema");
+        box.dataset.schema = sa.schema;
+        box.appendChild(el("h3", sa.schema + " (" + sa.kind + "): run " + sa.run_id + " (" + sa.trainer + ")"));
+        box.appendChild(el("p", sa.all.accepted + " of " + sa.all.n + " labels equal to the prelabel: " + share(sa.all) +
+          "; " + sa.n_prelabels + " prelabels on items unlabeled in its bundle, " + sa.n_items_labeled + " of those items labelled since.", "share"));
+        if (sa.annotators.length) box.appendChild(tallies("By annotator", sa.annotators));
+        if (sa.labels.length) box.appendChild(tallies("By prelabel label", sa.labels));
+        return box;
+      }));
+      if (rep.schemas.length > 1 && rep.annotators.length) {
+        const box = el("div", null, "acceptance-schema");
+        box.appendChild(el("h3", "All schemas"));
+        box.appendChild(tallies("By annotator", rep.annotators));
+        $("acceptance-schemas").appendChild(box);
+      }
+      $("acceptance-notes").replaceChildren(...rep.notes.map((n) => el("li", "note: " + n)));
+      $("acceptance-saw").textContent = rep.saw_prelabel;
+      $("acceptance-accepted").textContent = rep.accepted;
+      button.disabled = false;
+    }
+
+    refreshAcceptance();
+    $("acceptance-refresh").addEventListener("click", refreshAcceptance);
+
     const runsNow = poll(refreshRuns);
     poll(refreshBackends);
 
@@ -328,10 +582,44 @@
       ["Exit code", (r) => (r.exit_code === undefined ? "" : r.exit_code)],
       ["Error", (r) => r.error],
       ["Held-out score", score],
-      ["Metrics", (r) => (r.metrics ? JSON.stringify(r.metrics) : "")],
+      ["Other metrics", otherMetrics],
       ["Parameters", (r) => (r.params && Object.keys(r.params).length ? JSON.stringify(r.params) : "")],
       ["Artifact location", (r) => r.artifact_uri],
     ];
+
+    // otherMetrics are the trainer's own metrics (result event), those
+    // the Model section does not draw.
+    function otherMetrics(r) {
+      const m = Object.assign({}, r.metrics || {});
+      delete m.heldout;
+      return Object.keys(m).length ? JSON.stringify(m) : "";
+    }
+
+    // model fills the Model section: the gate's decision, the learning
+    // curve, the charts of the metric events and the held-out figures.
+    function model(r) {
+      const p = r.promotion || {};
+      $("promotion").replaceChildren(...Object.keys(p).sort().map((n) => el("li", n + ": " + p[n].reason, p[n].published ? "published" : "not-published")));
+      $("promotion").hidden = Object.keys(p).length === 0;
+      const cv = r.curve;
+      const lc = $("learning-curve");
+      lc.hidden = !cv;
+      if (cv) {
+        const parts = [el("h3", "Learning curve")];
+        if (!cv.schemas || !cv.schemas.length) parts.push(el("p", "Points " + cv.points.join(", ") + "%: not scored yet.", "kind"));
+        for (const s of cv.schemas || []) parts.push(curveChart(cv, s));
+        lc.replaceChildren(...parts);
+      }
+      const charts = metricCharts(r.metric_events);
+      $("charts").replaceChildren(...charts);
+      $("no-charts").hidden = charts.length > 0;
+      $("no-charts").textContent = finished(r) ? "The run sent no metric events." : "No metric events yet.";
+      const held = (r.metrics && r.metrics.heldout) || {};
+      const boxes = Object.keys(held).sort().map((n) => schemaScore(n, held[n]));
+      $("scores").replaceChildren(...boxes);
+      $("no-scores").hidden = boxes.length > 0;
+      $("no-scores").textContent = !finished(r) ? "No held-out score yet." : cv ? "A learning curve run is scored point by point, above." : "The run has no held-out score.";
+    }
 
     function writeback(r) {
       const w = r.writeback;
@@ -378,6 +666,7 @@
       // Prelabels can be retracted once the run is over, if it wrote any.
       const w = r.writeback;
       $("retract-row").hidden = !(finished(r) && w && w.n_written > 0 && !r.retracted_at);
+      model(r);
       $("log").textContent = (r.log || []).join("\n");
       $("events").textContent = (r.events || []).map((e) => JSON.stringify(e)).join("\n");
       return finished(r) ? null : pollMS;
