@@ -14,6 +14,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"potato-training/lib/curve"
 	"potato-training/lib/rundir"
 	"potato-training/lib/writeback"
 )
@@ -64,6 +65,14 @@ func seriesOf(t *testing.T, dir string) map[[2]string][][2]float64 {
 			k := [2]string{e.Split, e.Name}
 			out[k] = append(out[k], [2]float64{e.Step, e.Value})
 		}
+	}
+	return out
+}
+
+func labelSentences(ls []curve.Label) []string {
+	var out []string
+	for _, l := range ls {
+		out = append(out, l.Sentence)
 	}
 	return out
 }
@@ -294,7 +303,7 @@ func TestRunPageModel(t *testing.T) {
 	cs := ci.Curve.Schemas[0]
 	b.do("the curve run's page", chromedp.Navigate(b.url+pagePath+"/runs/"+cid), chromedp.WaitVisible(chromedp.ID("learning-curve")))
 	b.waitJS("the curve", `document.querySelector('#learning-curve polyline')`)
-	pts := strings.Fields(b.text(`document.querySelector('#learning-curve polyline[data-schema="sentiment"]').getAttribute('points')`))
+	pts := strings.Fields(b.text(`document.querySelector('#learning-curve polyline[data-schema="sentiment"][data-metric="macro_f1"]').getAttribute('points')`))
 	var pct, f1, xs, ys []float64
 	for i, p := range cs.Points {
 		pct, f1 = append(pct, p.Percent), append(f1, p.MacroF1)
@@ -317,8 +326,34 @@ func TestRunPageModel(t *testing.T) {
 	if len(pts) != len(cs.Points) || !affine(pct, xs, 1) || !onScale {
 		t.Errorf("the curve's points %q are not run.json's %+v", pts, cs.Points)
 	}
-	if got := b.text("document.getElementById('learning-curve').innerText"); !strings.Contains(got, cs.Sentence) {
-		t.Errorf("the curve's page lacks the sentence %q:\n%s", cs.Sentence, got)
+	got := b.text("document.getElementById('learning-curve').innerText")
+	for _, want := range append([]string{cs.Sentence}, labelSentences(cs.Labels)...) {
+		if !strings.Contains(got, want) {
+			t.Errorf("the curve's page lacks the sentence %q:\n%s", want, got)
+		}
+	}
+	// Each label's F1, a line of its own, one point a share.
+	for _, l := range cs.Points[0].Labels {
+		lp := strings.Fields(b.text(`document.querySelector('#learning-curve polyline[data-label=` + strconv.Quote(l.Label) + `]').getAttribute('points')`))
+		var lf, lys []float64
+		for i, p := range cs.Points {
+			for _, pl := range p.Labels {
+				if pl.Label == l.Label {
+					lf = append(lf, pl.F1)
+				}
+			}
+			if i < len(lp) {
+				_, y, _ := strings.Cut(lp[i], ",")
+				fy, _ := strconv.ParseFloat(y, 64)
+				lys = append(lys, fy)
+			}
+		}
+		for i := range lys {
+			if len(lys) != len(lf) || math.Abs(grid[0]+lf[i]*(grid[len(grid)-1]-grid[0])-lys[i]) > 0.01 {
+				t.Errorf("label %s: points %q, F1 %v", l.Label, lp, lf)
+				break
+			}
+		}
 	}
 	b.screenshot("run-page-curve.png")
 }

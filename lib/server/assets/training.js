@@ -252,9 +252,23 @@
     const metric = cv.metric || "macro_f1";
     const label = { macro_f1: "macro-F1", accuracy: "accuracy" }[metric] || metric;
     const series = [{ label, points: s.points.map((p) => [p.percent, p[metric]]), data: { schema: s.schema, metric } }];
-    const f = lineChart(s.schema + ": " + label + " on " + s.n_test + " test items", "% of " + s.n_train_split + " labelled train items", series, true);
+    // Each label's F1 too, while the lines stay few enough to tell apart.
+    const labels = new Map();
+    for (const p of s.points) {
+      for (const l of p.labels || []) {
+        if (!labels.has(l.label)) labels.set(l.label, []);
+        labels.get(l.label).push([p.percent, l.f1]);
+      }
+    }
+    if (labels.size <= 5) {
+      for (const [name, points] of labels) series.push({ label: "F1 of " + name, points, data: { schema: s.schema, label: name } });
+    }
+    const f = lineChart(s.schema + ": " + label + (labels.size <= 5 ? " and each label's F1" : "") + " on " + s.n_test + " test items",
+      "% of " + s.n_train_split + " labelled train items", series, true);
     f.dataset.schema = s.schema;
     f.appendChild(el("p", s.sentence, "sentence"));
+    const says = (s.labels || []).map((l) => el("li", l.sentence));
+    if (says.length) f.appendChild(el("ul", null, "sentences")).replaceChildren(...says);
     return f;
   }
 
