@@ -543,7 +543,7 @@ func (a *api) getRun(w http.ResponseWriter, r *http.Request, parts []string) {
 	if lines, _ := rundir.TailLines(filepath.Join(dir, rundir.LogFile), logLines); lines != nil {
 		d.Log = lines
 	}
-	if d.MetricEvents, err = metricEvents(dir); err != nil {
+	if d.MetricEvents, err = a.s.metrics.metricEvents(run.RunID, dir); err != nil {
 		a.s.logf("run %s: its metric events: %v", run.RunID, err)
 		d.MetricEvents = []metricEvent{}
 	}

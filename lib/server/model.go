@@ -2,20 +2,33 @@ package server
 
 import (
 	"bufio"
+	"cmp"
+	"compress/gzip"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"io/fs"
 	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
 
 	"potato-training/lib/agentproto"
 	"potato-training/lib/report"
 	"potato-training/lib/rundir"
 )
 
-// maxSeriesPoints is the most points of one metric series (a split and a
-// name) that GET /runs/<id> gives; a longer series is thinned evenly, its
-// first and last points kept, so that a chart of a long run stays small.
+// maxSeriesPoints bounds the points of one metric series (a split and a
+// name) that GET /runs/<id> gives: a longer series keeps every second,
+// fourth, eighth... event, the fewest that leave at most maxSeriesPoints,
+// and its last, so that a chart of a long run stays small and even.
 const maxSeriesPoints = 2000
+
+// maxMetricRuns is how many runs' metric events the server keeps read.
+const maxMetricRuns = 32
 
 // metricEvent is one metric event of a run, as the page's charts draw it.
 type metricEvent struct {
@@ -25,68 +38,219 @@ type metricEvent struct {
 	Value float64 `json:"value"`
 }
 
-// metricEvents reads every metric event of the run in dir, from
-// events.jsonl or its archive, in the order written; a series over
-// maxSeriesPoints is thinned. A line that is no metric event with a
-// numeric step and value is skipped.
-func metricEvents(dir string) ([]metricEvent, error) {
-	f, err := rundir.OpenEvents(dir)
+type seriesKey struct{ split, name string }
+
+// metricPoint is a metric event of a series: seq orders the events of a
+// run as written, i the series' own count.
+type metricPoint struct {
+	seq, i      int64
+	step, value float64
+}
+
+// series keeps every stride-th point of a series (i a multiple of
+// stride, a power of 2), at most maxSeriesPoints, and its last: an even
+// subsample whatever the series' length, in bounded memory.
+type series struct {
+	n      int64
+	stride int64
+	pts    []metricPoint
+	last   metricPoint
+}
+
+func (s *series) add(p metricPoint) {
+	p.i = s.n
+	s.n++
+	s.last = p
+	if s.stride == 0 {
+		s.stride = 1
+	}
+	if p.i%s.stride != 0 {
+		return
+	}
+	s.pts = append(s.pts, p)
+	if len(s.pts) > maxSeriesPoints {
+		s.stride *= 2
+		kept := s.pts[:0]
+		for _, q := range s.pts {
+			if q.i%s.stride == 0 {
+				kept = append(kept, q)
+			}
+		}
+		s.pts = kept
+	}
+}
+
+// points are the kept points and the last.
+func (s *series) points() []metricPoint {
+	if len(s.pts) > 0 && s.pts[len(s.pts)-1].i == s.last.i {
+		return s.pts
+	}
+	return append(s.pts[:len(s.pts):len(s.pts)], s.last)
+}
+
+// metricRead is what has been read of one run's events: the file, how
+// far, and its series.
+type metricRead struct {
+	file    os.FileInfo
+	archive bool
+	offset  int64
+	seq     int64
+	series  map[seriesKey]*series
+	used    time.Time
+}
+
+// metricCache keeps, for the runs last asked for, what metricEvents read
+// of their events, so that a poll of a run under way reads only the lines
+// added since, and a finished run's events are read once.
+type metricCache struct {
+	mu   sync.Mutex
+	runs map[string]*metricRead
+}
+
+// metricEvents gives every metric event of the run id in dir, from
+// events.jsonl or its archive, in the order written, each series thinned
+// as maxSeriesPoints says. A line that is no metric event with a numeric step
+// and value is skipped, and so is, until it is whole, a last line not yet
+// ended by a newline.
+func (c *metricCache) metricEvents(id, dir string) ([]metricEvent, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f, archive, err := openEvents(dir)
 	if errors.Is(err, fs.ErrNotExist) {
+		delete(c.runs, id)
 		return []metricEvent{}, nil
 	}
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	type key struct{ split, name string }
-	series := map[key][]int{}
-	all := []metricEvent{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 2<<20)
-	for sc.Scan() {
-		var e struct {
-			Event string   `json:"event"`
-			Split string   `json:"split"`
-			Name  string   `json:"name"`
-			Step  *float64 `json:"step"`
-			Value *float64 `json:"value"`
-		}
-		if json.Unmarshal(sc.Bytes(), &e) != nil || e.Event != "metric" || e.Step == nil || e.Value == nil {
-			continue
-		}
-		k := key{e.Split, e.Name}
-		series[k] = append(series[k], len(all))
-		all = append(all, metricEvent{Split: e.Split, Name: e.Name, Step: *e.Step, Value: *e.Value})
-	}
-	if err := sc.Err(); err != nil {
+	fi, err := f.Stat()
+	if err != nil {
 		return nil, err
 	}
-	drop := map[int]bool{}
-	for _, idx := range series {
-		n := len(idx)
-		if n <= maxSeriesPoints {
-			continue
+	r := c.runs[id]
+	fresh := r == nil || r.archive != archive || !os.SameFile(r.file, fi) || fi.Size() < r.offset ||
+		archive && (fi.Size() != r.file.Size() || !fi.ModTime().Equal(r.file.ModTime()))
+	if fresh {
+		r = &metricRead{archive: archive, series: map[seriesKey]*series{}}
+	}
+	r.file, r.used = fi, time.Now()
+	if fresh || !archive {
+		if err := r.read(f, archive); err != nil {
+			return nil, err
 		}
-		keep := map[int]bool{}
-		for i := range maxSeriesPoints {
-			keep[i*(n-1)/(maxSeriesPoints-1)] = true
-		}
-		for i, at := range idx {
-			if !keep[i] {
-				drop[at] = true
+	}
+	if c.runs == nil {
+		c.runs = map[string]*metricRead{}
+	}
+	c.runs[id] = r
+	c.evict()
+	return r.events(), nil
+}
+
+// evict forgets the runs asked for least recently beyond maxMetricRuns.
+func (c *metricCache) evict() {
+	for len(c.runs) > maxMetricRuns {
+		var oldest string
+		for id, r := range c.runs {
+			if oldest == "" || r.used.Before(c.runs[oldest].used) {
+				oldest = id
 			}
 		}
+		delete(c.runs, oldest)
 	}
-	if len(drop) == 0 {
-		return all, nil
+}
+
+// openEvents opens events.jsonl, or else the archive uncompressed.
+func openEvents(dir string) (*eventsFile, bool, error) {
+	if f, err := os.Open(filepath.Join(dir, rundir.EventsFile)); err == nil {
+		return &eventsFile{f, f}, false, nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, false, err
 	}
-	kept := make([]metricEvent, 0, len(all)-len(drop))
-	for i, e := range all {
-		if !drop[i] {
-			kept = append(kept, e)
+	f, err := os.Open(filepath.Join(dir, rundir.EventsArchive))
+	if err != nil {
+		return nil, true, err
+	}
+	zr, err := gzip.NewReader(bufio.NewReader(f))
+	if err != nil {
+		f.Close()
+		return nil, true, fmt.Errorf("%s: %w", f.Name(), err)
+	}
+	return &eventsFile{zr, f}, true, nil
+}
+
+type eventsFile struct {
+	io.Reader
+	f *os.File
+}
+
+func (e *eventsFile) Stat() (os.FileInfo, error) { return e.f.Stat() }
+func (e *eventsFile) Close() error               { return e.f.Close() }
+
+// read reads f from r.offset (events.jsonl; the archive from its start)
+// to its last whole line.
+func (r *metricRead) read(f *eventsFile, archive bool) error {
+	if !archive && r.offset > 0 {
+		if _, err := f.f.Seek(r.offset, io.SeekStart); err != nil {
+			return err
 		}
 	}
-	return kept, nil
+	br := bufio.NewReaderSize(f, 64<<10)
+	for {
+		line, err := br.ReadBytes('\n')
+		if len(line) > 0 && (err == nil || archive) {
+			r.offset += int64(len(line))
+			r.add(line)
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+func (r *metricRead) add(line []byte) {
+	var e struct {
+		Event string   `json:"event"`
+		Split string   `json:"split"`
+		Name  string   `json:"name"`
+		Step  *float64 `json:"step"`
+		Value *float64 `json:"value"`
+	}
+	if json.Unmarshal(line, &e) != nil || e.Event != "metric" || e.Step == nil || e.Value == nil {
+		return
+	}
+	k := seriesKey{e.Split, e.Name}
+	s := r.series[k]
+	if s == nil {
+		s = &series{}
+		r.series[k] = s
+	}
+	s.add(metricPoint{seq: r.seq, step: *e.Step, value: *e.Value})
+	r.seq++
+}
+
+// events are the series' points in the order written.
+func (r *metricRead) events() []metricEvent {
+	type ev struct {
+		seq int64
+		e   metricEvent
+	}
+	var all []ev
+	for k, s := range r.series {
+		for _, p := range s.points() {
+			all = append(all, ev{p.seq, metricEvent{Split: k.split, Name: k.name, Step: p.step, Value: p.value}})
+		}
+	}
+	slices.SortFunc(all, func(a, b ev) int { return cmp.Compare(a.seq, b.seq) })
+	out := make([]metricEvent, len(all))
+	for i, x := range all {
+		out[i] = x.e
+	}
+	return out
 }
 
 // acceptance is GET /report: potato-dispatch report --json's answer, for

@@ -12,13 +12,15 @@ import (
 	"potato-training/lib/rundir"
 )
 
-// A run's metric events: every one, from events.jsonl or its archive,
-// other events and lines that are no metric left out, and a series over
-// maxSeriesPoints thinned evenly with its first and last kept.
+// A run's metric events: every one, other events and lines that are no
+// metric left out; a series over maxSeriesPoints keeps every 2^k-th event
+// and its last; a run under way is read on from where the last request
+// stopped, a line half written left for the next; its archive, once the
+// run is over, read again.
 func TestMetricEvents(t *testing.T) {
 	dir := t.TempDir()
 	var b strings.Builder
-	n := 2*maxSeriesPoints + 1
+	n := 2*maxSeriesPoints + 2
 	for i := range n {
 		fmt.Fprintf(&b, `{"v":1,"event":"metric","split":"train","name":"s/loss","value":%d,"step":%d}`+"\n", i, i)
 		if i < 3 {
@@ -28,40 +30,84 @@ func TestMetricEvents(t *testing.T) {
 	b.WriteString(`{"v":1,"event":"progress","phase":"fit","current":1,"total":2}` + "\n")
 	b.WriteString(`{"v":1,"event":"metric","split":"val","name":"s/loss","value":"NaN","step":1}` + "\n")
 	b.WriteString("not json\n")
-	f, err := os.Create(filepath.Join(dir, rundir.EventsArchive))
+	whole := b.String()
+	half := `{"v":1,"event":"metric","split":"val","name":"s/accuracy","value":0.9,"step":9}`
+	path := filepath.Join(dir, rundir.EventsFile)
+	if err := os.WriteFile(path, []byte(whole+half[:20]), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var c metricCache
+	split := func(got []metricEvent) (train, val []metricEvent) {
+		for _, e := range got {
+			if e.Split == "train" {
+				train = append(train, e)
+			} else {
+				val = append(val, e)
+			}
+		}
+		return train, val
+	}
+	check := func(what string, got []metricEvent, nval int) {
+		t.Helper()
+		train, val := split(got)
+		if len(val) != nval || val[0] != (metricEvent{"val", "s/accuracy", 0, 0.5}) || val[2].Value != 0.7 {
+			t.Errorf("%s: val series %+v, want %d events", what, val, nval)
+		}
+		// 4002 events: every 4th (0 to 4000, 1001 of them) and the last.
+		if len(train) != 1002 || train[0].Step != 0 || train[len(train)-1].Step != float64(n-1) {
+			t.Fatalf("%s: train series of %d events: %d kept, from %v to %v", what, n, len(train), train[0], train[len(train)-1])
+		}
+		for i := 1; i < len(train)-1; i++ {
+			if d := train[i].Step - train[i-1].Step; d != 4 || train[i].Value != train[i].Step {
+				t.Fatalf("%s: thinned unevenly at %d: %v after %v", what, i, train[i], train[i-1])
+			}
+		}
+		if got[len(got)-1].Split != "train" && nval == 3 {
+			t.Errorf("%s: not in the order written: ends with %v", what, got[len(got)-1])
+		}
+	}
+	got, err := c.metricEvents("r", dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	zw := gzip.NewWriter(f)
-	zw.Write([]byte(b.String()))
-	zw.Close()
-	f.Close()
+	check("the first read", got, 3)
+	offset := c.runs["r"].offset
+	if offset != int64(len(whole)) {
+		t.Errorf("read to %d, want %d: the half line left", offset, len(whole))
+	}
 
-	got, err := metricEvents(dir)
+	// The line completed: only it is read.
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var train, val []metricEvent
-	for _, e := range got {
-		if e.Split == "train" {
-			train = append(train, e)
-		} else {
-			val = append(val, e)
-		}
+	f.WriteString(half[20:] + "\n")
+	f.Close()
+	got, err = c.metricEvents("r", dir)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if len(val) != 3 || val[0] != (metricEvent{"val", "s/accuracy", 0, 0.5}) || val[2].Value != 0.7 {
-		t.Errorf("val series %+v, want its 3 events", val)
+	check("read on", got, 4)
+	if _, val := split(got); val[3] != (metricEvent{"val", "s/accuracy", 9, 0.9}) {
+		t.Errorf("the completed line: %v", val[3])
 	}
-	if len(train) != maxSeriesPoints || train[0].Step != 0 || train[len(train)-1].Step != float64(n-1) {
-		t.Fatalf("train series of %d events: %d kept, from %v to %v", n, len(train), train[0], train[len(train)-1])
+
+	// The run over: events.jsonl compressed, read from the archive.
+	zf, err := os.Create(filepath.Join(dir, rundir.EventsArchive))
+	if err != nil {
+		t.Fatal(err)
 	}
-	gap := float64((n - 1 + maxSeriesPoints - 2) / (maxSeriesPoints - 1))
-	for i := 1; i < len(train); i++ {
-		if d := train[i].Step - train[i-1].Step; d < gap-1 || d > gap || train[i].Value != train[i].Step {
-			t.Fatalf("thinned unevenly at %d: %v after %v", i, train[i], train[i-1])
-		}
+	zw := gzip.NewWriter(zf)
+	zw.Write([]byte(whole))
+	zw.Close()
+	zf.Close()
+	os.Remove(path)
+	got, err = c.metricEvents("r", dir)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if got, err := metricEvents(t.TempDir()); err != nil || len(got) != 0 {
+	check("the archive", got, 3)
+	if got, err := c.metricEvents("none", t.TempDir()); err != nil || len(got) != 0 {
 		t.Errorf("a run without events: %v, %v", got, err)
 	}
 }

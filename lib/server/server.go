@@ -44,6 +44,8 @@ type Server struct {
 	signins *limiter
 	// runs keeps finished runs' records between the page's polls.
 	runs rundir.Cache
+	// metrics keeps what was read of runs' metric events (model.go).
+	metrics metricCache
 	// limits bound slow and half-sent requests and the connections.
 	limits limits
 	// keys is admin_api_key as the config holds it now, and the sessions
