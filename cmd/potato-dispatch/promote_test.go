@@ -158,3 +158,37 @@ func TestPromoteIfBetter(t *testing.T) {
 		t.Errorf("the run on true labels: exit %d, %+v", r.code, d)
 	}
 }
+
+// TestAutoRetrainPassesTheGate: a run that auto_retrain starts, as cron
+// would, passes the same gate: trained on flipped labels, it succeeds and
+// is not published, and the store keeps the published run's prelabels.
+func TestAutoRetrainPassesTheGate(t *testing.T) {
+	dir, cfg := testproject.Project(t, 240, 200, "  auto_retrain:\n    enabled: true\n    trainer: tfidf-logreg\n    schemas: [sentiment]\n    update_frequency: 10\n    min_interval_s: 0\n")
+	text, _ := os.ReadFile(cfg)
+	os.WriteFile(cfg, []byte(strings.Replace(string(text), "    min_confidence: 0.5\n", "    min_confidence: 0.5\n    promote: if_better\n", 1)), 0o644)
+	r := run(t, "run", cfg, "--trainer", "tfidf-logreg", "--schemas", "sentiment")
+	good := strings.TrimSpace(r.stdout)
+	if r.code != 0 {
+		t.Fatalf("first run: exit %d\n%s", r.code, runLog(t, dir, good))
+	}
+	before := storePrelabels(t, dir, "sentiment")
+	flipTrainLabels(t, dir, good)
+	r = run(t, "auto", cfg)
+	id := strings.TrimSpace(r.stdout)
+	if r.code != 0 || !rundir.ValidID(id) {
+		t.Fatalf("auto: exit %d, %q %q", r.code, r.stdout, r.stderr)
+	}
+	info := testproject.Read(t, dir, id)
+	if d := info.Promotion["sentiment"]; info.Trigger != "auto" || info.State != rundir.StateSuccess || d.Published || d.Against != good {
+		t.Fatalf("the automatic run: trigger %s, %s, promotion %+v", info.Trigger, info.State, info.Promotion)
+	}
+	if !strings.Contains(r.stderr, "sentiment: not published: macro-F1 ") {
+		t.Errorf("auto's summary does not say it: %q", r.stderr)
+	}
+	after := storePrelabels(t, dir, "sentiment")
+	for id, v := range before {
+		if after[id] != v {
+			t.Errorf("%s: %q became %q", id, v, after[id])
+		}
+	}
+}
