@@ -33,6 +33,9 @@ func (d *dispatcher) finish(e *ending) int {
 			r.StoreError = storeErr.Error()
 		}
 	})
+	if end.state != rundir.StateSuccess && !pending {
+		d.removePartial()
+	}
 	if end.state == rundir.StateSuccess {
 		d.logf("run finished: success")
 	} else {
