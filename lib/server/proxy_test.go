@@ -21,59 +21,12 @@ import (
 	"testing"
 	"time"
 
-	"potato-training/internal/testproject"
 	"potato-training/lib/agentproto"
-	"potato-training/lib/rundir"
-	"potato-training/lib/validate"
 )
-
-// servedProject is a project with an agent backend, lab, served by Serve on
-// 127.0.0.1, its model_training block ending with extra, over TLS when
-// certs is set.
-type servedProject struct {
-	addr string
-	tok  string
-	s    *Server
-	log  *logBook
-}
-
-func serveProject(t *testing.T, extra string, certs *Certs) *servedProject {
-	t.Helper()
-	dir := t.TempDir()
-	path := testproject.Write(t, dir, 20, 10, "  backend: lab\n  backends:\n    lab:\n      type: agent\n"+extra)
-	testproject.SetAPIKey(t, path, testKey)
-	cfg, report, err := validate.File(path)
-	if err != nil || len(report.Errors) > 0 {
-		t.Fatalf("config: %v %+v", err, report.Errors)
-	}
-	root, err := rundir.Open(cfg.TrainingDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := root.IssueToken("lab", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &servedProject{tok: tok, log: &logBook{t: t}}
-	p.s = &Server{ConfigPath: path, Config: cfg, Root: root, LongPoll: time.Second, Logf: p.log.logf, TLS: certs}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.addr = ln.Addr().String()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.s.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
-	return p
-}
 
 // apiGet sends, from address from, GET of the API's runs with key and
 // extra header lines, on a connection of its own, and returns the status.
-func (p *servedProject) apiGet(t *testing.T, from, key string, headers ...string) int {
+func (p *liveServer) apiGet(t *testing.T, from, key string, headers ...string) int {
 	t.Helper()
 	c, err := dialFrom(t, from, p.addr)
 	if err != nil {
@@ -97,7 +50,7 @@ func (p *servedProject) apiGet(t *testing.T, from, key string, headers ...string
 // address it named is not locked out by it, and another address is not
 // either.
 func TestForwardedForNotBelieved(t *testing.T) {
-	p := serveProject(t, "", nil)
+	p := newLiveServerWith(t, nil, "", nil)
 	for i := 0; i < maxFailures; i++ {
 		// The last failure starts the lockout, and is answered 429.
 		if code := p.apiGet(t, "127.0.0.1", "wrong-key", fmt.Sprintf("X-Forwarded-For: 203.0.113.%d", i+1)); code != http.StatusUnauthorized && (i < maxFailures-1 || code != http.StatusTooManyRequests) {
@@ -122,7 +75,7 @@ func TestForwardedForNotBelieved(t *testing.T) {
 // proxy is not, and a peer that is not a trusted proxy is counted as
 // itself whatever it writes.
 func TestForwardedForFromTrustedProxy(t *testing.T) {
-	p := serveProject(t, "  trusted_proxies: [127.0.0.1, \"10.9.0.0/16\"]\n", nil)
+	p := newLiveServerWith(t, nil, "  trusted_proxies: [127.0.0.1, \"10.9.0.0/16\"]\n", nil)
 	for i := 0; i < maxFailures; i++ {
 		xff := fmt.Sprintf("X-Forwarded-For: 203.0.113.%d, 198.51.100.7, 10.9.0.3", i+1)
 		if code := p.apiGet(t, "127.0.0.1", "wrong-key", xff); code != http.StatusUnauthorized && (i < maxFailures-1 || code != http.StatusTooManyRequests) {
@@ -152,7 +105,7 @@ func TestForwardedForFromTrustedProxy(t *testing.T) {
 // allowed_hosts are served; the agents' routes, which carry their token,
 // are not judged by Host.
 func TestDNSRebinding(t *testing.T) {
-	p := serveProject(t, "  allowed_hosts: [annotate.example.org]\n", nil)
+	p := newLiveServerWith(t, nil, "  allowed_hosts: [annotate.example.org]\n", nil)
 	_, port, _ := net.SplitHostPort(p.addr)
 	get := func(host, path string, headers ...string) (int, string) {
 		c, err := dialFrom(t, "", p.addr)
@@ -246,7 +199,7 @@ func TestTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := serveProject(t, "", certs)
+	p := newLiveServerWith(t, nil, "", certs)
 	pool := x509.NewCertPool()
 	pool.AddCert(pk.ca)
 	served := func() int64 {
@@ -282,7 +235,7 @@ func TestTLS(t *testing.T) {
 	}
 	req, _ = http.NewRequest("GET", "https://potato.test:1"+apiPrefix+"/runs", nil)
 	req.Header.Set("X-API-Key", testKey)
-	if code, _ := (&servedProject{addr: p.addr}).rawTLS(t, pool, "potato.test", req); code != http.StatusOK {
+	if code, _ := p.rawTLS(t, pool, "potato.test", req); code != http.StatusOK {
 		t.Errorf("Host potato.test, the certificate's name: %d", code)
 	}
 	if r, err := http.Get("http://" + p.addr + pagePath); err == nil && r.StatusCode == http.StatusOK {
@@ -318,7 +271,7 @@ func TestTLS(t *testing.T) {
 
 // rawTLS sends req over TLS to p.addr with Host host, and returns its
 // status.
-func (p *servedProject) rawTLS(t *testing.T, pool *x509.CertPool, host string, req *http.Request) (int, error) {
+func (p *liveServer) rawTLS(t *testing.T, pool *x509.CertPool, host string, req *http.Request) (int, error) {
 	t.Helper()
 	c, err := tls.Dial("tcp", p.addr, &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"})
 	if err != nil {

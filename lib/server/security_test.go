@@ -69,12 +69,21 @@ type liveServer struct {
 	s    *Server
 	log  *logBook
 	stop func()
+	// certs, when set, is the certificate the server serves HTTPS with.
+	certs *Certs
 }
 
 func newLiveServer(t *testing.T, lim *limits) *liveServer {
 	t.Helper()
+	return newLiveServerWith(t, lim, "", nil)
+}
+
+// newLiveServerWith is newLiveServer whose model_training block ends with
+// extra, served over TLS when certs is set.
+func newLiveServerWith(t *testing.T, lim *limits, extra string, certs *Certs) *liveServer {
+	t.Helper()
 	dir := t.TempDir()
-	path := testproject.Write(t, dir, 20, 10, "  backend: lab\n  backends:\n    lab:\n      type: agent\n")
+	path := testproject.Write(t, dir, 20, 10, "  backend: lab\n  backends:\n    lab:\n      type: agent\n"+extra)
 	testproject.SetAPIKey(t, path, testKey)
 	cfg, report, err := validate.File(path)
 	if err != nil || len(report.Errors) > 0 {
@@ -88,7 +97,7 @@ func newLiveServer(t *testing.T, lim *limits) *liveServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := &liveServer{t: t, cfg: path, tok: tok, root: root, log: &logBook{t: t}}
+	l := &liveServer{t: t, cfg: path, tok: tok, root: root, log: &logBook{t: t}, certs: certs}
 	l.start(lim)
 	t.Cleanup(func() {
 		if l.stop != nil {
@@ -104,7 +113,7 @@ func (l *liveServer) start(lim *limits) {
 	if err != nil {
 		l.t.Fatal(err)
 	}
-	l.s = &Server{ConfigPath: l.cfg, Config: cfg, Root: l.root, LongPoll: 2 * time.Second, Logf: l.log.logf}
+	l.s = &Server{ConfigPath: l.cfg, Config: cfg, Root: l.root, LongPoll: 2 * time.Second, Logf: l.log.logf, TLS: l.certs}
 	if lim != nil {
 		l.s.limits = *lim
 	}
