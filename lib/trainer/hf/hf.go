@@ -17,6 +17,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"potato-training/lib/rundir"
 )
 
 // Name is the trainer's name in the registry.
@@ -122,7 +124,11 @@ func Write(dir string) (string, error) {
 	}
 	defer os.RemoveAll(tmp)
 	for _, n := range names() {
-		if err := writeFile(filepath.Join(tmp, filepath.FromSlash(n)), files[n]); err != nil {
+		p := filepath.Join(tmp, filepath.FromSlash(n))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return "", fmt.Errorf("hf: %w", err)
+		}
+		if err := rundir.WriteFileAtomic(p, files[n], 0o644); err != nil {
 			return "", fmt.Errorf("hf: %w", err)
 		}
 	}
@@ -144,30 +150,6 @@ func Write(dir string) (string, error) {
 		return "", fmt.Errorf("hf: %w", err)
 	}
 	return launcher, nil
-}
-
-// writeFile writes b to p, its directory made, synced, with mode 0644.
-func writeFile(p string, b []byte) error {
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return err
-	}
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Chmod(0o644); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }
 
 // Packages are the Python packages a run with these parameters imports,
