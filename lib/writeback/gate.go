@@ -2,7 +2,6 @@ package writeback
 
 import (
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -39,31 +38,15 @@ func (s *Store) StoredLabels(project, runID string, schema bundle.Schema) (map[s
 	return out, nil
 }
 
-// storedLabel is the label of a stored payload: {"label": ...}, a bare
-// string, or (multilabel, as Publish stores it for Potato) a list of
-// {"label": name, ...}; a multilabel label's names sorted and joined.
+// storedLabel is the label of a stored payload, read by PrelabelLabels,
+// in the form predictions take: a multilabel prelabel's names (sorted)
+// joined by "|".
 func storedLabel(kind config.Kind, payload []byte) (string, bool) {
-	if kind != config.KindMultilabel {
-		l := labelOf(payload)
-		return l, l != ""
+	names, ok := PrelabelLabels(kind, payload)
+	if !ok || kind != config.KindMultilabel && (len(names) != 1 || names[0] == "") {
+		return "", false
 	}
-	var names []string
-	if l := labelOf(payload); l != "" {
-		names = strings.Split(l, "|")
-	} else {
-		var list []struct {
-			Label string `json:"label"`
-		}
-		if err := json.Unmarshal(payload, &list); err != nil {
-			return "", false
-		}
-		for _, e := range list {
-			names = append(names, e.Label)
-		}
-	}
-	names = slices.DeleteFunc(names, func(n string) bool { return n == "" })
-	slices.Sort(names)
-	return strings.Join(slices.Compact(names), "|"), true
+	return strings.Join(names, "|"), true
 }
 
 // Comparison is two runs' scores for one schema on the same test items.
