@@ -170,15 +170,7 @@ func ScoreCurve(bdir, pred string, schemas []bundle.Schema, want curve.Curve, tr
 
 // CurveOf reads the curve of a finished curve run.
 func CurveOf(configPath, id string) (rundir.Record, error) {
-	cfg, err := LoadConfig(configPath)
-	if err != nil {
-		return rundir.Record{}, err
-	}
-	root, err := Root(cfg)
-	if err != nil {
-		return rundir.Record{}, err
-	}
-	info, err := root.Read(id)
+	_, _, info, err := readRun(configPath, id)
 	if err != nil {
 		return rundir.Record{}, err
 	}

@@ -18,15 +18,7 @@ import (
 // and keep, and how many of the items it would change annotators have
 // labelled. It writes nothing: not the store, not run.json, not run.log.
 func PreviewWriteback(configPath, id string) (writeback.Preview, error) {
-	cfg, err := LoadConfig(configPath)
-	if err != nil {
-		return writeback.Preview{}, err
-	}
-	root, err := Root(cfg)
-	if err != nil {
-		return writeback.Preview{}, err
-	}
-	info, err := root.Read(id)
+	cfg, root, info, err := readRun(configPath, id)
 	if err != nil {
 		return writeback.Preview{}, err
 	}

@@ -129,15 +129,7 @@ func gatedSchemas(cfg *config.Config, bdir, pred string, rec *rundir.Record, m b
 // next start. run.json records it in each decision. It returns one line
 // on what it wrote.
 func Publish(configPath, id string) (string, error) {
-	cfg, err := LoadConfig(configPath)
-	if err != nil {
-		return "", err
-	}
-	root, err := Root(cfg)
-	if err != nil {
-		return "", err
-	}
-	info, err := root.Read(id)
+	cfg, root, info, err := readRun(configPath, id)
 	if err != nil {
 		return "", err
 	}

@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"potato-training/lib/config"
 	"potato-training/lib/rundir"
 )
 
@@ -192,6 +193,21 @@ func writeDetail(w io.Writer, info rundir.Info, log []string) error {
 	return err
 }
 
+// readRun reads run id of the project of configPath, with the config and
+// the training directory it is in.
+func readRun(configPath, id string) (*config.Config, *rundir.Root, rundir.Info, error) {
+	cfg, err := LoadConfig(configPath)
+	if err != nil {
+		return nil, nil, rundir.Info{}, err
+	}
+	root, err := Root(cfg)
+	if err != nil {
+		return nil, nil, rundir.Info{}, err
+	}
+	info, err := root.Read(id)
+	return cfg, root, info, err
+}
+
 // Summary is one line on how run id ended, for a person who waited for
 // it; what the trainer said is shown, never acted on by the terminal.
 func Summary(configPath, id string) (string, error) {
@@ -200,15 +216,7 @@ func Summary(configPath, id string) (string, error) {
 }
 
 func summary(configPath, id string) (string, error) {
-	cfg, err := LoadConfig(configPath)
-	if err != nil {
-		return "", err
-	}
-	root, err := Root(cfg)
-	if err != nil {
-		return "", err
-	}
-	info, err := root.Read(id)
+	cfg, _, info, err := readRun(configPath, id)
 	if err != nil {
 		return "", err
 	}
