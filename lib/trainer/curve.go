@@ -63,10 +63,6 @@ func fitTfidfCurve(ctx context.Context, spec Spec, params Values, splits map[str
 	if len(splits["test"]) == 0 {
 		return &fitError{events.ExitBadSpec, events.CodeValidationFailed, "curve: the bundle has no test split to score the points on"}
 	}
-	patience := params.Int("patience")
-	if patience <= 0 {
-		patience = -1
-	}
 	if err := os.MkdirAll(spec.Workdir, 0o755); err != nil {
 		return err
 	}
@@ -82,9 +78,8 @@ func fitTfidfCurve(ctx context.Context, spec Spec, params Values, splits map[str
 	total := float64(len(spec.Schemas) * len(spec.Curve))
 	done := 0.0
 	for _, s := range spec.Schemas {
-		if s.Kind != config.KindNominal && s.Kind != config.KindMultilabel {
-			return &fitError{events.ExitBadSpec, events.CodeValidationFailed,
-				fmt.Sprintf("schema %s is %s (%s): tfidf-logreg learns radio, select and multiselect schemas", s.Name, s.Kind, s.AnnotationType)}
+		if err := tfidfSchema(s); err != nil {
+			return err
 		}
 		val := docsFor(splits["val"], s)
 		for _, p := range spec.Curve {
@@ -97,9 +92,7 @@ func fitTfidfCurve(ctx context.Context, spec Spec, params Values, splits map[str
 						s.Name, curve.Format(p), len(train), len(labels), MinLabelled)}
 			}
 			_ = ev.Emit(events.Status("fitting", fmt.Sprintf("fitting %s at %s%% of the train split, %d items", s.Name, curve.Format(p), len(train))))
-			opt := tfidf.Options{Multilabel: s.Kind == config.KindMultilabel, MaxEpochs: params.Int("epochs"), L2: params.Float("l2"),
-				LearningRate: params.Float("learning_rate"), Patience: patience, MinDF: params.Int("min_df"),
-				MaxFeatures: params.Int("max_features"), Threads: spec.Limits.NumThreads, Seed: spec.Seed}
+			opt := tfidfOptions(spec, params, s)
 			model, err := tfidf.Fit(ctx, train, val, labels, opt, func(e tfidf.Epoch) {
 				_ = ev.Emit(events.Progress("curve", done+float64(e.N)/float64(e.Of), total, -1))
 			})

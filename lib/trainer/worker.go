@@ -200,6 +200,27 @@ func docsFor(xs []example, s bundle.Schema) []tfidf.Doc {
 	return docs
 }
 
+// tfidfSchema refuses a schema tfidf-logreg cannot learn.
+func tfidfSchema(s bundle.Schema) error {
+	if s.Kind != config.KindNominal && s.Kind != config.KindMultilabel {
+		return &fitError{events.ExitBadSpec, events.CodeValidationFailed,
+			fmt.Sprintf("schema %s is %s (%s): tfidf-logreg learns radio, select and multiselect schemas", s.Name, s.Kind, s.AnnotationType)}
+	}
+	return nil
+}
+
+// tfidfOptions are the fit's options for schema s, from the run's params
+// and limits; patience 0 or less fits every epoch.
+func tfidfOptions(spec Spec, params Values, s bundle.Schema) tfidf.Options {
+	patience := params.Int("patience")
+	if patience <= 0 {
+		patience = -1
+	}
+	return tfidf.Options{Multilabel: s.Kind == config.KindMultilabel, MaxEpochs: params.Int("epochs"), L2: params.Float("l2"),
+		LearningRate: params.Float("learning_rate"), Patience: patience, MinDF: params.Int("min_df"),
+		MaxFeatures: params.Int("max_features"), Threads: spec.Limits.NumThreads, Seed: spec.Seed}
+}
+
 // fitTfidf is the tfidf-logreg trainer: one model per schema, predictions
 // for every split but train.
 func fitTfidf(ctx context.Context, spec Spec, params Values, ev *events.Writer) error {
@@ -223,10 +244,6 @@ func fitTfidf(ctx context.Context, spec Spec, params Values, ev *events.Writer) 
 	if len(spec.Curve) > 0 {
 		return fitTfidfCurve(ctx, spec, params, splits, ev)
 	}
-	patience := params.Int("patience")
-	if patience <= 0 {
-		patience = -1 // every epoch
-	}
 	if err := os.MkdirAll(spec.Workdir, 0o755); err != nil {
 		return err
 	}
@@ -241,9 +258,8 @@ func fitTfidf(ctx context.Context, spec Spec, params Values, ev *events.Writer) 
 	res := events.Result{Status: "success", Metrics: map[string]float64{}, LabelOrder: map[string][]string{},
 		PredictionsFile: "predictions.jsonl", ModelVersion: "tfidf-logreg/1"}
 	for si, s := range spec.Schemas {
-		if s.Kind != config.KindNominal && s.Kind != config.KindMultilabel {
-			return &fitError{events.ExitBadSpec, events.CodeValidationFailed,
-				fmt.Sprintf("schema %s is %s (%s): tfidf-logreg learns radio, select and multiselect schemas", s.Name, s.Kind, s.AnnotationType)}
+		if err := tfidfSchema(s); err != nil {
+			return err
 		}
 		train, val := docsFor(splits["train"], s), docsFor(splits["val"], s)
 		labels := labelSet(s, train)
@@ -252,9 +268,7 @@ func fitTfidf(ctx context.Context, spec Spec, params Values, ev *events.Writer) 
 				fmt.Sprintf("schema %s has %d labelled training items with %d distinct labels: tfidf-logreg needs at least %d items and 2 labels", s.Name, len(train), len(labels), MinLabelled)}
 		}
 		_ = ev.Emit(events.Status("fitting", fmt.Sprintf("fitting %s on %d items", s.Name, len(train))))
-		opt := tfidf.Options{Multilabel: s.Kind == config.KindMultilabel, MaxEpochs: params.Int("epochs"), L2: params.Float("l2"),
-			LearningRate: params.Float("learning_rate"), Patience: patience, MinDF: params.Int("min_df"),
-			MaxFeatures: params.Int("max_features"), Threads: spec.Limits.NumThreads, Seed: spec.Seed}
+		opt := tfidfOptions(spec, params, s)
 		fitStart := time.Now()
 		model, err := tfidf.Fit(ctx, train, val, labels, opt, func(e tfidf.Epoch) {
 			done := float64(si*e.Of + e.N)
