@@ -108,15 +108,7 @@ func (s *Store) Preview(bundleDir, predictionsPath string, opt Options, labeled 
 	fail := func(err error) (Preview, error) {
 		return Preview{}, fmt.Errorf("writeback: preview of run %q: %w", opt.RunID, err)
 	}
-	train, err := trainIDs(bundleDir)
-	if err != nil {
-		return fail(err)
-	}
-	multi, err := multilabelSchemas(bundleDir)
-	if err != nil {
-		return fail(err)
-	}
-	rules, err := readRules(bundleDir)
+	train, multi, rules, err := readGates(bundleDir)
 	if err != nil {
 		return fail(err)
 	}

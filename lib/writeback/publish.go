@@ -160,15 +160,7 @@ func (s *Store) Publish(bundleDir, predictionsPath string, opt Options) (Report,
 	fail := func(err error) (Report, error) {
 		return Report{}, fmt.Errorf("writeback: publish run %q: %w", opt.RunID, err)
 	}
-	train, err := trainIDs(bundleDir)
-	if err != nil {
-		return fail(err)
-	}
-	multi, err := multilabelSchemas(bundleDir)
-	if err != nil {
-		return fail(err)
-	}
-	rules, err := readRules(bundleDir)
+	train, multi, rules, err := readGates(bundleDir)
 	if err != nil {
 		return fail(err)
 	}
@@ -275,6 +267,22 @@ type predRules struct {
 	// schemas are the manifest's; nil for a bundle without a manifest
 	// (none that a run builds), whose labels are then not checked.
 	schemas map[string]bundle.Schema
+}
+
+// readGates reads what Publish and Preview judge a prediction by: the ids
+// of the bundle's train split, its multilabel schemas and the rules a
+// prediction must follow.
+func readGates(bundleDir string) (*idSet, map[string]bool, predRules, error) {
+	train, err := trainIDs(bundleDir)
+	if err != nil {
+		return nil, nil, predRules{}, err
+	}
+	multi, err := multilabelSchemas(bundleDir)
+	if err != nil {
+		return nil, nil, predRules{}, err
+	}
+	rules, err := readRules(bundleDir)
+	return train, multi, rules, err
 }
 
 // readRules reads the items and schemas of the bundle in bundleDir.
