@@ -73,6 +73,17 @@ func flipTrainLabels(t *testing.T, dir, id string) int {
 	return n
 }
 
+// ifBetterProject is a project of 240 items, 200 labelled, whose write-back
+// publishes under promote: if_better; its model_training block ends with
+// extra.
+func ifBetterProject(t *testing.T, extra string) (dir, cfg string) {
+	t.Helper()
+	dir, cfg = testproject.Project(t, 240, 200, extra)
+	text, _ := os.ReadFile(cfg)
+	os.WriteFile(cfg, []byte(strings.Replace(string(text), "    min_confidence: 0.5\n", "    min_confidence: 0.5\n    promote: if_better\n", 1)), 0o644)
+	return dir, cfg
+}
+
 // TestPromoteIfBetter: under writeback.promote: if_better, a run trained
 // on labels flipped on purpose (the train split's; the test split's gold
 // labels are those of the first run) scores far below the published run
@@ -82,9 +93,7 @@ func flipTrainLabels(t *testing.T, dir, id string) int {
 // publish then publishes it by hand. With the true labels back, a run is
 // published again (it ties or beats the one published).
 func TestPromoteIfBetter(t *testing.T) {
-	dir, cfg := testproject.Project(t, 240, 200, "")
-	text, _ := os.ReadFile(cfg)
-	os.WriteFile(cfg, []byte(strings.Replace(string(text), "    min_confidence: 0.5\n", "    min_confidence: 0.5\n    promote: if_better\n", 1)), 0o644)
+	dir, cfg := ifBetterProject(t, "")
 	tfidf := []string{"run", cfg, "--trainer", "tfidf-logreg", "--schemas", "sentiment"}
 
 	r := run(t, tfidf...)
@@ -163,9 +172,7 @@ func TestPromoteIfBetter(t *testing.T) {
 // would, passes the same gate: trained on flipped labels, it succeeds and
 // is not published, and the store keeps the published run's prelabels.
 func TestAutoRetrainPassesTheGate(t *testing.T) {
-	dir, cfg := testproject.Project(t, 240, 200, "  auto_retrain:\n    enabled: true\n    trainer: tfidf-logreg\n    schemas: [sentiment]\n    update_frequency: 10\n    min_interval_s: 0\n")
-	text, _ := os.ReadFile(cfg)
-	os.WriteFile(cfg, []byte(strings.Replace(string(text), "    min_confidence: 0.5\n", "    min_confidence: 0.5\n    promote: if_better\n", 1)), 0o644)
+	dir, cfg := ifBetterProject(t, "  auto_retrain:\n    enabled: true\n    trainer: tfidf-logreg\n    schemas: [sentiment]\n    update_frequency: 10\n    min_interval_s: 0\n")
 	r := run(t, "run", cfg, "--trainer", "tfidf-logreg", "--schemas", "sentiment")
 	good := strings.TrimSpace(r.stdout)
 	if r.code != 0 {
