@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"potato-training/internal/cli"
+	"potato-training/lib/agentproto"
 	"potato-training/lib/config"
 	"potato-training/lib/rundir"
 	"potato-training/lib/server"
@@ -95,11 +96,7 @@ func loopbackAddr(addr string) bool {
 	if err != nil {
 		return false
 	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	return agentproto.IsLoopbackHost(host)
 }
 
 // reloadOnHUP reads the TLS certificate and key again on each SIGHUP, as
