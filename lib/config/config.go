@@ -315,14 +315,17 @@ func ParseConfig(data []byte, dir string) *Config {
 	if root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
 		root = deref(root.Content[0])
 	}
-	bomb := aliasBomb(&doc)
+	alias, cycle := aliasTrouble(&doc)
 	switch {
 	case err != nil && err != io.EOF:
 		line, msg := yamlErrorLine(err)
 		d.errorf(line, "", "malformed YAML: %s", msg)
 		d.training(nil, nil)
-	case bomb != nil:
-		d.errorf(bomb.Line, "", "malformed YAML: its aliases refer to more than %d nodes in all (an alias bomb?)", maxAliasNodes)
+	case cycle:
+		d.errorf(alias.Line, "", "malformed YAML: alias *%s refers to the node that contains it", alias.Value)
+		d.training(nil, nil)
+	case alias != nil:
+		d.errorf(alias.Line, "", "malformed YAML: its aliases refer to more than %d nodes in all (an alias bomb?)", maxAliasNodes)
 		d.training(nil, nil)
 	case root.Kind == 0 || root.Kind == yaml.DocumentNode || (root.Kind == yaml.ScalarNode && root.Tag == "!!null"):
 		d.errorf(1, "", "the file is empty: a Potato config is a YAML map")

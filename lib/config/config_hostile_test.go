@@ -86,6 +86,34 @@ func TestAliasBombBillionLaughs(t *testing.T) {
 	}
 }
 
+// TestAliasCycleRefused: yaml.v3 builds the node tree of an alias inside
+// its own anchor, and following such an alias never ends (it overflowed
+// the stack, which no recover catches; the fuzzer found it). Each shape is
+// refused with one problem on the alias's line.
+func TestAliasCycleRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name, text string
+		line       int
+	}{
+		{"map value", "model_training: &a {backends: *a}\n", 1},
+		{"list item", "model_training:\n  backends: &a [x, *a]\n", 2},
+		{"nested", "a: &a\n  b:\n    c: [1, {d: *a}]\nmodel_training:\n  enabled: true\n", 3},
+		{"key", "model_training: &a {*a : 1}\n", 1},
+		{"through another anchor", "x: &a {y: &b [*a], z: *b}\n", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := ParseConfig([]byte(tc.text), "/proj")
+			p, ok := problemWith(c, "refers to the node that contains it")
+			if !ok {
+				t.Fatalf("no cycle problem: %v", c.Problems)
+			}
+			if p.Line != tc.line || len(c.Problems) != 1 {
+				t.Errorf("problems %v, want one on line %d", c.Problems, tc.line)
+			}
+		})
+	}
+}
+
 // TestAliasesShared checks that ordinary sharing by alias is not taken
 // for a bomb.
 func TestAliasesShared(t *testing.T) {

@@ -491,34 +491,39 @@ func typeOf(name string) string {
 // below this.
 const maxAliasNodes = 100_000
 
-// aliasBomb returns the alias at which the nodes reached through aliases
-// pass maxAliasNodes, or nil. An alias refers to a node complete earlier
-// in the document (yaml.v3 refuses one inside its own anchor), so one walk
-// in document order knows each target's expanded size when it meets an
-// alias to it.
-func aliasBomb(root *yaml.Node) *yaml.Node {
+// aliasTrouble returns the first alias that makes the document
+// impossible to judge, or nil: one that refers to a node containing it
+// (cycle true: yaml.v3 builds such a node tree and only its decoding into
+// Go values refuses it, so following the alias would never end), or the
+// one at which the nodes reached through aliases pass maxAliasNodes (an
+// alias bomb). Otherwise an alias refers to a node complete earlier in the
+// document, so one walk in document order knows each target's expanded
+// size when it meets an alias to it.
+func aliasTrouble(root *yaml.Node) (alias *yaml.Node, cycle bool) {
 	const ceiling = 1 << 40 // sizes saturate here, far from overflow
+	const open = -1         // the size of a node whose walk has not ended
 	size := map[*yaml.Node]int64{}
 	var through int64
-	var bomb *yaml.Node
 	var walk func(n *yaml.Node) int64
 	walk = func(n *yaml.Node) int64 {
-		if n == nil {
+		if n == nil || alias != nil {
 			return 0
 		}
 		if s, ok := size[n]; ok {
 			return s
 		}
+		size[n] = open
 		s := int64(1)
 		if n.Kind == yaml.AliasNode {
-			t, ok := size[n.Alias]
-			if !ok {
-				t = walk(n.Alias)
+			t := walk(n.Alias)
+			if t == open {
+				alias, cycle = n, true
+				return 0
 			}
 			s = min(s+t, ceiling)
 			through = min(through+t, ceiling)
-			if bomb == nil && through > maxAliasNodes {
-				bomb = n
+			if alias == nil && through > maxAliasNodes {
+				alias = n
 			}
 		} else {
 			for _, c := range n.Content {
@@ -529,5 +534,5 @@ func aliasBomb(root *yaml.Node) *yaml.Node {
 		return s
 	}
 	walk(root)
-	return bomb
+	return alias, cycle
 }

@@ -38,6 +38,7 @@ func FuzzValidateFile(f *testing.F) {
 		"x: &m {type: ssh, host: h}\nmodel_training:\n  backends: {a: *m, b: *m}\n",
 		"annotation_task_name: caf\xe9\n", strings.Repeat("[", 20000), "\ufeffa: 1\n", "a: !!binary gIGC\n",
 		"model_training:\n  backends:\n    gpu: {type: ssh, host: g}\n    gpu: {type: ssh, host: h}\n",
+		"model_training: &a {backends: *a}\n",
 	} {
 		f.Add([]byte(s))
 	}
