@@ -13,7 +13,7 @@ import (
 // hostileAllocBound is the most a hostile config may make the loader
 // allocate, in all (docs/reliability.md): far above what a real config
 // takes, far below what the attacks below would take unbounded (the
-// backend alias bomb took 43 GB before aliasBomb).
+// backend alias bomb took 43 GB before aliasTrouble counted aliased nodes).
 const hostileAllocBound = 64 << 20
 
 // problemWith returns the first problem whose message holds want.
