@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"potato-training/lib/bundle"
+	"potato-training/lib/config"
 )
 
 const (
@@ -80,7 +81,8 @@ func benchBundle(b *testing.B) (string, string) {
 			b.Fatal(err)
 		}
 	}
-	m := bundle.Manifest{V: 1, Splits: map[string]bundle.SplitFile{}}
+	m := bundle.Manifest{V: 1, Splits: map[string]bundle.SplitFile{},
+		Schemas: []bundle.Schema{{Name: "sentiment", AnnotationType: "radio", Kind: config.KindNominal, Labels: labels}}}
 	for _, n := range names {
 		m.Splits[n] = bundle.SplitFile{Path: n + ".jsonl", Format: "jsonl", N: count[n]}
 	}
@@ -173,7 +175,7 @@ func BenchmarkPublish1M(b *testing.B) {
 		inuse = max(inuse, ms.HeapInuse)
 		s.Close()
 	}
-	if nItems != benchItems+benchUnlabeled || rep.NRead == 0 || rep.NWritten == 0 {
+	if nItems != benchItems+benchUnlabeled || rep.NRead == 0 || rep.NWritten == 0 || rep.NRefused != 0 {
 		b.Fatalf("recorded %d items, report %+v", nItems, rep)
 	}
 	n := float64(b.N)

@@ -42,7 +42,7 @@ func BenchmarkPreview1M(b *testing.B) {
 		preview += time.Since(t)
 		peak = max(peak, h.done())
 	}
-	if len(p.Schemas) != 1 || p.Schemas[0].Kept != rep.NWritten {
+	if len(p.Schemas) != 1 || rep.NWritten == 0 || p.Schemas[0].Kept != rep.NWritten {
 		b.Fatalf("preview %+v after %d written", p.Schemas, rep.NWritten)
 	}
 	sec := preview.Seconds() / float64(b.N)
