@@ -1,8 +1,6 @@
 package writeback
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"hash/maphash"
 	"maps"
@@ -88,11 +86,10 @@ func (l *labeler) key(kind config.Kind, payload []byte) uint64 {
 }
 
 // Preview says what Publish(bundleDir, predictionsPath, opt) would do now,
-// and writes nothing. It applies Publish's rules and gates in Publish's
-// order (refusal, the train split, opt.Schemas, opt.MinConfidence) and the
-// same rule for a row
-// a later run holds; when a file predicts an (item, schema) twice the last
-// line counts, as in Publish. A prelabel is kept when its label names stay
+// and writes nothing. It judges each line as Publish does (gates.judge:
+// refusal, the train split, opt.Schemas, opt.MinConfidence), applies the
+// same rule for a row a later run holds, and, when a file predicts an
+// (item, schema) twice, counts the last line, as Publish does. A prelabel is kept when its label names stay
 // the same, whatever its confidence. labeled tells whether an annotator
 // has labelled the item in the schema now; nil counts none.
 //
@@ -108,12 +105,12 @@ func (s *Store) Preview(bundleDir, predictionsPath string, opt Options, labeled 
 	fail := func(err error) (Preview, error) {
 		return Preview{}, fmt.Errorf("writeback: preview of run %q: %w", opt.RunID, err)
 	}
-	train, multi, rules, err := readGates(bundleDir)
+	g, err := readGates(bundleDir, opt)
 	if err != nil {
 		return fail(err)
 	}
 	kind := func(schema string) config.Kind {
-		if multi[schema] {
+		if g.multi[schema] {
 			return config.KindMultilabel
 		}
 		return config.KindNominal
@@ -127,13 +124,8 @@ func (s *Store) Preview(bundleDir, predictionsPath string, opt Options, labeled 
 	}
 	lab := &labeler{seed: maphash.MakeSeed(), raw: make([][]byte, 1)}
 	item := func(id string) uint64 { return maphash.String(lab.seed, id) }
-	enabled := map[string]bool{}
 	now := map[string]map[uint64]current{}
-	for _, name := range opt.Schemas {
-		if enabled[name] {
-			continue
-		}
-		enabled[name] = true
+	for _, name := range slices.Sorted(maps.Keys(g.enabled)) {
 		rows := map[uint64]current{}
 		k := kind(name)
 		err := s.SchemaPrelabels(opt.Project, name, func(p StoredPrelabel) error {
@@ -149,45 +141,10 @@ func (s *Store) Preview(bundleDir, predictionsPath string, opt Options, labeled 
 	// nexts[schema][item] is what the run would store.
 	nexts := map[string]map[uint64]next{}
 	var p predLine
-	var compact bytes.Buffer
 	err = scanLines(predictionsPath, func(line []byte, n int) error {
-		if err := p.parse(line); err != nil {
+		raw, _, ok, err := g.judge(&p, line, n, &out.Report)
+		if !ok {
 			return err
-		}
-		out.Report.NRead++
-		if why := rules.refusal(&p); why != "" {
-			if out.Report.NRefused++; out.Report.FirstRefused == "" {
-				out.Report.FirstRefused = fmt.Sprintf("line %d: %s", n, why)
-			}
-			return nil
-		}
-		c, hasConf, _ := p.confidence() // refusal has checked it
-		switch {
-		case train.has(p.id):
-			out.Report.NSkippedTrainSplit++
-			return nil
-		case !enabled[p.schema]:
-			out.Report.NSkippedSchemaNotEnabled++
-			return nil
-		case hasConf && c < opt.MinConfidence, !hasConf && opt.MinConfidence > 0:
-			out.Report.NSkippedLowConfidence++
-			return nil
-		}
-		raw := []byte("null")
-		if r := p.raw[2]; r != nil {
-			raw = r
-			if bytes.ContainsAny(raw, " \t\r\n") {
-				compact.Reset()
-				if err := json.Compact(&compact, raw); err != nil {
-					return err
-				}
-				raw = compact.Bytes()
-			}
-			if multi[p.schema] {
-				if raw, err = potatoMultilabel(raw); err != nil {
-					return fmt.Errorf("payload of %s %s: %w", p.schema, p.id, err)
-				}
-			}
 		}
 		m := nexts[p.schema]
 		if m == nil {
@@ -201,7 +158,7 @@ func (s *Store) Preview(bundleDir, predictionsPath string, opt Options, labeled 
 		return fail(err)
 	}
 
-	for _, name := range slices.Sorted(maps.Keys(enabled)) {
+	for _, name := range slices.Sorted(maps.Keys(g.enabled)) {
 		sp := SchemaPreview{Schema: name}
 		rows := now[name]
 		for id, n := range nexts[name] {

@@ -160,13 +160,9 @@ func (s *Store) Publish(bundleDir, predictionsPath string, opt Options) (Report,
 	fail := func(err error) (Report, error) {
 		return Report{}, fmt.Errorf("writeback: publish run %q: %w", opt.RunID, err)
 	}
-	train, multi, rules, err := readGates(bundleDir)
+	g, err := readGates(bundleDir, opt)
 	if err != nil {
 		return fail(err)
-	}
-	enabled := make(map[string]bool, len(opt.Schemas))
-	for _, name := range opt.Schemas {
-		enabled[name] = true
 	}
 
 	tx, err := s.db.Begin()
@@ -182,51 +178,14 @@ func (s *Store) Publish(bundleDir, predictionsPath string, opt Options) (Report,
 	accepted := 0
 	err = pipeline(func(send func([]prelabel) error) error {
 		var p predLine
-		var compact bytes.Buffer
 		batch := make([]prelabel, 0, predsPerInsert)
 		err := scanLines(predictionsPath, func(line []byte, n int) error {
-			if err := p.parse(line); err != nil {
+			payload, confidence, ok, err := g.judge(&p, line, n, &rep)
+			if !ok {
 				return err
 			}
-			rep.NRead++
-			if why := rules.refusal(&p); why != "" {
-				if rep.NRefused++; rep.FirstRefused == "" {
-					rep.FirstRefused = fmt.Sprintf("line %d: %s", n, why)
-				}
-				return nil
-			}
-			c, hasConf, _ := p.confidence() // refusal has checked it
-			switch {
-			case train.has(p.id):
-				rep.NSkippedTrainSplit++
-				return nil
-			case !enabled[p.schema]:
-				rep.NSkippedSchemaNotEnabled++
-				return nil
-			case hasConf && c < opt.MinConfidence, !hasConf && opt.MinConfidence > 0:
-				rep.NSkippedLowConfidence++
-				return nil
-			}
 			accepted++
-			r := prelabel{id: p.id, schema: p.schema, payload: "null"}
-			if hasConf {
-				r.confidence = c
-			}
-			if raw := p.raw[2]; raw != nil {
-				if bytes.ContainsAny(raw, " \t\r\n") {
-					compact.Reset()
-					if err := json.Compact(&compact, raw); err != nil {
-						return err
-					}
-					raw = compact.Bytes()
-				}
-				if multi[p.schema] {
-					if raw, err = potatoMultilabel(raw); err != nil {
-						return fmt.Errorf("payload of %s %s: %w", p.schema, p.id, err)
-					}
-				}
-				r.payload = string(raw)
-			}
+			r := prelabel{id: p.id, schema: p.schema, payload: string(payload), confidence: confidence}
 			if batch = append(batch, r); len(batch) == predsPerInsert {
 				if err := send(batch); err != nil {
 					return err
@@ -269,20 +228,84 @@ type predRules struct {
 	schemas map[string]bundle.Schema
 }
 
-// readGates reads what Publish and Preview judge a prediction by: the ids
-// of the bundle's train split, its multilabel schemas and the rules a
-// prediction must follow.
-func readGates(bundleDir string) (*idSet, map[string]bool, predRules, error) {
-	train, err := trainIDs(bundleDir)
-	if err != nil {
-		return nil, nil, predRules{}, err
+// gates are what Publish and Preview judge a prediction by, in this
+// order: the rules of predRules, the bundle's train split, the schemas
+// opt.Schemas enables and opt.MinConfidence.
+type gates struct {
+	train         *idSet
+	multi         map[string]bool // the bundle's multilabel schemas
+	rules         predRules
+	enabled       map[string]bool
+	minConfidence float64
+	compact       bytes.Buffer // a payload with white space, compacted
+}
+
+// readGates reads the gates of the bundle in bundleDir under opt.
+func readGates(bundleDir string, opt Options) (*gates, error) {
+	g := &gates{enabled: make(map[string]bool, len(opt.Schemas)), minConfidence: opt.MinConfidence}
+	for _, name := range opt.Schemas {
+		g.enabled[name] = true
 	}
-	multi, err := multilabelSchemas(bundleDir)
-	if err != nil {
-		return nil, nil, predRules{}, err
+	var err error
+	if g.train, err = trainIDs(bundleDir); err != nil {
+		return nil, err
 	}
-	rules, err := readRules(bundleDir)
-	return train, multi, rules, err
+	if g.multi, err = multilabelSchemas(bundleDir); err != nil {
+		return nil, err
+	}
+	g.rules, err = readRules(bundleDir)
+	return g, err
+}
+
+// judge reads line n of a predictions file into p and counts it in rep:
+// read, and refused or skipped by the gate that stops it. ok is whether it
+// passes every gate; then payload is what the store would hold (compact
+// JSON, a multilabel schema's in Potato's form, "null" for none; it may
+// point into line or into g), and confidence a float64, or nil for a
+// null or absent one. err is a line that is not a prediction at all.
+func (g *gates) judge(p *predLine, line []byte, n int, rep *Report) (payload []byte, confidence any, ok bool, err error) {
+	if err := p.parse(line); err != nil {
+		return nil, nil, false, err
+	}
+	rep.NRead++
+	if why := g.rules.refusal(p); why != "" {
+		if rep.NRefused++; rep.FirstRefused == "" {
+			rep.FirstRefused = fmt.Sprintf("line %d: %s", n, why)
+		}
+		return nil, nil, false, nil
+	}
+	c, hasConf, _ := p.confidence() // refusal has checked it
+	switch {
+	case g.train.has(p.id):
+		rep.NSkippedTrainSplit++
+		return nil, nil, false, nil
+	case !g.enabled[p.schema]:
+		rep.NSkippedSchemaNotEnabled++
+		return nil, nil, false, nil
+	case hasConf && c < g.minConfidence, !hasConf && g.minConfidence > 0:
+		rep.NSkippedLowConfidence++
+		return nil, nil, false, nil
+	}
+	if hasConf {
+		confidence = c
+	}
+	payload = p.raw[2]
+	if payload == nil {
+		return []byte("null"), confidence, true, nil
+	}
+	if bytes.ContainsAny(payload, " \t\r\n") {
+		g.compact.Reset()
+		if err := json.Compact(&g.compact, payload); err != nil {
+			return nil, nil, false, err
+		}
+		payload = g.compact.Bytes()
+	}
+	if g.multi[p.schema] {
+		if payload, err = potatoMultilabel(payload); err != nil {
+			return nil, nil, false, fmt.Errorf("payload of %s %s: %w", p.schema, p.id, err)
+		}
+	}
+	return payload, confidence, true, nil
 }
 
 // readRules reads the items and schemas of the bundle in bundleDir.
