@@ -315,23 +315,8 @@ func readRules(bundleDir string) (predRules, error) {
 		return predRules{}, err
 	}
 	r := predRules{items: newIDSet(0)}
-	keys := []string{"instance_id"}
-	raw := make([][]byte, 1)
 	for _, f := range files {
-		err := scanLines(f.path, func(line []byte, _ int) error {
-			if err := scanObject(line, keys, raw); err != nil {
-				return err
-			}
-			if err := checkID(raw[0]); err != nil {
-				return err
-			}
-			id, err := stringValue(raw[0], "instance_id")
-			if err == nil {
-				r.items.add(id)
-			}
-			return err
-		})
-		if err != nil {
+		if err := addIDs(r.items, f.path); err != nil {
 			return predRules{}, fmt.Errorf("%s split: %w", f.split, err)
 		}
 	}
@@ -559,9 +544,19 @@ func trainIDs(bundleDir string) (*idSet, error) {
 		return newIDSet(0), err
 	}
 	ids := newIDSet(n)
+	if err := addIDs(ids, path); err != nil {
+		return nil, fmt.Errorf("train split: %w", err)
+	}
+	ids.sort()
+	return ids, nil
+}
+
+// addIDs adds the instance_id of each line of the split file at path to
+// ids, unsorted.
+func addIDs(ids *idSet, path string) error {
 	keys := []string{"instance_id"}
 	raw := make([][]byte, 1)
-	err = scanLines(path, func(line []byte, _ int) error {
+	return scanLines(path, func(line []byte, _ int) error {
 		if err := scanObject(line, keys, raw); err != nil {
 			return err
 		}
@@ -569,17 +564,11 @@ func trainIDs(bundleDir string) (*idSet, error) {
 			return err
 		}
 		id, err := stringValue(raw[0], "instance_id")
-		if err != nil {
-			return err
+		if err == nil {
+			ids.add(id)
 		}
-		ids.add(id)
-		return nil
+		return err
 	})
-	if err != nil {
-		return nil, fmt.Errorf("train split: %w", err)
-	}
-	ids.sort()
-	return ids, nil
 }
 
 // predInserter upserts prelabels, reusing the prepared statement for a
