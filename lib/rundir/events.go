@@ -90,9 +90,10 @@ func (r *Root) CompressEvents(id string) (bool, error) {
 	return true, nil
 }
 
-// OpenEvents opens the events of the run in dir: events.jsonl, or
-// events.jsonl.gz uncompressed when that is what the run keeps. A run
-// with neither gives an error wrapping fs.ErrNotExist.
+// OpenEvents opens the events of the run in dir: events.jsonl, an
+// *os.File, or events.jsonl.gz uncompressed when that is what the run
+// keeps; either one's Stat describes the file on disk. A run with neither
+// gives an error wrapping fs.ErrNotExist.
 func OpenEvents(dir string) (io.ReadCloser, error) {
 	f, err := os.Open(filepath.Join(dir, EventsFile))
 	if err == nil || !errors.Is(err, fs.ErrNotExist) {
@@ -114,6 +115,9 @@ type gzFile struct {
 	*gzip.Reader
 	f *os.File
 }
+
+// Stat describes the archive on disk.
+func (g *gzFile) Stat() (fs.FileInfo, error) { return g.f.Stat() }
 
 func (g *gzFile) Close() error {
 	g.Reader.Close()

@@ -3,15 +3,12 @@ package server
 import (
 	"bufio"
 	"cmp"
-	"compress/gzip"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -161,38 +158,28 @@ func (c *metricCache) evict() {
 	}
 }
 
-// openEvents opens events.jsonl, or else the archive uncompressed.
-func openEvents(dir string) (*eventsFile, bool, error) {
-	if f, err := os.Open(filepath.Join(dir, rundir.EventsFile)); err == nil {
-		return &eventsFile{f, f}, false, nil
-	} else if !errors.Is(err, fs.ErrNotExist) {
+// eventsFile is what rundir.OpenEvents opens.
+type eventsFile interface {
+	io.ReadCloser
+	Stat() (fs.FileInfo, error)
+}
+
+// openEvents opens events.jsonl, or else the archive uncompressed; archive
+// says which.
+func openEvents(dir string) (f eventsFile, archive bool, err error) {
+	rc, err := rundir.OpenEvents(dir)
+	if err != nil {
 		return nil, false, err
 	}
-	f, err := os.Open(filepath.Join(dir, rundir.EventsArchive))
-	if err != nil {
-		return nil, true, err
-	}
-	zr, err := gzip.NewReader(bufio.NewReader(f))
-	if err != nil {
-		f.Close()
-		return nil, true, fmt.Errorf("%s: %w", f.Name(), err)
-	}
-	return &eventsFile{zr, f}, true, nil
+	_, plain := rc.(*os.File)
+	return rc.(eventsFile), !plain, nil
 }
-
-type eventsFile struct {
-	io.Reader
-	f *os.File
-}
-
-func (e *eventsFile) Stat() (os.FileInfo, error) { return e.f.Stat() }
-func (e *eventsFile) Close() error               { return e.f.Close() }
 
 // read reads f from r.offset (events.jsonl; the archive from its start)
 // to its last whole line.
-func (r *metricRead) read(f *eventsFile, archive bool) error {
+func (r *metricRead) read(f eventsFile, archive bool) error {
 	if !archive && r.offset > 0 {
-		if _, err := f.f.Seek(r.offset, io.SeekStart); err != nil {
+		if _, err := f.(io.Seeker).Seek(r.offset, io.SeekStart); err != nil {
 			return err
 		}
 	}
