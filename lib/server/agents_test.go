@@ -154,19 +154,24 @@ func TestClaimWaitsForTheRunToListen(t *testing.T) {
 // agent, and that backend's token.
 func agentServer(t *testing.T, longPoll time.Duration) (*Server, string) {
 	t.Helper()
-	dir := t.TempDir()
-	path := testproject.Write(t, dir, 20, 10, "  backend: lab\n  backends:\n    lab:\n      type: agent\n")
+	path, cfg, root, tok := agentProject(t, "")
+	return &Server{ConfigPath: path, Config: cfg, Root: root, LongPoll: longPoll, Logf: t.Logf}, tok
+}
+
+// agentProject writes a project whose backend "lab" is of type agent, its
+// model_training block ending with extra, and issues that backend's token.
+func agentProject(t *testing.T, extra string) (path string, cfg *config.Config, root *rundir.Root, tok string) {
+	t.Helper()
+	path = testproject.Write(t, t.TempDir(), 20, 10, "  backend: lab\n  backends:\n    lab:\n      type: agent\n"+extra)
 	cfg, report, err := validate.File(path)
 	if err != nil || len(report.Errors) > 0 {
 		t.Fatalf("config: %v %+v", err, report.Errors)
 	}
-	root, err := rundir.Open(cfg.TrainingDir())
-	if err != nil {
+	if root, err = rundir.Open(cfg.TrainingDir()); err != nil {
 		t.Fatal(err)
 	}
-	tok, err := root.IssueToken("lab", time.Now())
-	if err != nil {
+	if tok, err = root.IssueToken("lab", time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	return &Server{ConfigPath: path, Config: cfg, Root: root, LongPoll: longPoll, Logf: t.Logf}, tok
+	return path, cfg, root, tok
 }

@@ -82,21 +82,8 @@ func newLiveServer(t *testing.T, lim *limits) *liveServer {
 // extra, served over TLS when certs is set.
 func newLiveServerWith(t *testing.T, lim *limits, extra string, certs *Certs) *liveServer {
 	t.Helper()
-	dir := t.TempDir()
-	path := testproject.Write(t, dir, 20, 10, "  backend: lab\n  backends:\n    lab:\n      type: agent\n"+extra)
+	path, _, root, tok := agentProject(t, extra)
 	testproject.SetAPIKey(t, path, testKey)
-	cfg, report, err := validate.File(path)
-	if err != nil || len(report.Errors) > 0 {
-		t.Fatalf("config: %v %+v", err, report.Errors)
-	}
-	root, err := rundir.Open(cfg.TrainingDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := root.IssueToken("lab", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
 	l := &liveServer{t: t, cfg: path, tok: tok, root: root, log: &logBook{t: t}, certs: certs}
 	l.start(lim)
 	t.Cleanup(func() {
