@@ -28,6 +28,21 @@ func lockFile(path string, wait bool) (*os.File, error) {
 	return f, nil
 }
 
+// LockDir takes an exclusive flock on the directory dir itself, waiting
+// for it, and returns its release; it leaves no file behind. The kernel
+// releases it when the process dies, however it dies.
+func LockDir(dir string) (release func(), err error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := flock(f, syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: %w", dir, err)
+	}
+	return func() { f.Close() }, nil
+}
+
 // lockIdle takes the dispatch lock of run id in dir without waiting:
 // ErrBusy while its dispatch lives.
 func lockIdle(dir, id string) (*os.File, error) {

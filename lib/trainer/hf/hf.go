@@ -105,8 +105,10 @@ func intact(tree string) (bool, error) {
 // holds every file as it is is reused; otherwise the tree is written to a
 // temporary directory, each file synced with mode 0644, and renamed into
 // place (a damaged tree is moved aside and removed), so that a reader
-// never sees half a trainer. Two processes writing at once both end with
-// the same tree.
+// never sees half a trainer. Writers take turns on a lock of dir, and the
+// one whose turn comes after a whole tree is in place reuses it, so that
+// processes writing at once all end with the same tree and none moves
+// aside a tree another has just returned.
 func Write(dir string) (string, error) {
 	tree := filepath.Join(dir, DirName())
 	launcher := filepath.Join(tree, Launcher)
@@ -117,6 +119,16 @@ func Write(dir string) (string, error) {
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("hf: %w", err)
+	}
+	release, err := rundir.LockDir(dir)
+	if err != nil {
+		return "", fmt.Errorf("hf: %w", err)
+	}
+	defer release()
+	if ok, err := intact(tree); err != nil {
+		return "", fmt.Errorf("hf: %w", err)
+	} else if ok {
+		return launcher, nil
 	}
 	tmp, err := os.MkdirTemp(dir, "."+DirName()+".*.tmp")
 	if err != nil {
@@ -143,10 +155,6 @@ func Write(dir string) (string, error) {
 		defer os.RemoveAll(aside)
 	}
 	if err := os.Rename(tmp, tree); err != nil {
-		// Another process put its tree there first.
-		if ok, ierr := intact(tree); ierr == nil && ok {
-			return launcher, nil
-		}
 		return "", fmt.Errorf("hf: %w", err)
 	}
 	return launcher, nil
