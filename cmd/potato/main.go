@@ -2,7 +2,9 @@
 // "potato training VERB ..." and "potato serve ..." run the matching
 // potato-* binary, found beside this executable first and then on PATH,
 // with arguments, standard input and output, and the exit status passed
-// through. See potato(1).
+// through. Any other verb ("potato start config.yaml") goes the same way
+// to Potato's own potato, the next on PATH that is not this command
+// (potato.go). See potato(1).
 package main
 
 import "os"

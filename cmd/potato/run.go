@@ -47,6 +47,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		usage(stdout, args[0])
 		return cli.ExitOK
 	}
+	if !ours(args[0]) {
+		return passOn(args, stderr)
+	}
 	r, rest, err := resolve(args)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: error: %v\n", name, err)
@@ -66,7 +69,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	// the exit status are the child's own. The binary's help names the
 	// command as it was typed.
 	argv := append([]string{r.binary}, rest...)
-	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, cli.InvokedAsVar+"=") })
+	env := slices.DeleteFunc(os.Environ(), func(kv string) bool {
+		return strings.HasPrefix(kv, cli.InvokedAsVar+"=") || strings.HasPrefix(kv, passedVar+"=")
+	})
 	env = append(env, cli.InvokedAsVar+"="+r.invokedAs())
 	err = syscall.Exec(path, argv, env)
 	fmt.Fprintf(stderr, "%s: error: cannot run %s: %v\n", name, path, err)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -21,7 +22,22 @@ func usage(w io.Writer, group string) {
 		}
 		fmt.Fprintf(w, "  %-20s %s (%s)\n", strings.Join(words, " "), r.help, r.binary)
 	}
-	fmt.Fprintf(w, "\nEach verb takes the arguments of its binary; \"%s VERB --help\" shows them.\n\nSee potato(1).\n", prog)
+	fmt.Fprintf(w, "\nEach verb takes the arguments of its binary; \"%s VERB --help\" shows them.\n", prog)
+	if group == "" {
+		// The rest go to Potato's own command; say which one this PATH
+		// gives, since the order of PATH decides it.
+		fmt.Fprintf(w, "\nAny other verb, such as \"potato start config.yaml\", goes to Potato's own\n"+
+			"potato command (potato-annotation): the next potato on PATH that is not\nthis one. ")
+		switch p, err := potatoCommand(); {
+		case err == nil:
+			fmt.Fprintf(w, "Here that is %s.\n", p)
+		case errors.Is(err, errNoPotato):
+			fmt.Fprintf(w, "Here there is none.\n")
+		default:
+			fmt.Fprintf(w, "Here there is none (%v).\n", err)
+		}
+	}
+	fmt.Fprintf(w, "\nSee potato(1).\n")
 }
 
 // shortUsage is the synopsis of potato(1), for group's verbs ("" for all
@@ -46,6 +62,9 @@ func shortUsage(w io.Writer, group string) {
 			lead = "Usage: "
 		}
 		fmt.Fprintf(w, "%s%s [args...]\n", lead, l)
+	}
+	if group == "" {
+		fmt.Fprintf(w, "       %s start|migrate|... [args...]   (Potato's own potato)\n", name)
 	}
 	fmt.Fprintf(w, "See %s --help, or potato(1).\n", strings.TrimSpace(name+" "+group))
 }
