@@ -65,7 +65,7 @@ func (d *dispatcher) writeBack(m bundle.Manifest) error {
 	d.logf("write-back to %s: %d of %d predictions written as prelabels (%d in the train split, %d below min_confidence %g, %d of schemas not in writeback.schemas, %d refused)",
 		StorePath(d.cfg), rep.NWritten, rep.NRead, rep.NSkippedTrainSplit, rep.NSkippedLowConfidence, d.cfg.Training.Writeback.MinConfidence, rep.NSkippedSchemaNotEnabled, rep.NRefused)
 	if rep.NRefused > 0 {
-		d.logf("warning: %d predictions refused: each must name an item of the bundle and a label of its schema, with a confidence in [0, 1] or none; the first, %s", rep.NRefused, rep.FirstRefused)
+		d.logf("warning: %s", rep.RefusedSummary())
 	}
 	if rep.NWritten > 0 {
 		d.logf("%s", prelabelsShown(d.cfg))

@@ -59,6 +59,7 @@ const (
 	msgCrossOrigin  = "cross-origin request refused"
 	msgNoBackend    = "no backend %q in the config: the backends are %s"
 	msgExecTrainer  = "trainer %q names a program: the HTTP API starts only trainers known by name; run potato-dispatch run on the server to use a program"
+	msgExecCheck    = "trainer %q names a program: the HTTP API checks only trainers known by name; run potato-check on the server to check a program"
 )
 
 // paramKey is what a trainer parameter's name may be: it cannot start
@@ -652,8 +653,9 @@ func (a *api) listBackends(w http.ResponseWriter, r *http.Request, _ []string) {
 }
 
 // checkBackend runs potato-check NAME CONFIG --json, with --trainer when
-// the query names one, and passes its report on as it is: a "no" (exit 1)
-// is a report too.
+// the query names a trainer known by name (a program, exec:PATH, is
+// refused), and passes its report on as it is: a "no" (exit 1) is a
+// report too.
 func (a *api) checkBackend(w http.ResponseWriter, r *http.Request, parts []string) {
 	name := parts[1]
 	if _, ok := a.s.Config.Backend(name); !ok || name == "" {
@@ -662,7 +664,13 @@ func (a *api) checkBackend(w http.ResponseWriter, r *http.Request, parts []strin
 	}
 	args := []string{"--json"}
 	if t := r.URL.Query().Get("trainer"); t != "" {
-		if _, ok := trainer.Lookup(t); !ok && !trainer.IsExec(t) {
+		// potato-check of a program says whether its path exists and
+		// runs on the server: not for an API key holder to probe.
+		if trainer.IsExec(t) {
+			a.fail(w, errorf(http.StatusBadRequest, msgExecCheck, t))
+			return
+		}
+		if _, ok := trainer.Lookup(t); !ok {
 			a.fail(w, errorf(http.StatusBadRequest, "unknown trainer %q: the trainers are %s", t, trainer.Choices()))
 			return
 		}

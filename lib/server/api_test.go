@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -493,6 +494,22 @@ func TestAPIBackends(t *testing.T) {
 	}
 	if a = e.do("GET", "/backends/local/check?trainer=nope", ""); a.code != 400 || !bytes.Contains(a.body, []byte(`unknown trainer \"nope\"`)) {
 		t.Errorf("check for an unknown trainer: %d %s", a.code, a.body)
+	}
+	// A program is refused before potato-check runs, as the start route
+	// refuses it: the answer is the same for a path that exists and one
+	// that does not, so an API key does not tell which files the server
+	// has.
+	var refused []string
+	for _, path := range []string{"/bin/sh", "/no/such/program"} {
+		a = e.do("GET", "/backends/local/check?trainer="+url.QueryEscape("exec:"+path), "")
+		msg := a.errorText(t)
+		if a.code != 400 || msg != fmt.Sprintf(msgExecCheck, "exec:"+path) {
+			t.Errorf("check of exec:%s: %d %s", path, a.code, a.body)
+		}
+		refused = append(refused, strings.Replace(string(a.body), path, "PATH", 1))
+	}
+	if refused[0] != refused[1] {
+		t.Errorf("the check tells a path that exists from one that does not:\n%s\n%s", refused[0], refused[1])
 	}
 	// A "no" is a report too: the agent backend has no token.
 	a = e.do("GET", "/backends/fresh/check", "")

@@ -2,12 +2,14 @@ package writeback
 
 import (
 	"path/filepath"
+	"reflect"
+	"strings"
 	"testing"
 )
 
-// Preview agrees with the Publish that follows it: the same report (a
-// refused id, a train item, a schema not enabled, a low and a null
-// confidence, an item predicted twice), and per schema the prelabels that
+// Preview agrees with the Publish that follows it: the same report (an id,
+// a key and a payload size refused, a train item, a schema not enabled, a
+// low and a null confidence, an item predicted twice), and per schema the prelabels that
 // Publish then adds, changes and keeps, counted in the store before and
 // after; a prelabel of a run created later is held, and one of an item the
 // run does not predict is left untouched.
@@ -21,16 +23,18 @@ func TestPreviewAgreesWithPublish(t *testing.T) {
 	publish(t, s, bdir, sentiment("newer", 5), pred{"v3", "sentiment", label("neg", 0.9), conf(0.9)})
 	preds := filepath.Join(t.TempDir(), "predictions.jsonl")
 	writeLines(t, preds,
-		pred{"nope", "sentiment", label("pos", 0.9), conf(0.9)}, // not an item: refused
-		pred{"t1", "sentiment", label("pos", 0.9), conf(0.9)},   // train split
-		pred{"e1", "topic", label("pos", 0.9), conf(0.9)},       // not enabled
-		pred{"e1", "sentiment", label("pos", 0.2), conf(0.2)},   // below min_confidence
-		pred{"e1", "sentiment", label("pos", 0.9), nil},         // null confidence, min 0.5
-		pred{"v1", "sentiment", label("pos", 0.7), conf(0.7)},   // same label: kept
-		pred{"v2", "sentiment", label("neg", 0.8), conf(0.8)},   // becomes pos below
-		pred{"v2", "sentiment", label("pos", 0.8), conf(0.8)},   // changed, the last line counts
-		pred{"v3", "sentiment", label("pos", 0.9), conf(0.9)},   // held by "newer"
-		pred{"e1", "sentiment", label("neg", 0.6), conf(0.6)},   // added
+		pred{"nope", "sentiment", label("pos", 0.9), conf(0.9)},                                                    // not an item: refused
+		`{"instance_id":"e2","schema_name":"sentiment","payload":{"label":"pos","__proto__":{}},"confidence":0.9}`, // refused
+		pred{"e2", "sentiment", map[string]any{"label": strings.Repeat("pos", 30000)}, conf(0.9)},                  // refused
+		pred{"t1", "sentiment", label("pos", 0.9), conf(0.9)},                                                      // train split
+		pred{"e1", "topic", label("pos", 0.9), conf(0.9)},                                                          // not enabled
+		pred{"e1", "sentiment", label("pos", 0.2), conf(0.2)},                                                      // below min_confidence
+		pred{"e1", "sentiment", label("pos", 0.9), nil},                                                            // null confidence, min 0.5
+		pred{"v1", "sentiment", label("pos", 0.7), conf(0.7)},                                                      // same label: kept
+		pred{"v2", "sentiment", label("neg", 0.8), conf(0.8)},                                                      // becomes pos below
+		pred{"v2", "sentiment", label("pos", 0.8), conf(0.8)},                                                      // changed, the last line counts
+		pred{"v3", "sentiment", label("pos", 0.9), conf(0.9)},                                                      // held by "newer"
+		pred{"e1", "sentiment", label("neg", 0.6), conf(0.6)},                                                      // added
 	)
 	opt := sentiment("run", 3)
 	labeled := func(item, schema string) bool { return item == "v2" }
@@ -47,7 +51,11 @@ func TestPreviewAgreesWithPublish(t *testing.T) {
 		t.Errorf("preview %+v, want %+v", p.Schemas, want)
 	}
 	// Publish counts the line it overwrote within the file as written.
-	if p.Report.NRead != rep.NRead || p.Report.NRefused != rep.NRefused || p.Report.NSkippedTrainSplit != rep.NSkippedTrainSplit ||
+	if want := map[string]int{RefusedItem: 1, RefusedKeys: 1, RefusedSize: 1}; !reflect.DeepEqual(rep.RefusedBy, want) {
+		t.Errorf("publish refused %v, want %v", rep.RefusedBy, want)
+	}
+	if p.Report.NRead != rep.NRead || p.Report.NRefused != rep.NRefused || !reflect.DeepEqual(p.Report.RefusedBy, rep.RefusedBy) ||
+		p.Report.NSkippedTrainSplit != rep.NSkippedTrainSplit ||
 		p.Report.NSkippedSchemaNotEnabled != rep.NSkippedSchemaNotEnabled || p.Report.NSkippedLowConfidence != rep.NSkippedLowConfidence ||
 		p.Report.NSkippedNewerRun != rep.NSkippedNewerRun || p.Report.NWritten != rep.NWritten-1 {
 		t.Errorf("preview's report %+v, publish's %+v", p.Report, rep)

@@ -49,11 +49,18 @@ type Report struct {
 	NSkippedNewerRun int `json:"n_skipped_newer_run"`
 	// NRefused counts predictions that break the rules of predRules: an
 	// id that is not an item of the bundle, a schema or label the bundle
-	// does not have, a confidence that is not a number in [0, 1].
+	// does not have, a confidence that is not a number in [0, 1], a
+	// payload over MaxPayload or with keys a prelabel does not have.
 	NRefused int `json:"n_refused"`
+	// RefusedBy counts the refused predictions by reason, one of the
+	// Refused* constants; absent when none was refused.
+	RefusedBy map[string]int `json:"refused_by,omitempty"`
 	// FirstRefused says why the first refused prediction was refused,
 	// with its line number; "" when none was.
 	FirstRefused string `json:"-"`
+	// Refusals say the same of the first maxNamedRefusals refused
+	// predictions, FirstRefused the first of them.
+	Refusals []string `json:"-"`
 }
 
 // predKeys are the fields of a line of predictions.jsonl (FORMATS.md,
@@ -268,10 +275,8 @@ func (g *gates) judge(p *predLine, line []byte, n int, rep *Report) (payload []b
 		return nil, nil, false, err
 	}
 	rep.NRead++
-	if why := g.rules.refusal(p); why != "" {
-		if rep.NRefused++; rep.FirstRefused == "" {
-			rep.FirstRefused = fmt.Sprintf("line %d: %s", n, why)
-		}
+	if reason, why := g.rules.refusal(p); reason != "" {
+		rep.refuse(n, reason, why)
 		return nil, nil, false, nil
 	}
 	c, hasConf, _ := p.confidence() // refusal has checked it
@@ -304,6 +309,12 @@ func (g *gates) judge(p *predLine, line []byte, n int, rep *Report) (payload []b
 		if payload, err = potatoMultilabel(payload); err != nil {
 			return nil, nil, false, fmt.Errorf("payload of %s %s: %w", p.schema, p.id, err)
 		}
+		// Potato's form repeats the confidence for each name, so it may
+		// outgrow a payload that refusal let through.
+		if len(payload) > MaxPayload {
+			rep.refuse(n, RefusedSize, tooLarge(p, len(payload)))
+			return nil, nil, false, nil
+		}
 	}
 	return payload, confidence, true, nil
 }
@@ -335,49 +346,84 @@ func readRules(bundleDir string) (predRules, error) {
 	return r, nil
 }
 
-// refusal says why p breaks the rules, or "" when it keeps them.
-func (r predRules) refusal(p *predLine) string {
+// refusal says why p breaks the rules: the reason, one of the Refused*
+// constants, and a sentence that names the prediction; "" when it keeps
+// them.
+func (r predRules) refusal(p *predLine) (reason, why string) {
 	if !r.items.has(p.id) {
-		return fmt.Sprintf("%q is not an item of the bundle", p.id)
+		return RefusedItem, fmt.Sprintf("%q is not an item of the bundle", clip(p.id))
 	}
+	// name is the prediction in a message, made only for one.
+	name := func() string { return fmt.Sprintf("%q %q", clip(p.schema), clip(p.id)) }
 	if _, _, err := p.confidence(); err != nil || !unitOrNull(p.raw[3]) {
-		return fmt.Sprintf("the confidence of %q %q is not a number in [0, 1]", p.schema, p.id)
+		return RefusedConfidence, fmt.Sprintf("the confidence of %s is not a number in [0, 1]", name())
 	}
 	sc, known := r.schemas[p.schema]
 	if r.schemas != nil && !known {
-		return fmt.Sprintf("%q is not a schema of the bundle", p.schema)
+		return RefusedSchema, fmt.Sprintf("%q is not a schema of the bundle", clip(p.schema))
 	}
 	raw := p.raw[2]
 	if raw == nil || string(raw) == "null" {
-		return fmt.Sprintf("the payload of %q %q names no label", p.schema, p.id)
+		return RefusedLabel, fmt.Sprintf("the payload of %s names no label", name())
+	}
+	if len(raw) > MaxPayload {
+		return RefusedSize, tooLarge(p, len(raw))
+	}
+	// Potato reads label and confidence of the payload, and of each
+	// entry of a list that is the payload or its label; a key beside them
+	// is stored for nothing, and Go's decoder would match "Label" to label
+	// where Potato does not.
+	object := func(raw []byte) (obj map[string]json.RawMessage, reason, why string) {
+		if json.Unmarshal(raw, &obj) != nil {
+			return nil, RefusedLabel, fmt.Sprintf("the payload of %s names no label", name())
+		}
+		var stray []string
+		for k := range obj {
+			if !prelabelKeys[k] {
+				stray = append(stray, k)
+			}
+		}
+		if len(stray) > 0 {
+			return nil, RefusedKeys, fmt.Sprintf("the payload of %s has the key %q, which a prelabel does not have (only label and confidence)", name(), clip(slices.Min(stray)))
+		}
+		if !unitOrNull(obj["confidence"]) {
+			return nil, RefusedConfidence, fmt.Sprintf("the payload's confidence of %s is not a number in [0, 1]", name())
+		}
+		return obj, "", ""
 	}
 	label := json.RawMessage(raw)
 	if raw[0] == '{' {
-		var obj struct {
-			Label      json.RawMessage `json:"label"`
-			Confidence json.RawMessage `json:"confidence"`
+		obj, reason, why := object(raw)
+		if reason != "" {
+			return reason, why
 		}
-		if json.Unmarshal(raw, &obj) != nil || obj.Label == nil {
-			return fmt.Sprintf("the payload of %q %q names no label", p.schema, p.id)
+		if label = obj["label"]; label == nil {
+			return RefusedLabel, fmt.Sprintf("the payload of %s names no label", name())
 		}
-		if !unitOrNull(obj.Confidence) {
-			return fmt.Sprintf("the payload's confidence of %q %q is not a number in [0, 1]", p.schema, p.id)
+	}
+	var list []json.RawMessage
+	if label[0] == '[' && json.Unmarshal(label, &list) == nil {
+		for _, e := range list {
+			if e[0] == '{' {
+				if _, reason, why := object(e); reason != "" {
+					return reason, why
+				}
+			}
 		}
-		label = obj.Label
 	}
 	if r.schemas == nil {
-		return ""
+		return "", ""
 	}
 	names, ok := labelNames(sc.Kind, label)
 	if !ok {
-		return fmt.Sprintf("the payload of %q %q is not a label of a %s schema", p.schema, p.id, sc.Kind)
+		return RefusedLabel, fmt.Sprintf("the payload of %s is not a label of a %s schema", name(), sc.Kind)
 	}
 	for _, n := range names {
 		if !slices.Contains(sc.Labels, n) {
-			return fmt.Sprintf("%q is not a label of %q", n, p.schema)
+			return RefusedLabel, fmt.Sprintf("%q is not a label of %q", clip(n), p.schema)
 		}
 	}
-	return ""
+	return "", ""
 }
 
 // unitOrNull says whether raw JSON is absent, null, or a number in [0, 1].

@@ -1,6 +1,7 @@
 package writeback
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -31,7 +32,7 @@ func TestPublishSkipsTrainSplit(t *testing.T) {
 		pred{"t1", "sentiment", label("pos", 0.99), conf(0.99)},
 		pred{"t2", "sentiment", label("pos", 1), nil})
 	want := Report{NRead: 2, NSkippedTrainSplit: 2}
-	if rep != want {
+	if !reflect.DeepEqual(rep, want) {
 		t.Errorf("report %+v, want %+v", rep, want)
 	}
 	if rows := predictionRows(t, s.db); len(rows) != 0 {
@@ -45,7 +46,7 @@ func TestPublishSkipsSchemaNotEnabled(t *testing.T) {
 		pred{"v1", "topic", label("sports", 0.99), conf(0.99)},
 		pred{"v2", "sentiment", label("pos", 0.99), conf(0.99)})
 	want := Report{NRead: 2, NWritten: 1, NSkippedSchemaNotEnabled: 1}
-	if rep != want {
+	if !reflect.DeepEqual(rep, want) {
 		t.Errorf("report %+v, want %+v", rep, want)
 	}
 	if got := runOf(t, s.db, "p", "v1", "topic"); got != "" {
@@ -65,7 +66,7 @@ func TestPublishMinConfidence(t *testing.T) {
 		pred{"e1", "sentiment", label("neg", 0.4999999), conf(0.4999999)})
 	// A null confidence cannot show that it reaches min_confidence.
 	want := Report{NRead: 4, NWritten: 1, NSkippedLowConfidence: 3}
-	if rep != want {
+	if !reflect.DeepEqual(rep, want) {
 		t.Errorf("report %+v, want %+v", rep, want)
 	}
 	wantRows := []string{
@@ -84,7 +85,7 @@ func TestPublishGateOrder(t *testing.T) {
 		pred{"t1", "topic", label("x", 0.1), conf(0.1)},
 		pred{"v1", "topic", label("x", 0.1), conf(0.1)})
 	want := Report{NRead: 2, NSkippedTrainSplit: 1, NSkippedSchemaNotEnabled: 1}
-	if rep != want {
+	if !reflect.DeepEqual(rep, want) {
 		t.Errorf("report %+v, want %+v", rep, want)
 	}
 }
@@ -128,7 +129,7 @@ func TestPublishOlderRunDoesNotOverwrite(t *testing.T) {
 		pred{"v1", "sentiment", label("pos", 0.9), conf(0.9)},
 		pred{"v2", "sentiment", label("pos", 0.9), conf(0.9)})
 	want := Report{NRead: 2, NWritten: 1, NSkippedNewerRun: 1}
-	if rep != want {
+	if !reflect.DeepEqual(rep, want) {
 		t.Errorf("report %+v, want %+v", rep, want)
 	}
 	if got := runOf(t, s.db, "p", "v1", "sentiment"); got != "r2" {
@@ -325,4 +326,135 @@ func TestPublishMultilabelAsPotatoList(t *testing.T) {
 	if got := predictionRows(t, s.db); !reflect.DeepEqual(got, want) {
 		t.Errorf("rows:\n got %q\nwant %q", got, want)
 	}
+}
+
+// withManifest adds to a testBundle a manifest of a radio schema
+// "sentiment" (pos, neg) and a multiselect schema "topics" (a, b, c).
+func withManifest(t *testing.T, bdir string) string {
+	t.Helper()
+	writeLines(t, filepath.Join(bdir, "manifest.json"), map[string]any{
+		"v": 1,
+		"schemas": []map[string]any{
+			{"name": "sentiment", "annotation_type": "radio", "kind": "nominal", "labels": []string{"pos", "neg"}},
+			{"name": "topics", "annotation_type": "multiselect", "kind": "multilabel", "labels": []string{"a", "b", "c"}},
+		},
+		"splits": map[string]any{
+			"train": map[string]any{"path": "train.jsonl", "format": "jsonl", "n": 2},
+			"val":   map[string]any{"path": "val.jsonl", "format": "jsonl", "n": 3},
+			"test":  map[string]any{"path": "test.jsonl", "format": "jsonl", "n": 2},
+		},
+	})
+	return bdir
+}
+
+// A trainer's payloads carry more than a prelabel: 3 MB of labels that
+// are all the schema's, a "|"-joined label that grows past 64 KiB in the
+// list form the store holds, a __proto__ key, a key Potato does not read,
+// "Label" (which Go's decoder, not Potato, takes for label) and a stray
+// key in a multiselect list's entry. None is stored; each is counted by
+// its reason and named with its line; the good lines are stored, and
+// every stored payload has only label and confidence, and at most 64 KiB.
+// Preview counts the same.
+func TestPublishRefusesPayloadsNoPrelabelHas(t *testing.T) {
+	s, _ := openTestStore(t)
+	bdir := withManifest(t, testBundle(t))
+	huge := make([]string, 3<<20/4)
+	for i := range huge {
+		huge[i] = "a"
+	}
+	grows := strings.Repeat("a|b|", 40<<10/4) // 40 KiB, about 600 KiB as a list
+	preds := filepath.Join(t.TempDir(), "predictions.jsonl")
+	writeLines(t, preds,
+		pred{"v1", "sentiment", label("pos", 0.9), conf(0.9)},                                                                  // 1: stored
+		pred{"v2", "topics", map[string]any{"label": huge, "confidence": 0.9}, conf(0.9)},                                      // 2: size
+		pred{"v3", "topics", map[string]any{"label": grows, "confidence": 0.123456789}, conf(0.123456789)},                     // 3: size, as stored
+		`{"instance_id":"e1","schema_name":"sentiment","payload":{"label":"neg","__proto__":{"admin":true}},"confidence":0.8}`, // 4: keys
+		pred{"e2", "sentiment", map[string]any{"label": "neg", "confidence": 0.8, "rationale": "<b>x</b>"}, conf(0.8)},         // 5: keys
+		pred{"v2", "sentiment", map[string]any{"Label": "pos"}, conf(0.8)},                                                     // 6: keys
+		pred{"v3", "topics", []map[string]any{{"label": "b"}, {"label": "c", "html": "<i>"}}, conf(0.7)},                       // 7: keys
+		pred{"e1", "topics", label("b|c", 0.7), conf(0.7)},                                                                     // 8: stored
+	)
+	opt := Options{Project: "p", RunID: "r1", Schemas: []string{"sentiment", "topics"}, CreatedAt: 1}
+	p, err := s.Preview(bdir, preds, opt, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := s.Publish(bdir, preds, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.NRead != 8 || rep.NWritten != 2 || rep.NRefused != 6 ||
+		!reflect.DeepEqual(rep.RefusedBy, map[string]int{RefusedSize: 2, RefusedKeys: 4}) {
+		t.Errorf("report %+v, want 8 read, 2 written, 6 refused: 2 by size, 4 by keys", rep)
+	}
+	if !reflect.DeepEqual(p.Report, rep) {
+		t.Errorf("preview's report %+v, publish's %+v", p.Report, rep)
+	}
+	hugeJSON, _ := json.Marshal(map[string]any{"label": huge, "confidence": 0.9})
+	sum := rep.RefusedSummary()
+	for _, want := range []string{
+		"6 predictions refused (2 with a payload over 64 KiB, 4 with keys a prelabel does not have): " + PredictionRules,
+		fmt.Sprintf(`the first 5, line 2: the payload of "topics" "v2" is %d bytes, over the 64 KiB`, len(hugeJSON)),
+		`line 3: the payload of "topics" "v3" is `,
+		`line 4: the payload of "sentiment" "e1" has the key "__proto__", which a prelabel does not have`,
+		`line 5: the payload of "sentiment" "e2" has the key "rationale"`,
+		`line 6: the payload of "sentiment" "v2" has the key "Label"`,
+	} {
+		if !strings.Contains(sum, want) {
+			t.Errorf("summary lacks %q:\n%s", want, sum)
+		}
+	}
+	if strings.Contains(sum, "line 7") || len(sum) > 2000 {
+		t.Errorf("summary names more than the first 5, or carries the payloads:\n%s", sum)
+	}
+	want := []string{
+		`p e1 topics r1 [{"label":"b","confidence":0.7},{"label":"c","confidence":0.7}] 0.7 1`,
+		`p v1 sentiment r1 {"confidence":0.9,"label":"pos"} 0.9 1`,
+	}
+	if got := predictionRows(t, s.db); !reflect.DeepEqual(got, want) {
+		t.Errorf("rows:\n got %.300q\nwant %q", got, want)
+	}
+	rows, err := s.db.Query(`SELECT payload FROM training_predictions`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var payload string
+		if err := rows.Scan(&payload); err != nil {
+			t.Fatal(err)
+		}
+		if k := storedKeys(t, payload); len(payload) > MaxPayload || len(k) != 0 {
+			t.Errorf("stored payload of %d bytes with keys %q beside label and confidence", len(payload), k)
+		}
+	}
+}
+
+// storedKeys are the keys other than label and confidence of the objects
+// in a stored payload, at any depth.
+func storedKeys(t *testing.T, payload string) []string {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal([]byte(payload), &v); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	var walk func(any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, e := range x {
+				if k != "label" && k != "confidence" {
+					out = append(out, k)
+				}
+				walk(e)
+			}
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		}
+	}
+	walk(v)
+	return out
 }
