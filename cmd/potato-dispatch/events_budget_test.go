@@ -1,0 +1,63 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"potato-training/internal/testcli"
+	"potato-training/internal/testproject"
+	"potato-training/lib/events"
+	"potato-training/lib/rundir"
+)
+
+// TestSSHRelayBounded: a trainer on the ssh backend (the test sshd on
+// loopback) names 300 metric series and floods its standard output with
+// some 16 MB of log events and other lines, under max_events_mb: 1. The
+// agent relays all of it through ssh's forwarded socket; the dispatch
+// keeps 256 series and about 1 MB of events and run log lines, the last
+// value of a metric sent after the flood, and the result; the run
+// succeeds, and its run log says once that the budget was reached and,
+// at the end, how much was dropped.
+func TestSSHRelayBounded(t *testing.T) {
+	e := sshSetup(t, "", "", "  max_events_mb: 1\n")
+	tr := testproject.Trainer(t, testcli.SharedDir(t, 0o755), `awk 'BEGIN {
+  for (i = 1; i <= 300; i++) printf "{\"v\":1,\"event\":\"metric\",\"split\":\"train\",\"name\":\"m/%d\",\"value\":%d,\"step\":1}\n", i, i
+  pad = sprintf("%1000s", ""); gsub(/ /, "x", pad)
+  for (i = 1; i <= 12000; i++) printf "{\"v\":1,\"event\":\"log\",\"level\":\"info\",\"msg\":\"line %d %s\"}\n", i, pad
+  for (i = 1; i <= 4000; i++) printf "not an event %d %s\n", i, pad
+}'
+echo '{"v":1,"event":"metric","split":"train","name":"m/1","value":42,"step":99}'
+`+resultLines)
+	r := e.Run("--trainer", tr, "--schemas", "sentiment")
+	log := e.File(r.ID, rundir.LogFile)
+	if r.Code != 0 {
+		t.Fatalf("exit %d: %s\n%.3000s", r.Code, r.Stderr, log[max(0, len(log)-3000):])
+	}
+	evs, size := runEvents(t, e.Dir, r.ID)
+	series := map[string]bool{}
+	var result, last bool
+	for _, ev := range evs {
+		switch ev.Kind {
+		case events.KindMetric:
+			series[ev.String("name")] = true
+			last = last || ev.String("name") == "m/1" && ev.Number("value") == 42
+		case events.KindResult:
+			result = true
+		}
+	}
+	if len(series) != events.MaxSeries || series["m/257"] {
+		t.Errorf("events.jsonl holds %d series, want the first %d", len(series), events.MaxSeries)
+	}
+	if !result || !last {
+		t.Errorf("events.jsonl lacks the result (%v) or the last value of m/1 (%v)", result, last)
+	}
+	if total := size + len(log); total > 1<<20+256<<10 {
+		t.Errorf("events.jsonl (%d bytes) and run.log (%d) hold %d bytes, over max_events_mb (1 MB)", size, len(log), total)
+	}
+	for _, want := range []string{"the training process has written max_events_mb (1 MB) of events and run log lines",
+		"dropped past max_events_mb: ", `those of the others are dropped, from split "train" name "m/257" on`} {
+		if n := strings.Count(log, want); n != 1 {
+			t.Errorf("the run log says %d times %q, want once", n, want)
+		}
+	}
+}
