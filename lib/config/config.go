@@ -114,6 +114,10 @@ type Training struct {
 	Writeback        Writeback
 	AutoRetrain      AutoRetrain
 	MaxPredictionsMB int `key:"max_predictions_mb"`
+	// MaxEventsMB bounds what a run's training process writes into its
+	// run directory through the dispatch: events.jsonl and its lines of
+	// run.log together; 0 or less, no bound.
+	MaxEventsMB int `key:"max_events_mb"`
 	// TrustedProxies are the addresses (or CIDR prefixes) of the reverse
 	// proxies whose X-Forwarded-For and X-Forwarded-Proto potato-server
 	// believes.

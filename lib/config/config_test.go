@@ -32,6 +32,7 @@ func TestDefaults(t *testing.T) {
 		{"split_seed", tr.SplitSeed, 0},
 		{"aggregation", tr.Aggregation, "majority"},
 		{"max_predictions_mb", tr.MaxPredictionsMB, 512},
+		{"max_events_mb", tr.MaxEventsMB, 128},
 		{"max_wall_seconds", tr.MaxWallSeconds, 0},
 		{"writeback.min_confidence", tr.Writeback.MinConfidence, 0.0},
 		{"writeback.include_unlabeled", tr.Writeback.IncludeUnlabeled, false},

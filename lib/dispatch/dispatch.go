@@ -227,6 +227,7 @@ func Run(ctx context.Context, opt Options) (int, error) {
 		newBackend = defaultBackend
 	}
 	d := &dispatcher{cfg: cfg, root: root, run: run, backendCfg: b, newBackend: newBackend}
+	d.budget.limit = int64(max(cfg.Training.MaxEventsMB, 0)) << 20
 	// The run is in Potato's store from its start, so that Potato's page
 	// shows it; a store that cannot be written stops it before any work.
 	d.stored = potatoStatus(rundir.StateQueued)
@@ -246,6 +247,8 @@ type dispatcher struct {
 	mu        sync.Mutex
 	events    *os.File
 	throttle  *events.Throttle // what of the events reaches events.jsonl
+	series    seriesBound      // the metric series kept
+	budget    budget           // max_events_mb
 	result    *events.Result
 	failure   *events.Failure
 	cancelled bool

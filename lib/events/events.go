@@ -31,6 +31,18 @@ var known = map[string]bool{KindStatus: true, KindProgress: true, KindMetric: tr
 // MaxLine bounds one event line; a longer line is not an event.
 const MaxLine = 1 << 20
 
+// Bounds of a run's metric series (potato-events(5)): a series is a split
+// and a name. The dispatch keeps the metric events of the first MaxSeries
+// series a run sends, and of none whose split or name is longer than
+// MaxMetricName bytes; the run page's reader keeps no more either. A
+// trainer that names a new series with every event (a step or a time in
+// the name) would otherwise make a series of every event: a run page's
+// answer of megabytes, and as many charts.
+const (
+	MaxSeries     = 256
+	MaxMetricName = 256
+)
+
 // Event is one v1 event. Fields holds every member other than v, event
 // and t, as decoded JSON (numbers are float64).
 type Event struct {

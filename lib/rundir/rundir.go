@@ -312,9 +312,19 @@ func (run *Run) atEnd(write func() error) error {
 // further lines is indented, so that what a trainer or an agent said can
 // neither act on a terminal nor pass for a line of its own.
 func (run *Run) Logf(format string, args ...any) {
-	msg := CleanText(fmt.Sprintf(format, args...))
+	run.AppendLog(LogLine(fmt.Sprintf(format, args...)))
+}
+
+// LogLine is msg as Logf writes it to run.log, newline included: for a
+// writer that weighs the line before it appends it (AppendLog).
+func LogLine(msg string) string {
+	msg = CleanText(msg)
 	msg = strings.ReplaceAll(strings.TrimRight(msg, "\n"), "\n", "\n    ")
-	line := time.Now().UTC().Format(time.RFC3339) + " " + msg + "\n"
+	return time.Now().UTC().Format(time.RFC3339) + " " + msg + "\n"
+}
+
+// AppendLog appends a line made by LogLine to run.log.
+func (run *Run) AppendLog(line string) {
 	run.mu.Lock()
 	defer run.mu.Unlock()
 	if run.logF != nil {

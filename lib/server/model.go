@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"potato-training/lib/agentproto"
+	"potato-training/lib/events"
 	"potato-training/lib/report"
 	"potato-training/lib/rundir"
 )
@@ -23,6 +24,12 @@ import (
 // fourth, eighth... event, the fewest that leave at most maxSeriesPoints,
 // and its last, so that a chart of a long run stays small and even.
 const maxSeriesPoints = 2000
+
+// maxRunPoints bounds the points of all a run's series together: a run of
+// many series keeps fewer of each, as even as maxSeriesPoints keeps them,
+// so that its answer stays small (some 64000 points, 5 MB of JSON, for
+// events.MaxSeries series of any length).
+const maxRunPoints = 32 * maxSeriesPoints
 
 // maxMetricRuns is how many runs' metric events the server keeps read.
 const maxMetricRuns = 32
@@ -45,7 +52,7 @@ type metricPoint struct {
 }
 
 // series keeps every stride-th point of a series (i a multiple of
-// stride, a power of 2), at most maxSeriesPoints, and its last: an even
+// stride, a power of 2), at most its run's limit, and its last: an even
 // subsample whatever the series' length, in bounded memory.
 type series struct {
 	n      int64
@@ -54,7 +61,7 @@ type series struct {
 	last   metricPoint
 }
 
-func (s *series) add(p metricPoint) {
+func (s *series) add(p metricPoint, limit int) {
 	p.i = s.n
 	s.n++
 	s.last = p
@@ -65,7 +72,15 @@ func (s *series) add(p metricPoint) {
 		return
 	}
 	s.pts = append(s.pts, p)
-	if len(s.pts) > maxSeriesPoints {
+	s.thin(limit)
+}
+
+// thin doubles the stride until at most limit points are kept.
+func (s *series) thin(limit int) {
+	if len(s.pts) <= limit {
+		return
+	}
+	for len(s.pts) > limit {
 		s.stride *= 2
 		kept := s.pts[:0]
 		for _, q := range s.pts {
@@ -74,6 +89,9 @@ func (s *series) add(p metricPoint) {
 			}
 		}
 		s.pts = kept
+	}
+	if cap(s.pts) > 4*limit {
+		s.pts = slices.Clone(s.pts) // the memory of the points dropped too
 	}
 }
 
@@ -93,7 +111,10 @@ type metricRead struct {
 	offset  int64
 	seq     int64
 	series  map[seriesKey]*series
-	used    time.Time
+	// limit is the points each series keeps: maxSeriesPoints, less when
+	// there are more series than maxRunPoints allows at that.
+	limit int
+	used  time.Time
 }
 
 // metricCache keeps, for the runs last asked for, what metricEvents read
@@ -105,8 +126,9 @@ type metricCache struct {
 }
 
 // metricEvents gives every metric event of the run id in dir, from
-// events.jsonl or its archive, in the order written, each series thinned
-// as maxSeriesPoints says. A line that is no metric event with a numeric step
+// events.jsonl or its archive, in the order written: those of its first
+// events.MaxSeries series, each thinned as maxSeriesPoints and
+// maxRunPoints say. A line that is no metric event with a numeric step
 // and value is skipped, and so is, until it is whole, a last line not yet
 // ended by a newline.
 func (c *metricCache) metricEvents(id, dir string) ([]metricEvent, error) {
@@ -129,7 +151,7 @@ func (c *metricCache) metricEvents(id, dir string) ([]metricEvent, error) {
 	fresh := r == nil || r.archive != archive || !os.SameFile(r.file, fi) || fi.Size() < r.offset ||
 		archive && (fi.Size() != r.file.Size() || !fi.ModTime().Equal(r.file.ModTime()))
 	if fresh {
-		r = &metricRead{archive: archive, series: map[seriesKey]*series{}}
+		r = &metricRead{archive: archive, series: map[seriesKey]*series{}, limit: maxSeriesPoints}
 	}
 	r.file, r.used = fi, time.Now()
 	if fresh || !archive {
@@ -213,10 +235,21 @@ func (r *metricRead) add(line []byte) {
 	k := seriesKey{e.Split, e.Name}
 	s := r.series[k]
 	if s == nil {
+		// The series the dispatch keeps (events.MaxSeries), and no more
+		// of a file it did not write so.
+		if len(r.series) >= events.MaxSeries || len(e.Split) > events.MaxMetricName || len(e.Name) > events.MaxMetricName {
+			return
+		}
 		s = &series{}
 		r.series[k] = s
+		if l := min(maxSeriesPoints, maxRunPoints/len(r.series)); l < r.limit {
+			for _, o := range r.series {
+				o.thin(l)
+			}
+			r.limit = l
+		}
 	}
-	s.add(metricPoint{seq: r.seq, step: *e.Step, value: *e.Value})
+	s.add(metricPoint{seq: r.seq, step: *e.Step, value: *e.Value}, r.limit)
 	r.seq++
 }
 

@@ -6,9 +6,11 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
+	"potato-training/lib/events"
 	"potato-training/lib/rundir"
 )
 
@@ -125,4 +127,78 @@ func TestAPIReportRefusals(t *testing.T) {
 	if a := e.do("POST", "/report", ""); a.code != http.StatusMethodNotAllowed {
 		t.Errorf("POST /report: %d", a.code)
 	}
+}
+
+// A run's events.jsonl with a new metric name in every event (as a
+// dispatch before the bound of events.MaxSeries wrote it, or a file put
+// there by hand): the reader keeps the first events.MaxSeries series, and
+// no series named in more than events.MaxMetricName bytes; a long series
+// among many keeps fewer points, evenly, and its last, so that the
+// answer stays within maxRunPoints; the memory it holds after the read is
+// a fraction of the file's size.
+func TestMetricSeriesBounded(t *testing.T) {
+	dir := t.TempDir()
+	var b strings.Builder
+	long := strings.Repeat("n", events.MaxMetricName+1)
+	fmt.Fprintf(&b, `{"v":1,"event":"metric","split":"val","name":%q,"value":1,"step":1}`+"\n", long)
+	const steps = 3000
+	for i := range steps {
+		// One long series, and a new name in every other event.
+		fmt.Fprintf(&b, `{"v":1,"event":"metric","split":"train","name":"s/loss","value":%d,"step":%d}`+"\n", i, i)
+		fmt.Fprintf(&b, `{"v":1,"event":"metric","split":"train","name":"s/at-%d","value":%d,"step":%d}`+"\n", i, i, i)
+	}
+	for i := range 100000 {
+		fmt.Fprintf(&b, `{"v":1,"event":"metric","split":"val","name":"x/%d","value":%d,"step":1}`+"\n", i, i)
+	}
+	if err := os.WriteFile(filepath.Join(dir, rundir.EventsFile), []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	size := b.Len()
+	b.Reset()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	var c metricCache
+	got, err := c.metricEvents("r", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	series := map[seriesKey][]metricEvent{}
+	for _, e := range got {
+		k := seriesKey{e.Split, e.Name}
+		series[k] = append(series[k], e)
+	}
+	if len(series) != events.MaxSeries {
+		t.Fatalf("%d series kept, want %d", len(series), events.MaxSeries)
+	}
+	if _, ok := series[seriesKey{"val", long}]; ok {
+		t.Errorf("a series named in %d bytes is kept", len(long))
+	}
+	// The first series in the order they came: s/loss, then s/at-0...
+	if _, ok := series[seriesKey{"train", fmt.Sprintf("s/at-%d", events.MaxSeries-2)}]; !ok {
+		t.Errorf("the %dth series is not kept", events.MaxSeries)
+	}
+	if _, ok := series[seriesKey{"train", fmt.Sprintf("s/at-%d", events.MaxSeries-1)}]; ok {
+		t.Errorf("a series past the %dth is kept", events.MaxSeries)
+	}
+	if len(got) > maxRunPoints+events.MaxSeries {
+		t.Errorf("%d points answered, over %d", len(got), maxRunPoints+events.MaxSeries)
+	}
+	loss := series[seriesKey{"train", "s/loss"}]
+	limit := maxRunPoints / events.MaxSeries
+	if len(loss) > limit+1 || len(loss) < limit/2 || loss[len(loss)-1].Step != steps-1 {
+		t.Fatalf("s/loss: %d points kept of %d, last %v; want at most %d and the last", len(loss), steps, loss[len(loss)-1], limit+1)
+	}
+	gap := loss[1].Step - loss[0].Step
+	for i := 1; i < len(loss)-1; i++ {
+		if loss[i].Step-loss[i-1].Step != gap || loss[i].Value != loss[i].Step {
+			t.Fatalf("s/loss thinned unevenly at %d: %v after %v", i, loss[i], loss[i-1])
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew > int64(size)/4 {
+		t.Errorf("the read of %d bytes holds %d bytes of heap", size, grew)
+	}
+	runtime.KeepAlive(&c)
 }
