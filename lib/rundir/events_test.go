@@ -91,3 +91,37 @@ func TestCompressEventsRefusesPending(t *testing.T) {
 		t.Errorf("events.jsonl: %v", err)
 	}
 }
+
+// The tail of a compressed events.jsonl is bounded as a plain file's is,
+// by bytes as well as by lines: a finished run whose last events are
+// long lines gives the page its last 64 KiB, not 50 lines of 1 MiB.
+func TestTailEventsArchiveBounded(t *testing.T) {
+	root, _ := Open(t.TempDir())
+	run, err := root.Create(Record{Trainer: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for i := 0; i < 40; i++ {
+		fmt.Fprintf(&b, `{"v":1,"event":"log","t":%d,"level":"info","message":"%s"}`+"\n", i, strings.Repeat("x", 1<<20))
+	}
+	b.WriteString(`{"v":1,"event":"progress","t":41,"phase":"fit","current":1,"total":1}` + "\n")
+	if err := os.WriteFile(run.Path(EventsFile), []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := run.Finish(0); err != nil {
+		t.Fatal(err)
+	}
+	run.Close()
+	if done, err := root.CompressEvents(run.ID); err != nil || !done {
+		t.Fatalf("CompressEvents = %v, %v", done, err)
+	}
+	tail, err := TailLines(run.Path(EventsFile), 50)
+	size := 0
+	for _, l := range tail {
+		size += len(l) + 1
+	}
+	if err != nil || len(tail) != 1 || !strings.Contains(tail[0], `"progress"`) || size > tailWindow {
+		t.Errorf("TailLines of the archive: %v, %d lines, %d bytes; want the last line alone, at most %d bytes", err, len(tail), size, tailWindow)
+	}
+}

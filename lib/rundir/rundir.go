@@ -548,6 +548,9 @@ func (r *Root) list(read func(id string) (Info, error)) ([]Info, error) {
 	return out, nil
 }
 
+// tailWindow bounds what TailLines reads: the last lines that fit in it.
+const tailWindow = 64 << 10
+
 // TailLines returns the last n lines of a file, for status and the page.
 // For a run's events.jsonl that was compressed (CompressEvents), it reads
 // events.jsonl.gz.
@@ -560,17 +563,16 @@ func TailLines(path string, n int) ([]string, error) {
 		return nil, err
 	}
 	defer f.Close()
-	const window = 64 << 10
 	st, err := f.Stat()
 	if err != nil {
 		return nil, err
 	}
-	off := max(st.Size()-window, 0)
+	off := max(st.Size()-tailWindow, 0)
 	if _, err := f.Seek(off, 0); err != nil {
 		return nil, err
 	}
 	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 64<<10), window+1)
+	sc.Buffer(make([]byte, 0, 64<<10), tailWindow+1)
 	var lines []string
 	first := off > 0
 	for sc.Scan() {
@@ -700,9 +702,14 @@ func tailEvents(dir string, n int) ([]string, error) {
 	sc := bufio.NewScanner(rc)
 	sc.Buffer(make([]byte, 0, 64<<10), 2<<20)
 	var lines []string
+	size := 0
 	for sc.Scan() {
 		lines = append(lines, sc.Text())
-		if len(lines) > n {
+		size += len(sc.Text()) + 1
+		// The same bound as a plain file's tail: its last tailWindow
+		// bytes, so that a few long lines cannot make the answer large.
+		for len(lines) > n || (size > tailWindow && len(lines) > 0) {
+			size -= len(lines[0]) + 1
 			lines = lines[1:]
 		}
 	}
