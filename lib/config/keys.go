@@ -125,8 +125,8 @@ var TrainingKeys = []Key{
 	{Name: "writeback", Doc: "Which predictions become prelabels (below)."},
 	{Name: "auto_retrain", Doc: "Retraining as annotations arrive (below)."},
 	{Name: "max_predictions_mb", Default: "512", Doc: "Largest predictions file an agent may upload."},
-	{Name: "max_events_mb", Default: "128", Doc: "Most a run's training process may write into its run directory, in MB: its events in events.jsonl and its lines in run.log together, whatever the backend. Past it the dispatch drops its further events and lines, but for its result, its errors and the last value of each metric, and says so once in the run log; the run goes on. 0 turns the bound off."},
-	{Name: "trusted_proxies", Doc: "Addresses or CIDR prefixes of the reverse proxies in front of potato-server: only their X-Forwarded-For and X-Forwarded-Proto are believed (see potato-server(1), BEHIND A REVERSE PROXY); none by default."},
+	{Name: "max_events_mb", Default: "128", Doc: "Most a run's training process may write into its run directory, in MB: its events in events.jsonl and its lines in run.log together, whatever the backend. Past it the dispatch drops its further events and lines, but for its result, its errors and the last value of each metric, and says so once in the run log; the run goes on. 0 turns the bound off (potato-validate warns); a negative value is an error."},
+	{Name: "trusted_proxies", Doc: "Addresses or CIDR prefixes of the reverse proxies in front of potato-server: only their X-Forwarded-For and X-Forwarded-Proto are believed (see potato-server(1), BEHIND A REVERSE PROXY); none by default. potato-validate warns of a prefix wider than a private network (IPv4 shorter than /8, IPv6 shorter than /16 outside fc00::/7): every client in it could write its own address."},
 	{Name: "allowed_hosts", Doc: "Host names, besides localhost, this machine's name and IP addresses, that potato-server answers the page and the API for: the names users and proxies reach it by; another Host is refused (421), so that DNS rebinding cannot reach the API."},
 }
 

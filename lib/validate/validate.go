@@ -174,6 +174,12 @@ func (ch *checker) training() {
 	if t.MaxPredictionsMB < 1 {
 		ch.errorf(ch.line("max_predictions_mb"), "model_training.max_predictions_mb", "", "model_training.max_predictions_mb is %d: it must be at least 1", t.MaxPredictionsMB)
 	}
+	switch {
+	case t.MaxEventsMB < 0:
+		ch.errorf(ch.line("max_events_mb"), "model_training.max_events_mb", "", "model_training.max_events_mb is %d: it must be 0 (no bound) or more", t.MaxEventsMB)
+	case t.MaxEventsMB == 0:
+		ch.warnf(ch.line("max_events_mb"), "model_training.max_events_mb", "", "model_training.max_events_mb is 0: a run's training process, or an agent's token, may fill the annotation server's disk with events and log lines; leave it unset for 128")
+	}
 	if !deviceRE.MatchString(t.Device) {
 		ch.errorf(ch.line("device"), "model_training.device", "", "model_training.device is %q: use auto, cpu, mps, cuda or cuda:N", t.Device)
 	}
