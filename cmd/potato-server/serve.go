@@ -27,6 +27,14 @@ func (c *command) Run(ctx *cli.Context) error {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
+	// Nor must the end of whatever reads the log (a pipe into a program
+	// that went with the terminal, a journal restarted): a write to a
+	// closed standard error then fails instead of killing the process.
+	// Caught, not ignored, so that the programs the server starts get
+	// SIGPIPE as usual.
+	pipe := make(chan os.Signal, 1)
+	signal.Notify(pipe, syscall.SIGPIPE)
+	defer signal.Stop(pipe)
 	cfg, report, err := validate.File(c.Config)
 	if err != nil {
 		return cli.Failf(cli.ExitUsage, "%v", err)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -26,9 +27,11 @@ import (
 
 // TestHangUpKeepsServing: the built potato-server, sent SIGHUP, goes on
 // serving: without --tls-cert the log notes there is nothing to read
-// again; with it, the renewed certificate is served from then on. It
-// stops on SIGTERM, exit 0. Before, a server without --tls-cert died of
-// the signal.
+// again; with it, the renewed certificate is served from then on; with
+// the reader of its standard error gone, the log line fails and the
+// server goes on. It stops on SIGTERM, exit 0. Before, a server without
+// --tls-cert died of the signal, and one whose log could not be written
+// of SIGPIPE.
 func TestHangUpKeepsServing(t *testing.T) {
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "potato-server")
@@ -60,6 +63,48 @@ func TestHangUpKeepsServing(t *testing.T) {
 		for i := 1; i <= 2; i++ {
 			srv.hangUp(i, "SIGHUP: nothing to read again (no --tls-cert); serving on")
 			get()
+		}
+		srv.stop()
+	})
+
+	// The log's reader gone (a pipe into a program that went with the
+	// terminal): the next log line fails, and the server goes on.
+	t.Run("log reader gone", func(t *testing.T) {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := &runningServer{t: t, log: &testcli.SyncBuffer{}, done: make(chan error, 1)}
+		srv.cmd = exec.Command(bin, cfg, "--listen", "127.0.0.1:0")
+		srv.cmd.Stderr = w
+		if err := srv.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		w.Close()
+		go func() { srv.done <- srv.cmd.Wait() }()
+		t.Cleanup(func() {
+			if srv.cmd.ProcessState == nil {
+				_ = srv.cmd.Process.Kill()
+				<-srv.done
+			}
+		})
+		line, err := bufio.NewReader(r).ReadString('\n')
+		m := regexp.MustCompile(`on http://(127\.0\.0\.1:[0-9]+)`).FindStringSubmatch(line)
+		if err != nil || m == nil {
+			t.Fatalf("the server's first line: %q %v", line, err)
+		}
+		srv.addr = m[1]
+		r.Close()
+		// Each SIGHUP writes a line to the closed pipe.
+		for i := 0; i < 3; i++ {
+			if err := srv.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+				t.Fatal(err)
+			}
+			resp, err := http.Get("http://" + srv.addr + "/admin/training/login")
+			if err != nil || resp.StatusCode != http.StatusOK {
+				t.Fatalf("the sign-in page after SIGHUP %d, its log line written to a closed pipe: %v %v", i+1, resp, err)
+			}
+			resp.Body.Close()
 		}
 		srv.stop()
 	})
