@@ -20,6 +20,21 @@ import (
 )
 
 func (c *command) Run(ctx *cli.Context) error {
+	// A hang-up (the terminal closed, a reload asked for) must not stop
+	// the server: SIGHUP reads the TLS certificate again, and is noted
+	// otherwise (onHangUp). Caught from the start, so that none comes
+	// before the server listens.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	// Nor must the end of whatever reads the log (a pipe into a program
+	// that went with the terminal, a journal restarted): a write to a
+	// closed standard error then fails instead of killing the process.
+	// Caught, not ignored, so that the programs the server starts get
+	// SIGPIPE as usual.
+	pipe := make(chan os.Signal, 1)
+	signal.Notify(pipe, syscall.SIGPIPE)
+	defer signal.Stop(pipe)
 	cfg, report, err := validate.File(c.Config)
 	if err != nil {
 		return cli.Failf(cli.ExitUsage, "%v", err)
@@ -76,10 +91,8 @@ func (c *command) Run(ctx *cli.Context) error {
 	}
 	sctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	if s.TLS != nil {
-		go reloadOnHUP(sctx, s)
-	}
-	fmt.Fprintf(ctx.Stderr, "potato-server: serving %s on %s://%s\n", c.Config, proto, c.Listen)
+	go onHangUp(sctx, s, hup)
+	fmt.Fprintf(ctx.Stderr, "potato-server: serving %s on %s://%s\n", c.Config, proto, ln.Addr())
 	// Serve bounds slow requests and connections (potato-server(1),
 	// LIMITS).
 	if err := s.Serve(sctx, ln); err != nil {
@@ -99,18 +112,22 @@ func loopbackAddr(addr string) bool {
 	return agentproto.IsLoopbackHost(host)
 }
 
-// reloadOnHUP reads the TLS certificate and key again on each SIGHUP, as
-// a renewal (certbot's deploy hook, say) asks; a pair that does not load
-// leaves the one in use, and the log says so.
-func reloadOnHUP(ctx context.Context, s *server.Server) {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
+// onHangUp answers each SIGHUP: with --tls-cert it reads the certificate
+// and key again, as a renewal (certbot's deploy hook, say) asks, and a
+// pair that does not load leaves the one in use; without, there is
+// nothing to read again (admin_api_key is read as it changes, the rest of
+// the config at a restart). Either way the log says so and the server
+// goes on.
+func onHangUp(ctx context.Context, s *server.Server, hup <-chan os.Signal) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-hup:
+			if s.TLS == nil {
+				s.Logf("SIGHUP: nothing to read again (no --tls-cert); serving on")
+				continue
+			}
 			if err := s.TLS.Reload(); err != nil {
 				s.Logf("SIGHUP: %v; the certificate in use stays", err)
 				continue

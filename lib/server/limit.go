@@ -215,8 +215,7 @@ func waitText(d time.Duration) string {
 // clientAddr is who a request comes from, for counting failures: the
 // peer's address, or the address X-Forwarded-For holds, which withProxies
 // leaves only on a request of a trusted proxy, made the one address that
-// proxy saw. An IPv6 client counts by its /64, which one host can fill
-// with addresses.
+// proxy saw; as addrKey writes it.
 func clientAddr(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
@@ -229,10 +228,18 @@ func clientAddr(r *http.Request) string {
 	if ip == nil {
 		return host
 	}
-	if ip.To4() == nil {
-		return ip.Mask(net.CIDRMask(64, 128)).String() + "/64"
+	return addrKey(ip)
+}
+
+// addrKey is the address a client counts as, in the failed sign-ins and
+// in the connections each address may hold: an IPv4 address (an
+// IPv4-mapped IPv6 address written as IPv4), or the /64 of an IPv6
+// address, since one host is given a /64 and can fill it with addresses.
+func addrKey(ip net.IP) string {
+	if v4 := ip.To4(); v4 != nil {
+		return v4.String()
 	}
-	return ip.String()
+	return ip.Mask(net.CIDRMask(64, 128)).String() + "/64"
 }
 
 // signInFailed logs a wrong key from the request's client, whose attempt

@@ -455,8 +455,11 @@ func TestUploadAtMinimumRate(t *testing.T) {
 }
 
 // TestConnectionCaps: one address holds at most perHost connections, and
-// the next is answered 503; another address is served meanwhile; past the
-// total the server accepts no more until one closes.
+// the next is answered 503; another address is served meanwhile. When
+// every place is held, a connection from an address that holds fewer
+// than the busiest takes the place of the busiest's connection idle
+// longest, and one from an address that holds as many as any is answered
+// 503 until a place is free.
 func TestConnectionCaps(t *testing.T) {
 	lim := defaultLimits
 	lim.conns, lim.perHost = 6, 3
@@ -486,18 +489,37 @@ func TestConnectionCaps(t *testing.T) {
 	if _, err := dialFrom(t, "127.0.0.3", l.addr); err != nil {
 		t.Fatal(err)
 	}
-	waiting, err := dialFrom(t, "127.0.0.4", l.addr)
+	// Every place held: 127.0.0.4 takes the place of held[0], the
+	// connection of 127.0.0.1 idle longest.
+	newcomer, err := dialFrom(t, "127.0.0.4", l.addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	waiting.send(l.request("GET", pagePath+"/login") + "\r\n")
-	_ = waiting.SetReadDeadline(time.Now().Add(2 * time.Second))
-	if _, err := waiting.br.Peek(1); err == nil {
-		t.Fatal("a connection past the total was served")
+	newcomer.send(l.request("GET", pagePath+"/login") + "\r\n")
+	if resp, _, err := newcomer.answer(); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("a new address while every place is held: %v %v", resp, err)
 	}
-	held[0].Close()
-	if resp, _, err := waiting.answer(); err != nil || resp.StatusCode != http.StatusOK {
-		t.Errorf("the waiting connection once a place is free: %v %v", resp, err)
+	if _, err := held[0].dropped(5 * time.Second); err != nil {
+		t.Errorf("the busiest address's connection idle longest: %v, want closed", err)
+	}
+	// 127.0.0.1 and 127.0.0.2 hold 2 each now, the most: one more of
+	// 127.0.0.1 is refused until a place is free.
+	full := l.dial()
+	if resp, body, err := full.answer(); err != nil || resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, msgServerFull) {
+		t.Fatalf("a connection of the busiest address while every place is held: %v %q %v, want 503", resp, body, err)
+	}
+	held[1].Close()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		// The server counts held[1] out once it reads its end.
+		c := l.dial()
+		c.send(l.request("GET", pagePath+"/login") + "\r\n")
+		resp, _, err := c.answer()
+		if err == nil && resp.StatusCode == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("127.0.0.1 once a place is free: %v %v", resp, err)
+		}
 	}
 }
 
