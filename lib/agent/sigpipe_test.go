@@ -15,6 +15,8 @@ package agent_test
 // agent's result still reaches the test.
 
 import (
+	"bufio"
+	"encoding/json"
 	"io"
 	"os"
 	"os/exec"
@@ -161,5 +163,68 @@ func TestDroppedSessionStderrClosedSLURM(t *testing.T) {
 	}
 	if out := sh.admin(t, "list"); strings.Contains(out, "RUNNING") || strings.Contains(out, "PENDING") {
 		t.Errorf("the job is still in the queue:\n%s", out)
+	}
+}
+
+// potato-agent worker whose standard output, its events, is a pipe whose
+// reader goes (its agent or dispatch died) while it fits. Expected: it
+// survives the closed pipe and stops the fit at its next checkpoint, as
+// on SIGTERM (exit 4), saying why on its standard error, rather than
+// train on for nobody.
+func TestWorkerStdoutClosed(t *testing.T) {
+	r := serveSocketRun(t, "tfidf-logreg", map[string]string{"epochs": "100000000", "patience": "0"})
+	spec := r.claim.Spec
+	spec.BundleDir, spec.Workdir = filepath.Join(r.dir, "bundle"), t.TempDir()
+	b, err := json.Marshal(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	specPath := filepath.Join(t.TempDir(), "spec.json")
+	if err := os.WriteFile(specPath, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(filepath.Join(testcli.Binaries(t), "potato-agent"), "worker", "--spec", specPath)
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := &testcli.SyncBuffer{}
+	cmd.Stdout, cmd.Stderr = pw, stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	exited := make(chan struct{})
+	go func() {
+		cmd.Wait()
+		close(exited)
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-exited
+	})
+	// The fit has begun once a progress event comes; then nobody reads.
+	events := bufio.NewReader(pr)
+	for {
+		line, err := events.ReadString('\n')
+		if err != nil {
+			t.Fatalf("the worker's events ended before its fit: %v\n%s", err, stderr)
+		}
+		if strings.Contains(line, `"progress"`) {
+			break
+		}
+	}
+	pr.Close()
+	select {
+	case <-exited:
+	case <-time.After(90 * time.Second):
+		t.Fatalf("the worker still fits 90 s after its standard output closed\n%s", stderr)
+	}
+	ws := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if ws.Signaled() || ws.ExitStatus() != 4 {
+		t.Errorf("the worker ended %v, want exit status 4\n%s", cmd.ProcessState, stderr)
+	}
+	if !strings.Contains(stderr.String(), "nobody reads the events on standard output any more (the pipe is closed): stopping the fit") {
+		t.Errorf("the worker does not say why it stopped:\n%s", stderr)
 	}
 }
