@@ -20,6 +20,12 @@ type command struct {
 }
 
 func main() {
-	os.Exit(cli.Main("potato-agent", "The far side of a training run; potato-agent worker runs a built-in trainer.",
-		"potato-agent(1)", &command{}, cli.OSEnv()))
+	surviveClosedStreams()
+	env := cli.OSEnv()
+	stderr := newStderrLog(env.Stderr)
+	env.Stderr = stderr
+	code := cli.Main("potato-agent", "The far side of a training run; potato-agent worker runs a built-in trainer.",
+		"potato-agent(1)", &command{}, env)
+	stderr.Close(exitFlush)
+	os.Exit(code)
 }

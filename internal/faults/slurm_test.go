@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -402,6 +403,112 @@ exec tail /dev/zero`)
 		fmt.Sprintf("job %s; %s: %s; %s; %s", state, f, s.Info(id).Error, s.none(t, id), s.nextRunSucceeds()))
 }
 
+// sshProcs are the ssh processes that the dispatch of pid started (its
+// descendants whose program is ssh): the ControlMaster, which holds the
+// connection to the login node, and the sessions through it, among them
+// the one whose remote command is the run's agent.
+func sshProcs(pid int) (procs []proc, master, session bool) {
+	for child, cmd := range remoteTree(pid) {
+		comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", child))
+		if child == pid || strings.TrimSpace(string(comm)) != "ssh" {
+			continue
+		}
+		procs = append(procs, proc{child, cmd})
+		master = master || strings.Contains(cmd, "ssh -M ")
+		session = session || strings.Contains(cmd, "potato-agent --socket ")
+	}
+	return procs, master, session
+}
+
+// inQueue is the job's state as the real squeue gives it, "" once the job
+// has left the queue.
+func (s *slurmProject) inQueue(job string) string {
+	out, err := s.slurm("squeue", "-h", "-j", job, "-o", "%T")
+	if err != nil {
+		// An id the controller has forgotten: out of the queue.
+		if strings.Contains(out, "Invalid job id") {
+			return ""
+		}
+		return "squeue failed: " + out
+	}
+	return out
+}
+
+// The fault: the link to the login node drops while the run's job is
+// RUNNING: every ssh process of the dispatch (the ControlMaster and its
+// sessions, found as the dispatch's descendants) is killed with SIGKILL,
+// so the login node's sshd loses the connection, closes the agent's
+// standard input and the pipes of its standard output and error. The
+// agent's first line after that goes to a pipe nobody reads: it must
+// survive it (a write to a closed pipe raised SIGPIPE, which killed it
+// before its scancel). Expected: the agent cancels its job, which leaves
+// the real squeue within 30 s of the drop (at SIGKILL, after the default
+// grace of 20 s, at the latest); the run does not end as a success, and
+// its run log says why (the ssh session ended before the agent reported a
+// result), in run.json, the store and the page alike; no process of the
+// run is left on the login node; the next run succeeds.
+func testSLURMLinkDropWhileRunning(t *testing.T) {
+	s := newSLURMProject(t, "", "")
+	id := s.Detach(s.endless().Args()...)
+	job := s.job(t, id)
+	running := regexp.MustCompile(`SLURM job ` + job + `: RUNNING`)
+	testproject.WaitFor(t, "RUNNING in the run log", func() bool {
+		return running.MatchString(s.File(id, rundir.LogFile)) || s.Info(id).Finished
+	})
+	at := s.fitting(t, id)
+	if st := s.inQueue(job); st != "RUNNING" {
+		t.Fatalf("squeue says %q, want RUNNING\n%s", st, s.dump(id))
+	}
+	procs, master, session := sshProcs(at.PID)
+	if !master || !session {
+		t.Fatalf("the dispatch %d has no ssh master or no agent session among its ssh processes: %v", at.PID, procs)
+	}
+	for _, pr := range procs {
+		syscall.Kill(pr.pid, syscall.SIGKILL)
+	}
+	dropped := time.Now()
+	for _, pr := range procs {
+		testproject.WaitFor(t, "the ssh processes to die", pr.gone)
+	}
+	var left time.Duration
+	for {
+		state := s.inQueue(job)
+		left = time.Since(dropped)
+		if state == "" {
+			break
+		}
+		if left > 30*time.Second {
+			t.Fatalf("SLURM job %s is still in the queue (%s) %.1f s after the link dropped\n%s", job, state, left.Seconds(), s.dump(id))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// The endless trainer ends only on SIGTERM (exit 4): a job that ended
+	// with 4, or with 143 (128 + SIGTERM: job.sh's wait for the trainer
+	// interrupted by the same signal, which scancel --full also sends to
+	// the batch shell), was stopped by the agent's scancel --signal=TERM;
+	// one CANCELLED, by its plain scancel after the grace.
+	ended := s.jobField(job, "JobState") + " ExitCode=" + s.jobField(job, "ExitCode")
+	if ended != "FAILED ExitCode=4:0" && ended != "FAILED ExitCode=143:0" && !strings.HasPrefix(ended, "CANCELLED ") {
+		t.Errorf("SLURM job %s ended %s, not by the agent's scancel", job, ended)
+	}
+	info := s.Wait(id, 2*time.Minute)
+	const why = "the ssh session to potato-test ended before the agent reported a result"
+	if info.State == rundir.StateSuccess || !strings.HasPrefix(info.Error, why) {
+		t.Errorf("the run ended %s %q, want an error that starts %q\n%s", info.State, info.Error, why, s.dump(id))
+	}
+	if log := s.File(id, rundir.LogFile); !strings.Contains(log, why) {
+		t.Errorf("the run log does not say why the run ended:\n%s", log)
+	}
+	f := s.settled(id, rundir.StateError, info.ErrorCode, 10*time.Second)
+	if rest := remoteLeftAfter(nil, id, 30*time.Second); len(rest) > 0 {
+		t.Errorf("processes of the run left on the login node 30 s after the job left the queue:\n%s", strings.Join(rest, "\n"))
+	}
+	record(t, "ssh to the login node dropped while the SLURM job is RUNNING",
+		"the agent cancels its job: out of squeue within 30 s; the run fails saying the session ended; nothing left; next run succeeds",
+		fmt.Sprintf("%d ssh processes killed; out of squeue %.1f s after the drop (%s); %s: %q; %s; %s",
+			len(procs), left.Seconds(), ended, f, info.Error, s.none(t, id), s.nextRunSucceeds()))
+}
+
 // TestSLURMFaults runs the SLURM faults one after the other (they share
 // one scheduler, whose node some of them set down), beside the other
 // faults, which touch no SLURM job.
@@ -414,5 +521,6 @@ func TestSLURMFaults(t *testing.T) {
 		{Name: "TestSLURMScancelWhileRequeued", Run: testSLURMScancelWhileRequeued},
 		{Name: "TestSLURMPreemptedNoRequeue", Run: testSLURMPreemptedNoRequeue},
 		{Name: "TestSLURMOutOfMemory", Run: testSLURMOutOfMemory},
+		{Name: "TestSLURMLinkDropWhileRunning", Run: testSLURMLinkDropWhileRunning},
 	})
 }

@@ -42,7 +42,11 @@ type Options struct {
 	// Lost is closed when the connection to the server is known to be gone
 	// (the ssh session's standard input reached EOF): the job is stopped.
 	Lost <-chan struct{}
-	Log  io.Writer
+	// Log takes the agent's own lines. It may be a stream that is gone
+	// or no longer read (an ssh session's standard error after the link
+	// dropped): its errors are ignored, and potato-agent hands it a writer
+	// that never blocks.
+	Log io.Writer
 	// Name, when set, starts each line of Log and the agent's own lines in
 	// the run log ("potato-agent: ..."): the program's name, which only
 	// the command knows.
@@ -755,26 +759,32 @@ func (j *job) post(ctx context.Context) bool {
 	return true
 }
 
-// stop sends SIGTERM to the training process's group, SIGKILL after grace;
-// why says the reason in words, code as the result's code.
+// stop sends SIGTERM to the training process's group, SIGKILL after grace,
+// or cancels the SLURM job; why says the reason in words, code as the
+// result's code. The stop comes before the log line, which is written
+// without the job's lock held: the log is the agent's standard error,
+// which the very event that stops the job (a dropped ssh session) may
+// have closed or stalled.
 func (j *job) stop(code, why string, grace time.Duration) {
 	j.mu.Lock()
-	defer j.mu.Unlock()
 	if j.cancel {
+		j.mu.Unlock()
 		return
 	}
 	j.cancel = true
 	j.why, j.whyCode = why, code
-	if j.proc == nil && j.sj == nil {
+	proc, sj := j.proc, j.sj
+	j.mu.Unlock()
+	if proc != nil {
+		proc.Terminate(grace)
+	}
+	if sj != nil {
+		go sj.cancel(grace)
+	}
+	if proc == nil && sj == nil {
 		j.o.logf("%s: stopping the job", why)
 	} else {
 		j.o.logf("%s: stopping the training process (SIGKILL after %s)", why, grace)
-	}
-	if j.proc != nil {
-		j.proc.Terminate(grace)
-	}
-	if j.sj != nil {
-		go j.sj.cancel(grace)
 	}
 }
 

@@ -1,8 +1,11 @@
 package agent
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"potato-training/lib/agentproto"
@@ -53,6 +56,34 @@ func TestStoppedCode(t *testing.T) {
 		res := result(-1, "", sj.stopped())
 		if res.Code != c.want || res.JobFailure() {
 			t.Errorf("stopped by %q: %+v, want code %q", c.why, res, c.want)
+		}
+	}
+}
+
+// A SLURM job the agent cancelled whose exit_code says a signal ended it
+// (143: scancel --full --signal=TERM reached job.sh as well, whose wait
+// for the training process was interrupted): the stop's code and reason,
+// with the signal, not a training process killed by SIGTERM on its own.
+func TestStoppedJobExitCodeOfASignal(t *testing.T) {
+	for _, c := range []struct {
+		cancelled bool
+		code      string
+		error     string
+	}{
+		{true, agentproto.CodeLostSession, "the agent's ssh session ended: it cancelled SLURM job 42"},
+		{false, agentproto.CodeKilledBySignal, "killed by SIGTERM"},
+	} {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, jobExitCode), []byte("143\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		// No scheduler on PATH: scontrol says nothing, exit_code decides.
+		sj := &slurmJob{j: &job{why: LostSession, whyCode: agentproto.CodeLostSession}, id: "42", dir: dir,
+			env: []string{"PATH=" + t.TempDir()}, cancelled: c.cancelled}
+		code, err := sj.ended(context.Background(), &tailer{path: filepath.Join(dir, jobEvents)})
+		res := result(code, "", err)
+		if code != -1 || res.Code != c.code || res.Error != c.error || res.Signal != 15 {
+			t.Errorf("cancelled %v: exit %d, %+v, want code %q, error %q, signal 15", c.cancelled, code, res, c.code, c.error)
 		}
 	}
 }

@@ -435,6 +435,15 @@ func (sj *slurmJob) ended(ctx context.Context, t *tailer) (int, error) {
 			}
 			if n > 128 && n < 160 {
 				sig := syscall.Signal(n - 128)
+				if cancelled {
+					// The agent's own cancel: scancel --full --signal=TERM
+					// reaches job.sh too, whose wait for the training
+					// process then says 143 when the process has already
+					// exited by the time job.sh looks again.
+					f := sj.stopped()
+					f.signal = int(sig)
+					return -1, f
+				}
 				return -1, &failure{code: agentproto.CodeKilledBySignal, signal: int(sig),
 					err: errors.New(trainer.Exit{Code: -1, Signal: sig}.String())}
 			}
@@ -483,14 +492,14 @@ var reasonCode = map[string]string{
 }
 
 // stopped is the result's error of a job the agent cancelled.
-func (sj *slurmJob) stopped() error {
+func (sj *slurmJob) stopped() *failure {
 	sj.j.mu.Lock()
 	why, code := sj.j.why, sj.j.whyCode
 	sj.j.mu.Unlock()
 	if why == "" {
 		why, code = "cancel requested", agentproto.CodeCancelled
 	}
-	return fail(code, errors.New(why+": it cancelled SLURM job "+sj.id))
+	return &failure{code: code, err: errors.New(why + ": it cancelled SLURM job " + sj.id)}
 }
 
 // cancel is M6: a pending job gets a plain scancel; a running one

@@ -142,32 +142,17 @@ func startManualIn(t *testing.T, relative bool, prelude []string, extraEnv ...st
 	srv := agentproto.Serve(l, agentproto.NewHandler(run, agentproto.HandlerOptions{TokenSHA256: sha256.Sum256([]byte(token))}))
 	t.Cleanup(func() { srv.Close() })
 
-	// The scheduler: the shim's links first on PATH.
-	shimBin, state, work := t.TempDir(), t.TempDir(), t.TempDir()
-	for _, c := range []string{"sbatch", "squeue", "scancel", "scontrol"} {
-		if err := os.Symlink(filepath.Join(bin, "potato-slurm-shim"), filepath.Join(shimBin, c)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	env := append(os.Environ(), "PATH="+shimBin+":"+os.Getenv("PATH"), "POTATO_SLURM_SHIM_DIR="+state)
-	mg := &manual{run: run, srv: srv, shim: filepath.Join(bin, "potato-slurm-shim"), env: env, stderr: &strings.Builder{}}
-	mg.admin(t, "init", "--node", "node07", "--kill-wait", "1")
-	// The prelude keeps the job's environment, to show the token is not in it.
-	mg.jobEnv = filepath.Join(work, "job.env")
-	slurmJSON, _ := json.Marshal(map[string]any{"partition": "debug", "time": "5:00", "poll_interval_s": 1,
-		"prelude": append([]string{"env >" + mg.jobEnv}, prelude...)})
-	sj := filepath.Join(work, "slurm.json")
-	os.WriteFile(sj, slurmJSON, 0o644)
-
-	mg.work = work
-	wd, sjArg := work, sj
+	work := t.TempDir()
+	sh := newShim(t, work, prelude)
+	mg := &manual{run: run, srv: srv, shim: sh.shim, env: sh.env, jobEnv: sh.jobEnv, work: work, stderr: &strings.Builder{}}
+	wd, sjArg := work, sh.config
 	if relative {
 		wd, sjArg = "wd", "slurm.json"
 	}
 	mg.agent = exec.Command(filepath.Join(bin, "potato-agent"), "--server", "http://"+l.Addr().String(),
 		"--backend", "cluster", "--workdir", wd, "--slurm-config", sjArg, "--once")
 	mg.agent.Dir = work
-	mg.agent.Env = append(append(env, "POTATO_TRAINING_TOKEN="+token), extraEnv...)
+	mg.agent.Env = append(append(sh.env, "POTATO_TRAINING_TOKEN="+token), extraEnv...)
 	mg.agent.Stderr = mg.stderr
 	if err := mg.agent.Start(); err != nil {
 		t.Fatal(err)
@@ -178,8 +163,45 @@ func startManualIn(t *testing.T, relative bool, prelude []string, extraEnv ...st
 
 func (mg *manual) admin(t *testing.T, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(mg.shim, args...)
-	cmd.Env = mg.env
+	return (&shimCluster{shim: mg.shim, env: mg.env}).admin(t, args...)
+}
+
+// shimCluster is the scheduler of a test: potato-slurm-shim's links first
+// on the PATH of env, its one node node07, and a slurm.json of partition
+// debug whose prelude first keeps the job's environment in jobEnv (to
+// show the token is not in it).
+type shimCluster struct {
+	shim   string // the shim's binary
+	env    []string
+	config string // slurm.json
+	jobEnv string
+}
+
+func newShim(t *testing.T, work string, prelude []string) *shimCluster {
+	t.Helper()
+	bin := testcli.Binaries(t)
+	shimBin, state := t.TempDir(), t.TempDir()
+	for _, c := range []string{"sbatch", "squeue", "scancel", "scontrol"} {
+		if err := os.Symlink(filepath.Join(bin, "potato-slurm-shim"), filepath.Join(shimBin, c)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sh := &shimCluster{shim: filepath.Join(bin, "potato-slurm-shim"), jobEnv: filepath.Join(work, "job.env"),
+		config: filepath.Join(work, "slurm.json"),
+		env:    append(os.Environ(), "PATH="+shimBin+":"+os.Getenv("PATH"), "POTATO_SLURM_SHIM_DIR="+state)}
+	sh.admin(t, "init", "--node", "node07", "--kill-wait", "1")
+	slurmJSON, _ := json.Marshal(map[string]any{"partition": "debug", "time": "5:00", "poll_interval_s": 1,
+		"prelude": append([]string{"env >" + sh.jobEnv}, prelude...)})
+	if err := os.WriteFile(sh.config, slurmJSON, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return sh
+}
+
+func (sh *shimCluster) admin(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(sh.shim, args...)
+	cmd.Env = sh.env
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("potato-slurm-shim %v: %v %s", args, err, out)
