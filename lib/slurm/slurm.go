@@ -262,12 +262,21 @@ trap 'if [ -n "$child" ]; then kill -INT "$child" 2>/dev/null; fi' INT
 	fmt.Fprintf(&b, "%s </dev/null >>events.jsonl 2>>stderr.log &\n", strings.Join(argv, " "))
 	b.WriteString(`child=$!
 # A trapped signal interrupts wait with a status above 128: wait again
-# while the training process is still there.
+# while the training process is still there. When it has ended meanwhile
+# (scancel --full signals it too), wait once more for its own status,
+# which the shell kept; 127 means the shell had none to give.
 while :; do
 	wait "$child"
 	status=$?
 	if [ "$status" -gt 128 ] && kill -0 "$child" 2>/dev/null; then
 		continue
+	fi
+	if [ "$status" -gt 128 ]; then
+		wait "$child" 2>/dev/null
+		again=$?
+		if [ "$again" -ne 127 ]; then
+			status=$again
+		fi
 	fi
 	break
 done

@@ -1,6 +1,7 @@
 package slurm
 
 import (
+	"cmp"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -196,7 +197,7 @@ func runScript(t *testing.T, body string, o Options) (*exec.Cmd, string) {
 		os.WriteFile(filepath.Join(dir, EnvFile), []byte(o.EnvScript()), 0o600)
 	}
 	os.WriteFile(filepath.Join(dir, "exit_code"), []byte("99\n"), 0o644) // a previous attempt's
-	cmd := exec.Command("/bin/sh", filepath.Join(dir, "job.sh"))
+	cmd := exec.Command(jobShell, filepath.Join(dir, "job.sh"))
 	cmd.Dir = "/"
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -204,6 +205,10 @@ func runScript(t *testing.T, body string, o Options) (*exec.Cmd, string) {
 	}
 	return cmd, dir
 }
+
+// jobShell runs job.sh: /bin/sh, as its first line names; clusters whose
+// /bin/sh is bash are tried with POTATO_TEST_JOB_SHELL=/bin/bash.
+var jobShell = cmp.Or(os.Getenv("POTATO_TEST_JOB_SHELL"), "/bin/sh")
 
 func readExit(t *testing.T, dir string) string {
 	b, err := os.ReadFile(filepath.Join(dir, "exit_code"))
@@ -272,6 +277,35 @@ while :; do sleep 0.1; done
 	}
 	if b, _ := os.ReadFile(filepath.Join(dir, "events.jsonl")); !strings.Contains(string(b), "got-term") {
 		t.Errorf("the training process did not get TERM: %s", b)
+	}
+}
+
+// scancel --full signals every process of the job at once: the training
+// process ends by its own trap while job.sh's wait is interrupted, and
+// exit_code is still the training process's status, not the 143 of the
+// interrupted wait, whichever ends first.
+func TestScriptTERMToTheWholeJob(t *testing.T) {
+	for i := 0; i < 20; i++ {
+		cmd, dir := runScript(t, `trap 'exit 4' TERM
+echo started
+while :; do sleep 0.05; done
+`, Options{})
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			b, _ := os.ReadFile(filepath.Join(dir, "events.jsonl"))
+			if strings.Contains(string(b), "started") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the training process did not start")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		cmd.Wait()
+		if got := readExit(t, dir); got != "4" {
+			t.Fatalf("try %d: exit_code %q, want the training process's 4", i+1, got)
+		}
 	}
 }
 
