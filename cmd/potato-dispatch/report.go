@@ -19,7 +19,7 @@ type reportCmd struct {
 // Run prints how annotators took the published prelabels: of the items a
 // run predicted while they were unlabeled and that annotators labelled
 // since, the share of labels equal to the prelabel, per schema, label and
-// annotator, with the flags of report's thresholds.
+// annotator, with each annotator's automation-bias test and the flags.
 func (c *reportCmd) Run(ctx *cli.Context) error {
 	cfg, err := dispatch.LoadConfig(c.Config)
 	if err != nil {

@@ -22,14 +22,11 @@ import (
 	"potato-training/lib/writeback"
 )
 
-// The flags' thresholds. An annotator is flagged when they accepted at
-// least BiasShare of at least BiasMinN prelabels (possible automation
-// bias); a label when its prelabels were accepted less than LabelShare of
-// the time, once at least LabelMinN of them were judged (fewer say too
-// little about the model).
+// The label flag's thresholds: a label is flagged when its prelabels were
+// accepted less than LabelShare of the time, once at least LabelMinN of
+// them were judged (fewer say too little about the model). An annotator's
+// flag is a test (BiasRule).
 const (
-	BiasShare  = 0.98
-	BiasMinN   = 50
 	LabelShare = 0.5
 	LabelMinN  = 10
 )
@@ -66,6 +63,19 @@ type Heldout struct {
 	N        int     `json:"n"`
 	Accuracy float64 `json:"accuracy"`
 	MacroF1  float64 `json:"macro_f1"`
+	// Precision is, for a radio or select schema, each label the run
+	// predicted on the test split: how many test items it predicted it on
+	// and how many of those the test split's labels agreed with.
+	Precision []LabelPrecision `json:"precision,omitempty"`
+}
+
+// LabelPrecision is a label's held-out precision: of Predicted test
+// items the model predicted it on, Agreed were labelled it.
+type LabelPrecision struct {
+	Label     string  `json:"label"`
+	Predicted int     `json:"predicted"`
+	Agreed    int     `json:"agreed"`
+	Precision float64 `json:"precision"`
 }
 
 // SchemaAcceptance is the report of one schema: its published run, and
@@ -108,12 +118,8 @@ type Flag struct {
 	Accepted int     `json:"accepted"`
 	Share    float64 `json:"share"`
 	Reason   string  `json:"reason"`
-	// PIfHeldout, for an annotator in one schema: the chance of accepting
-	// at least Accepted of N prelabels if each of the annotator's labels
-	// agreed with the prelabel only as often as the run's held-out
-	// accuracy says the model is right. A small value says the annotator
-	// agreed with the model more than its accuracy explains.
-	PIfHeldout *float64 `json:"p_if_heldout,omitempty"`
+	// Bias is an annotator's test (BiasRule).
+	Bias *BiasTest `json:"bias,omitempty"`
 }
 
 // Acceptance is potato-dispatch report's answer.
@@ -121,6 +127,8 @@ type Acceptance struct {
 	Project              string             `json:"project"`
 	SawPrelabel          string             `json:"saw_prelabel"`
 	Accepted             string             `json:"accepted"`
+	BiasRule             string             `json:"bias_rule"`
+	BiasFamily           BiasFamily         `json:"bias_family"`
 	PreAnnotationEnabled bool               `json:"pre_annotation_enabled"`
 	Schemas              []SchemaAcceptance `json:"schemas"`
 	// Annotators counts each annotator's labels over every schema.
@@ -168,7 +176,7 @@ type Judgement struct {
 // BuildAcceptance reads what the report needs and computes it.
 func BuildAcceptance(cfg *config.Config, opt Options) (*Acceptance, error) {
 	a := &Acceptance{
-		Project: cfg.TaskName, SawPrelabel: SawPrelabel, Accepted: Accepted,
+		Project: cfg.TaskName, SawPrelabel: SawPrelabel, Accepted: Accepted, BiasRule: BiasRule,
 		PreAnnotationEnabled: cfg.PreAnnotationEnabled(), Schemas: []SchemaAcceptance{},
 		Annotators: []Tally{}, Flags: []Flag{}, Notes: []string{}, Generated: time.Now().UTC(),
 	}
@@ -226,7 +234,11 @@ func BuildAcceptance(cfg *config.Config, opt Options) (*Acceptance, error) {
 	root := &rundir.Root{Dir: cfg.TrainingDir()}
 
 	overall := map[string]*Tally{}
-	flaggedIn := map[string]bool{}
+	// The annotators' strata: per schema, and over all schemas.
+	type bySchema map[string]*strataBuilder
+	var schemaStrata []bySchema
+	overallStrata := map[string]*strataBuilder{}
+	inSchemas := map[string]int{}
 	for _, t := range targets {
 		sc, ok := cfg.Scheme(t.schema)
 		if !ok || !sc.Classification() {
@@ -289,29 +301,100 @@ func BuildAcceptance(cfg *config.Config, opt Options) (*Acceptance, error) {
 			}
 		}
 		tallySchema(&sa, js)
+		ref := referenceOf(sa.Heldout, sc.Kind)
+		strata := bySchema{}
 		for _, j := range js {
 			o := overall[j.Annotator]
 			if o == nil {
 				o = &Tally{Name: j.Annotator}
 				overall[j.Annotator] = o
 			}
-			o.add(slices.Equal(j.Prelabel, j.Label))
+			ok := slices.Equal(j.Prelabel, j.Label)
+			o.add(ok)
+			b := strata[j.Annotator]
+			if b == nil {
+				b = &strataBuilder{}
+				strata[j.Annotator] = b
+			}
+			ob := overallStrata[j.Annotator]
+			if ob == nil {
+				ob = &strataBuilder{}
+				overallStrata[j.Annotator] = ob
+			}
+			key, found := "", false
+			if ref != nil {
+				key, found = ref.key(j.Prelabel)
+			}
+			if !found {
+				b.noRef++
+				ob.noRef++
+				continue
+			}
+			b.add(key, ref.counts[key], ok)
+			ob.add(t.schema+"\x00"+key, ref.counts[key], ok)
 		}
-		a.Flags = append(a.Flags, schemaFlags(&sa)...)
-		for _, f := range a.Flags {
-			if f.Kind == "annotator" {
-				flaggedIn[f.Name] = true
+		if ref == nil && len(js) > 0 {
+			a.Notes = append(a.Notes, fmt.Sprintf("%s: run %s recorded no held-out score with its count of test items, so its annotators' agreement is not tested for automation bias", t.schema, t.run))
+		}
+		schemaStrata = append(schemaStrata, strata)
+		a.Schemas = append(a.Schemas, sa)
+	}
+
+	// The tests: each annotator in each schema, and over all schemas for
+	// one with tested labels in several (for one with tested labels in a
+	// single schema, that schema's test is theirs over all).
+	var tests []*BiasTest
+	for i := range a.Schemas {
+		sa := &a.Schemas[i]
+		for k := range sa.Annotators {
+			row := &sa.Annotators[k]
+			row.Bias = schemaStrata[i][row.Name].test()
+			tests = append(tests, row.Bias)
+			if row.Bias.N > 0 {
+				inSchemas[row.Name]++
 			}
 		}
-		a.Schemas = append(a.Schemas, sa)
+	}
+	overallTest := map[string]*BiasTest{}
+	for _, name := range slices.Sorted(maps.Keys(overallStrata)) {
+		if inSchemas[name] > 1 {
+			overallTest[name] = overallStrata[name].test()
+			tests = append(tests, overallTest[name])
+		}
+	}
+	a.BiasFamily = correct(tests)
+
+	flaggedIn := map[string]bool{}
+	for i := range a.Schemas {
+		sa := &a.Schemas[i]
+		for k := range sa.Annotators {
+			row := &sa.Annotators[k]
+			if row.Bias.Verdict == VerdictFlagged {
+				row.Flag = biasReason(row.Bias)
+				flaggedIn[row.Name] = true
+			}
+		}
+		a.Flags = append(a.Flags, schemaFlags(sa)...)
 	}
 	for _, name := range slices.Sorted(maps.Keys(overall)) {
 		o := overall[name]
 		o.finish()
-		if biased(*o) {
-			o.Flag = biasReason
+		o.Bias = overallTest[name]
+		if o.Bias == nil {
+			// Their tested labels, if any, are in one schema: that
+			// schema's test.
+			for _, sa := range a.Schemas {
+				for _, row := range sa.Annotators {
+					if row.Name == name && (o.Bias == nil || row.Bias.N > 0) {
+						o.Bias = row.Bias
+					}
+				}
+			}
+		}
+		if o.Bias != nil && o.Bias.Verdict == VerdictFlagged {
+			o.Flag = biasReason(o.Bias)
 			if !flaggedIn[name] {
-				a.Flags = append(a.Flags, Flag{Kind: "annotator", Name: name, N: o.N, Accepted: o.Accepted, Share: o.Share, Reason: biasReason})
+				a.Flags = append(a.Flags, Flag{Kind: "annotator", Name: name, N: o.N, Accepted: o.Accepted, Share: o.Share, Reason: o.Flag, Bias: o.Bias})
 			}
 		}
 		a.Annotators = append(a.Annotators, *o)
@@ -319,13 +402,22 @@ func BuildAcceptance(cfg *config.Config, opt Options) (*Acceptance, error) {
 	return a, nil
 }
 
-// The flags' reasons, as the report prints them.
-const (
-	biasReason  = "possible automation bias: accepted at least 98% of at least 50 prelabels"
-	labelReason = "the model is often wrong here: its prelabels were accepted less than half the time"
-)
+// labelReason is the label flag's reason, as the report prints it.
+const labelReason = "the model is often wrong here: its prelabels were accepted less than half the time"
 
-func biased(t Tally) bool { return t.N >= BiasMinN && t.Accepted*50 >= t.N*49 }
+// biasReason is a flagged annotator's reason, as the report prints it.
+func biasReason(b *BiasTest) string {
+	return fmt.Sprintf("possible automation bias: agreed with the prelabels more often than a careful annotator would (%.3f against %.3f expected, p = %s, below Holm's level %.2g)",
+		b.Observed, b.Expected, pText(*b.PValue), b.Level)
+}
+
+// pText prints a p-value; one too small for a float64 is below 1e-300.
+func pText(p float64) string {
+	if p < 1e-300 {
+		return "<1e-300"
+	}
+	return fmt.Sprintf("%.2g", p)
+}
 
 func weakLabel(t Tally) bool { return t.N >= LabelMinN && 2*t.Accepted < t.N }
 
@@ -359,9 +451,6 @@ func tallySchema(sa *SchemaAcceptance, js []Judgement) {
 	for _, k := range slices.Sorted(maps.Keys(byAnn)) {
 		t := byAnn[k]
 		t.finish()
-		if biased(*t) {
-			t.Flag = biasReason
-		}
 		sa.Annotators = append(sa.Annotators, *t)
 	}
 	for _, k := range slices.Sorted(maps.Keys(byLabel)) {
@@ -384,12 +473,7 @@ func schemaFlags(sa *SchemaAcceptance) []Flag {
 		if t.Flag == "" {
 			continue
 		}
-		f := Flag{Kind: "annotator", Schema: sa.Schema, Name: t.Name, N: t.N, Accepted: t.Accepted, Share: t.Share, Reason: t.Flag}
-		if sa.Heldout != nil {
-			p := binomialTail(t.Accepted, t.N, sa.Heldout.Accuracy)
-			f.PIfHeldout = &p
-		}
-		out = append(out, f)
+		out = append(out, Flag{Kind: "annotator", Schema: sa.Schema, Name: t.Name, N: t.N, Accepted: t.Accepted, Share: t.Share, Reason: t.Flag, Bias: t.Bias})
 	}
 	for _, t := range sa.Labels {
 		if t.Flag != "" {
@@ -420,7 +504,15 @@ func heldoutOf(root *rundir.Root, row writeback.RunRow, schema string) *Heldout 
 			var scores map[string]writeback.SchemaScore
 			if b, err := json.Marshal(raw); err == nil && json.Unmarshal(b, &scores) == nil {
 				if sc, ok := scores[schema]; ok {
-					return &Heldout{N: sc.N, Accuracy: sc.Accuracy, MacroF1: sc.MacroF1}
+					h := &Heldout{N: sc.N, Accuracy: sc.Accuracy, MacroF1: sc.MacroF1}
+					if sc.Kind == config.KindNominal {
+						for _, l := range sc.Labels {
+							if n := l.TP + l.FP; n > 0 {
+								h.Precision = append(h.Precision, LabelPrecision{Label: l.Label, Predicted: n, Agreed: l.TP, Precision: float64(l.TP) / float64(n)})
+							}
+						}
+					}
+					return h
 				}
 			}
 		}

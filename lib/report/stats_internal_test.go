@@ -8,18 +8,9 @@ import (
 	"potato-training/lib/config"
 )
 
-// The flags' thresholds at their edges: 49 of 50 (98%) is automation
-// bias, 48 of 50 and 49 of 49 (too few) are not; a label accepted 4 times
-// in 10 is flagged, 5 in 10 and 0 in 9 (too few) are not.
-func TestFlagThresholds(t *testing.T) {
-	for _, c := range []struct {
-		n, k int
-		want bool
-	}{{50, 49, true}, {50, 50, true}, {50, 48, false}, {49, 49, false}, {100, 98, true}, {100, 97, false}} {
-		if got := biased(Tally{N: c.n, Accepted: c.k}); got != c.want {
-			t.Errorf("%d of %d accepted: biased %v, want %v", c.k, c.n, got, c.want)
-		}
-	}
+// The label flag's threshold at its edges: a label accepted 4 times in 10
+// is flagged, 5 in 10 and 0 in 9 (too few) are not.
+func TestLabelFlagThreshold(t *testing.T) {
 	for _, c := range []struct {
 		n, k int
 		want bool
@@ -30,9 +21,8 @@ func TestFlagThresholds(t *testing.T) {
 	}
 }
 
-// The Wilson interval and the binomial tail against values worked out by
-// hand: 8 of 10 gives [0.490, 0.943]; 0 of 10 keeps 0 as its lower bound;
-// P(X >= 60 | n 60, p 0.8) is 0.8^60.
+// The Wilson interval against values worked out by hand: 8 of 10 gives
+// [0.490, 0.943]; 0 of 10 keeps 0 as its lower bound.
 func TestStats(t *testing.T) {
 	lo, hi := wilson(8, 10)
 	if math.Abs(lo-0.4902) > 1e-3 || math.Abs(hi-0.9433) > 1e-3 {
@@ -40,12 +30,6 @@ func TestStats(t *testing.T) {
 	}
 	if lo, hi := wilson(0, 10); lo != 0 || math.Abs(hi-0.2775) > 1e-3 {
 		t.Errorf("wilson(0, 10) = %.4f, %.4f; want 0, 0.2775", lo, hi)
-	}
-	if p, want := binomialTail(60, 60, 0.8), math.Pow(0.8, 60); math.Abs(p-want)/want > 1e-9 {
-		t.Errorf("P(X >= 60 | 60, 0.8) = %g, want %g", p, want)
-	}
-	if p := binomialTail(5, 10, 0.5); math.Abs(p-0.623046875) > 1e-12 {
-		t.Errorf("P(X >= 5 | 10, 0.5) = %g, want 0.623046875", p)
 	}
 }
 

@@ -26,6 +26,13 @@ func WriteAcceptance(w io.Writer, a *Acceptance) error {
 			if h.N > 0 {
 				fmt.Fprintf(&b, " on %d test items", h.N)
 			}
+			if len(h.Precision) > 0 {
+				var ps []string
+				for _, p := range h.Precision {
+					ps = append(ps, fmt.Sprintf("%s %.3f (%d of %d)", p.Label, p.Precision, p.Agreed, p.Predicted))
+				}
+				fmt.Fprintf(&b, "\n  held-out precision by predicted label: %s", strings.Join(ps, ", "))
+			}
 		}
 		fmt.Fprintf(&b, "\n  %d prelabels on items unlabeled in its bundle; %d of those items labelled since\n", sa.NPrelabels, sa.NItemsLabeled)
 		fmt.Fprintf(&b, "  %d labels on them, %d equal to the prelabel: %s\n", sa.All.N, sa.All.Accepted, shareText(sa.All))
@@ -38,11 +45,13 @@ func WriteAcceptance(w io.Writer, a *Acceptance) error {
 		if len(sa.Annotators) > 0 {
 			writeTallies(&b, "by annotator", sa.Annotators)
 			writeTallies(&b, "by prelabel label", sa.Labels)
+			writeBias(&b, sa.Annotators)
 		}
 	}
 	if len(a.Schemas) > 1 && len(a.Annotators) > 0 {
 		b.WriteString("\nall schemas\n")
 		writeTallies(&b, "by annotator", a.Annotators)
+		writeBias(&b, a.Annotators)
 	}
 	if len(a.Flags) > 0 {
 		b.WriteString("\nflags\n")
@@ -51,14 +60,14 @@ func WriteAcceptance(w io.Writer, a *Acceptance) error {
 			if f.Schema != "" {
 				where = f.Schema
 			}
-			fmt.Fprintf(&b, "  %s %q in %s: %d of %d accepted (%.3f): %s", f.Kind, f.Name, where, f.Accepted, f.N, f.Share, f.Reason)
-			if f.PIfHeldout != nil {
-				fmt.Fprintf(&b, "; chance of so many if they agreed only as often as the held-out accuracy: %.2g", *f.PIfHeldout)
-			}
-			b.WriteString("\n")
+			fmt.Fprintf(&b, "  %s %q in %s: %d of %d accepted (%.3f): %s\n", f.Kind, f.Name, where, f.Accepted, f.N, f.Share, f.Reason)
 		}
 	} else if len(a.Schemas) > 0 {
 		b.WriteString("\nflags: none\n")
+	}
+	if fam := a.BiasFamily; fam.Tests > 0 {
+		fmt.Fprintf(&b, "\nautomation-bias tests: %d with a p-value, %d of them able to be significant and corrected for (Holm at %g%%), %d flagged\n",
+			fam.Tests, fam.Counted, 100*fam.Alpha, fam.Flagged)
 	}
 	if len(a.Notes) > 0 {
 		b.WriteString("\nnotes\n")
@@ -70,6 +79,10 @@ func WriteAcceptance(w io.Writer, a *Acceptance) error {
 	wrap(&b, "  ", a.SawPrelabel)
 	b.WriteString("How \"accepted\" is decided:\n")
 	wrap(&b, "  ", a.Accepted)
+	if a.BiasRule != "" {
+		b.WriteString("How an annotator is flagged for automation bias:\n")
+		wrap(&b, "  ", a.BiasRule)
+	}
 	_, err := io.WriteString(w, rundir.CleanText(b.String()))
 	return err
 }
@@ -87,6 +100,57 @@ func writeTallies(b *strings.Builder, title string, ts []Tally) {
 		}
 		b.WriteString(line + "\n")
 	}
+}
+
+// writeBias prints each annotator's automation-bias test.
+func writeBias(b *strings.Builder, ts []Tally) {
+	some := false
+	for _, t := range ts {
+		some = some || t.Bias != nil
+	}
+	if !some {
+		return
+	}
+	b.WriteString("  agreement with the prelabels against a careful annotator's (automation-bias test)\n")
+	for _, t := range ts {
+		if t.Bias != nil {
+			wrap(b, "    ", t.Name+": "+BiasText(t.Bias))
+		}
+	}
+}
+
+// BiasText says an annotator's test in words: what was observed, what a
+// careful annotator would reach, the p-value and what follows.
+func BiasText(bt *BiasTest) string {
+	var s string
+	if bt.N == 0 {
+		s = "no label tested"
+	} else {
+		s = fmt.Sprintf("%d of %d agreed (%.3f), a careful annotator %.3f; p = %s", bt.Agreed, bt.N, bt.Observed, bt.Expected, pText(*bt.PValue))
+	}
+	switch bt.Verdict {
+	case VerdictFlagged:
+		s += fmt.Sprintf(", below Holm's level %.2g: flagged, possible automation bias (consistent with accepting prelabels unchecked, not proof of it)", bt.Level)
+	case VerdictNotAbove:
+		s += ": no more often than expected"
+	case VerdictCannotTell:
+		if !bt.Counted {
+			s += ": too few labels to be significant even were every one the prelabel"
+		} else {
+			s += fmt.Sprintf(", above Holm's level %.2g: not significant", bt.Level)
+		}
+		if bt.ItemsNeeded != nil {
+			s += fmt.Sprintf("; about %d more labels (%d in all) would show agreement at this rate 80%% of the time, at level %.2g", *bt.MoreItems, *bt.ItemsNeeded, bt.PowerLevel)
+		} else {
+			s += fmt.Sprintf("; no number of labels up to %d would show agreement at this rate 80%% of the time at level %.2g: the test split is too small to tell it from the model's own accuracy", MaxItemsNeeded, bt.PowerLevel)
+		}
+	case VerdictNoReference:
+		s += ": the run's test split says nothing of these prelabels' labels"
+	}
+	if bt.NNoReference > 0 {
+		s += fmt.Sprintf(" (%d labels not tested: the model never predicted their prelabel's label on the test split, or the run recorded no held-out score)", bt.NNoReference)
+	}
+	return s
 }
 
 func shareText(t Tally) string {

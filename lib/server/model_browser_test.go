@@ -282,11 +282,11 @@ func TestRunPageModel(t *testing.T) {
 		}
 	}
 	annotate("maria", "maria", "negative", 101, 115)
-	panelShows(0, 15, "maria\t15\t0\t0.000")
+	panelShows(0, 15, "maria\t15\t0\t0.000", "0 of 15 agreed (0.000), a careful annotator ", ": no more often than expected")
 	b.screenshot("training-page-acceptance.png")
 	name := `<img src=x onerror=window.pwned=2>`
 	annotate("hostile", name, "positive", 116, 120)
-	panelShows(5, 20, name+"\t5\t5\t1.000")
+	panelShows(5, 20, name+"\t5\t5\t1.000", "5 of 5 agreed (1.000), a careful annotator ")
 	noScript("the acceptance panel")
 
 	// A curve run: its page draws run.json's curve, one point a share.

@@ -499,9 +499,33 @@
       return t.share.toFixed(3) + " (95% CI " + t.ci95_low.toFixed(2) + "\u2013" + t.ci95_high.toFixed(2) + ")";
     }
 
+    // biasText says an annotator's automation-bias test as the report's
+    // text does: observed against expected, the p-value and what follows.
+    function biasText(b) {
+      if (!b.n) return "no label tested";
+      const p = b.p_value < 1e-300 ? "<1e-300" : num(b.p_value);
+      let t = b.agreed + " of " + b.n + " agreed (" + b.observed.toFixed(3) + "), a careful annotator " + b.expected.toFixed(3) + "; p = " + p;
+      if (b.verdict === "flagged") return t + ", below Holm's level " + num(b.level) + ": flagged, possible automation bias (consistent with accepting prelabels unchecked, not proof of it)";
+      if (b.verdict === "not_above_expected") return t + ": no more often than expected";
+      t += b.counted ? ", above Holm's level " + num(b.level) + ": not significant" : ": too few labels to be significant even were every one the prelabel";
+      if (b.items_needed !== undefined) return t + "; about " + b.more_items + " more labels (" + b.items_needed + " in all) would show agreement at this rate 80% of the time, at level " + num(b.power_level);
+      return t + "; no number of labels would show agreement at this rate 80% of the time: the test split is too small to tell it from the model's own accuracy";
+    }
+
     function tallies(title, ts) {
-      return table([title, "Labels", "Accepted", "Share", "95% CI", "Flag"],
-        ts.map((t) => [t.name, t.n, t.accepted, t.n ? t.share.toFixed(3) : "", t.n ? t.ci95_low.toFixed(2) + "\u2013" + t.ci95_high.toFixed(2) : "", t.flag || ""]), "tallies");
+      const bias = ts.some((t) => t.bias);
+      const head = [title, "Labels", "Accepted", "Share", "95% CI"];
+      if (bias) head.push("Expected", "p", "Automation-bias test");
+      head.push("Flag");
+      return table(head, ts.map((t) => {
+        const row = [t.name, t.n, t.accepted, t.n ? t.share.toFixed(3) : "", t.n ? t.ci95_low.toFixed(2) + "\u2013" + t.ci95_high.toFixed(2) : ""];
+        if (bias) {
+          const b = t.bias;
+          row.push(b && b.n ? b.expected.toFixed(3) : "", b && b.p_value !== null && b.p_value !== undefined ? (b.p_value < 1e-300 ? "<1e-300" : num(b.p_value)) : "", b ? biasText(b) : "");
+        }
+        row.push(t.flag || "");
+        return row;
+      }), "tallies");
     }
 
     // refreshAcceptance shows potato-dispatch report's answer: how
@@ -523,9 +547,7 @@
         ? "Of the items a published run predicted while nobody had labelled them, the labels annotators gave since (report of " + rep.generated_at + "):"
         : "No published prelabels to report on.";
       $("acceptance-flags").replaceChildren(...rep.flags.map((f) => {
-        let t = "flag: " + f.kind + " " + f.name + " in " + (f.schema || "all schemas") + ": " + f.accepted + " of " + f.n + " accepted (" + f.share.toFixed(3) + "): " + f.reason;
-        if (f.p_if_heldout !== undefined) t += "; chance of so many if they agreed only as often as the held-out accuracy: " + num(f.p_if_heldout);
-        return el("li", t);
+        return el("li", "flag: " + f.kind + " " + f.name + " in " + (f.schema || "all schemas") + ": " + f.accepted + " of " + f.n + " accepted (" + f.share.toFixed(3) + "): " + f.reason);
       }));
       $("acceptance-schemas").replaceChildren(...rep.schemas.map((sa) => {
         const box = el("div", null, "acceptance-schema");
@@ -546,6 +568,7 @@
       $("acceptance-notes").replaceChildren(...rep.notes.map((n) => el("li", "note: " + n)));
       $("acceptance-saw").textContent = rep.saw_prelabel;
       $("acceptance-accepted").textContent = rep.accepted;
+      $("acceptance-bias").textContent = rep.bias_rule;
       button.disabled = false;
     }
 
