@@ -407,7 +407,7 @@ const labelReason = "the model is often wrong here: its prelabels were accepted 
 
 // biasReason is a flagged annotator's reason, as the report prints it.
 func biasReason(b *BiasTest) string {
-	return fmt.Sprintf("possible automation bias: agreed with the prelabels more often than a careful annotator would (%.3f against %.3f expected, p = %s, below Holm's level %.2g)",
+	return fmt.Sprintf("possible automation bias: agreed with the prelabels more often than a careful annotator would (%.3f against %.3f expected, p = %s, below the level %.2g of the correction)",
 		b.Observed, b.Expected, pText(*b.PValue), b.Level)
 }
 

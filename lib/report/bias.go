@@ -33,9 +33,11 @@ const BiasRule = `An annotator is flagged when their labels agree with the prela
 	`own size in it: a small test split leaves the model's accuracy uncertain, and the test then needs more labels. ` +
 	`Labels whose prelabel's label the model never predicted on the test split are not tested. ` +
 	`The p-values of a report (each annotator in each schema, and over all schemas for one with tested labels in several) ` +
-	`are corrected together by Holm's step-down method at 5%, counting only the tests that could be significant ` +
-	`(Tarone's refinement: an annotator with too few labels to be significant even were every one the prelabel is not ` +
-	`counted), so that a report flags any careful annotator with a chance of at most 5%. ` +
+	`are corrected together by the generalized Holm step-down method (Lehmann and Romano), counting only the tests that ` +
+	`could be significant (Tarone's refinement: an annotator with too few labels to be significant even were every one ` +
+	`the prelabel is not counted), so that a report flags two or more careful annotators with a chance of at most 5%, ` +
+	`and one with a chance of at most 10%: of m tests, the two smallest p-values are held to 2 × 5%/m and the i-th after ` +
+	`them to 2 × 5%/(m+2-i), never above 5%. ` +
 	`For an annotator not flagged whose agreement is above the expected, the report gives how many labels would flag ` +
 	`agreement at their observed rate 80% of the time, at the level the correction sets for the first of its tests ` +
 	`(exact for an annotator who agreed every time, else a normal approximation). ` +
@@ -209,7 +211,7 @@ func correct(tests []*BiasTest) BiasFamily {
 		if !t.Counted {
 			m++
 		}
-		t.PowerLevel = Alpha / float64(m)
+		t.PowerLevel = holmLevel(1, m)
 		if need, ok := itemsNeeded(t.strata, t.N, t.Observed, t.Expected, t.PowerLevel); ok {
 			more := need - t.N
 			t.ItemsNeeded, t.MoreItems = &need, &more
@@ -218,10 +220,14 @@ func correct(tests []*BiasTest) BiasFamily {
 	return fam
 }
 
-// holm flags the tests that Holm's method at Alpha rejects, among those
-// Tarone's refinement counts.
+// holm flags the tests that the generalized Holm method (Lehmann and
+// Romano's step-down for the k-familywise error, k = FalseFlagsHeld + 1)
+// rejects at Alpha, among those Tarone's refinement counts: the chance
+// that a report flags more than FalseFlagsHeld careful annotators is at
+// most Alpha. The i-th smallest of m p-values is held to k·Alpha/m for
+// i ≤ k and k·Alpha/(m+k−i) after, never above Alpha.
 func holm(tests []*BiasTest) BiasFamily {
-	fam := BiasFamily{Alpha: Alpha, Correction: "Holm, counting only tests that could be significant (Tarone)"}
+	fam := BiasFamily{Alpha: Alpha, Correction: correctionWords}
 	var withP []*BiasTest
 	for _, t := range tests {
 		if t.PValue != nil {
@@ -229,17 +235,17 @@ func holm(tests []*BiasTest) BiasFamily {
 		}
 	}
 	fam.Tests = len(withP)
-	// Tarone: the smallest k such that at most k tests could reach
-	// Alpha/k; those are the family.
-	k := 1
-	for ; k < len(withP); k++ {
-		if countBelow(withP, Alpha/float64(k)) <= k {
+	// Tarone: the smallest m such that at most m tests could reach the
+	// first level of a family of m; those are the family.
+	m := 1
+	for ; m < len(withP); m++ {
+		if countBelow(withP, holmLevel(1, m)) <= m {
 			break
 		}
 	}
 	var family []*BiasTest
 	for _, t := range withP {
-		if t.PMin <= Alpha/float64(k) {
+		if t.PMin <= holmLevel(1, m) {
 			t.Counted = true
 			family = append(family, t)
 		}
@@ -248,7 +254,7 @@ func holm(tests []*BiasTest) BiasFamily {
 	sort.SliceStable(family, func(i, j int) bool { return *family[i].PValue < *family[j].PValue })
 	stop := -1.0
 	for i, t := range family {
-		level := Alpha / float64(len(family)-i)
+		level := holmLevel(i+1, len(family))
 		if stop < 0 && *t.PValue <= level {
 			t.Level, t.Verdict = level, VerdictFlagged
 			fam.Flagged++
@@ -260,6 +266,28 @@ func holm(tests []*BiasTest) BiasFamily {
 		t.Level = stop
 	}
 	return fam
+}
+
+// FalseFlagsHeld is how many careful annotators a report may flag before
+// its error is counted: the generalized Holm method holds the chance of
+// flagging more than this many to Alpha. With 1, a report of ten careful
+// annotators flags two or more at most 5% of the time; one alone may be
+// flagged more often (potato-dispatch(1) gives the simulated rates).
+const FalseFlagsHeld = 1
+
+// correctionWords names the correction in the report.
+const correctionWords = "generalized Holm (at most 5% chance of flagging two or more careful annotators), counting only tests that could be significant (Tarone)"
+
+// holmLevel is the level of the i-th smallest of m p-values (1-based).
+func holmLevel(i, m int) float64 {
+	k := FalseFlagsHeld + 1
+	var l float64
+	if i <= k {
+		l = float64(k) * Alpha / float64(m)
+	} else {
+		l = float64(k) * Alpha / float64(m+k-i)
+	}
+	return math.Min(l, Alpha)
 }
 
 func countBelow(tests []*BiasTest, level float64) int {

@@ -193,19 +193,21 @@ func median(xs []float64) float64 {
 // The automation-bias flag's false-flag rate and power, by simulation
 // (seeded, 1000 reports a row): reports of ten annotators of 200 labels
 // each on a model of accuracy 0.97, 0.85 and 0.6, the run's test split of
-// 300, 1000, 5000 or 20000 items drawn afresh for each report. Careful
-// annotators (who agree with a prelabel as often as the test split's
-// labellers would) are flagged in at most 5% of reports of ten, and two
-// of ten in at most 1%, each give or take the simulation's error (three
-// standard errors): the bar of at most one of ten. A copier of every
-// prelabel is flagged at 0.85 and 0.6 always, alone or among nine careful
-// annotators. At 0.97, 200 labels hold little evidence: even were the
-// model's accuracy known exactly, a copier's p-value would be
-// 0.97^200 = 0.0023, against Holm's first level of 0.005 among ten; so a
-// copier alone is flagged always once the test split has 1000 items (99%
-// of reports or more), and one among nine careful annotators as often as
-// the test split's size allows, always at 20000. The rates are logged (go
-// test -v), with those of the old rule (98% of at least 50 accepted).
+// 300, 1000, 5000 or 20000 items drawn afresh for each report. The bar is
+// that of ten careful annotators (who agree with a prelabel as often as
+// the test split's labellers would) at most one is flagged: the
+// generalized Holm method holds the chance of flagging two or more to 5%
+// (measured: at most 2%), and that of flagging one to 2 × 5% (measured:
+// 3% to 9%), each give or take the simulation's error (three standard
+// errors). A copier of every prelabel is flagged at 0.85 and 0.6 always,
+// alone or among nine careful annotators. At 0.97, 200 labels hold little
+// evidence: even were the model's accuracy known exactly, a copier's
+// p-value would be 0.97^200 = 0.0023; so a copier alone is flagged always
+// once the test split has 1000 items (99% of reports or more), and one
+// among nine careful annotators as often as the test split's size allows
+// (59% at 300 test items, 89% at 1000), always from 5000. The rates are
+// logged (go test -v), with those of the old rule (98% of at least 50
+// accepted).
 func TestBiasFlagSimulation(t *testing.T) {
 	reps := 1000
 	if testing.Short() {
@@ -218,23 +220,23 @@ func TestBiasFlagSimulation(t *testing.T) {
 		"acc", "test", "expected", "careful", "report>=1", "report>=2", "copier/10", "careful/10", "copier/1", "log10 p cop", "careful, old rule")
 	// The simulation's error on a rate of 5% over reps reports, three
 	// times over.
-	slack := 3 * math.Sqrt(0.05*0.95/float64(reps))
-	slack2 := 3 * math.Sqrt(0.01*0.99/float64(reps))
+	slack := 3 * math.Sqrt(0.1*0.9/float64(reps))
+	slack2 := 3 * math.Sqrt(0.05*0.95/float64(reps))
 	for _, acc := range []float64{0.97, 0.85, 0.6} {
 		for _, tsize := range []int{300, 1000, 5000, 20000} {
 			r := simulate(34, acc, tsize, n, reps)
 			fmt.Fprintf(&table, "%-5.2f %-6d %-9.3f %-10.4f %-10.3f %-9.3f %-11.3f %-12.4f %-11.3f %-12.2f %.3f\n",
 				acc, tsize, r.meanExpected, r.perAnnotator, r.reportAny, r.reportTwo, r.copierAmong, r.carefulAmong, r.copierAlone, r.meanPCopier10, r.oldRule)
-			if r.reportAny > Alpha+slack {
-				t.Errorf("accuracy %.2f, test split %d: %.3f of reports of ten careful annotators flag one, want at most %.2f", acc, tsize, r.reportAny, Alpha)
+			if held := float64(FalseFlagsHeld+1) * Alpha; r.reportAny > held+slack {
+				t.Errorf("accuracy %.2f, test split %d: %.3f of reports of ten careful annotators flag one, want at most %.2f", acc, tsize, r.reportAny, held)
 			}
-			if r.reportTwo > 0.01+slack2 {
-				t.Errorf("accuracy %.2f, test split %d: %.3f of reports flag two or more careful annotators of ten, want at most 0.01", acc, tsize, r.reportTwo)
+			if r.reportTwo > Alpha+slack2 {
+				t.Errorf("accuracy %.2f, test split %d: %.3f of reports flag two or more careful annotators of ten, want at most %.2f", acc, tsize, r.reportTwo, Alpha)
 			}
 			if r.copierAlone < 0.99 && (acc < 0.9 || tsize >= 1000) {
 				t.Errorf("accuracy %.2f, test split %d: a copier alone is flagged in %.3f of reports, want all", acc, tsize, r.copierAlone)
 			}
-			if (acc < 0.9 || tsize >= 20000) && r.copierAmong < 0.99 {
+			if (acc < 0.9 || tsize >= 5000) && r.copierAmong < 0.99 {
 				t.Errorf("accuracy %.2f, test split %d: a copier among ten is flagged in %.3f of reports, want all", acc, tsize, r.copierAmong)
 			}
 		}

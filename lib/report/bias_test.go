@@ -54,13 +54,16 @@ func fakeTest(p, pmin float64) *BiasTest {
 	return &BiasTest{N: 100, PValue: &p, PMin: pmin, Observed: 1, Expected: 0.9}
 }
 
-// Holm's method with Tarone's refinement: a test that could not reach
-// 5% even were every label the prelabel is not counted, so the three
-// others are corrected as three, and all three are flagged (counted as
-// four, Holm would stop at the second); and among ten, Holm stops at the
-// first p-value above its level, whatever follows.
+// The generalized Holm method (two or more false flags held to 5%) with
+// Tarone's refinement: a test that could not reach its first level even
+// were every label the prelabel is not counted, so the three others are
+// corrected as three, at 2 × 5%/3 twice and then 2 × 5%/2, and all
+// three are flagged;
+// among ten the first two are held to 2 × 5%/10 = 0.01, the third to
+// 0.1/9, and the method stops at the first p-value above its level,
+// whatever follows.
 func TestHolmTarone(t *testing.T) {
-	a, b, c, d := fakeTest(0.001, 1e-6), fakeTest(0.02, 1e-5), fakeTest(0.5, 0.3), fakeTest(0.03, 1e-4)
+	a, b, c, d := fakeTest(0.001, 1e-6), fakeTest(0.02, 1e-5), fakeTest(0.5, 0.3), fakeTest(0.045, 1e-4)
 	fam := holm([]*BiasTest{a, b, c, d})
 	if fam.Tests != 4 || fam.Counted != 3 || fam.Flagged != 3 || c.Counted || c.Verdict == VerdictFlagged {
 		t.Errorf("family %+v; the uncountable test %+v", fam, c)
@@ -70,21 +73,27 @@ func TestHolmTarone(t *testing.T) {
 			t.Errorf("p = %g not flagged: %+v", *x.PValue, x)
 		}
 	}
-	if b.Level != 0.025 || d.Level != 0.05 {
-		t.Errorf("levels %g and %g, want 0.025 and 0.05", b.Level, d.Level)
+	if math.Abs(b.Level-0.1/3) > 1e-15 || d.Level != 0.05 {
+		t.Errorf("levels %g and %g, want 2 × 5%%/3 and 2 × 5%%/2", b.Level, d.Level)
 	}
 
-	tests := []*BiasTest{fakeTest(0.004, 1e-9), fakeTest(0.006, 1e-9), fakeTest(0.0062, 1e-9)}
-	for range 7 {
+	// A test alone is held to 5%, not to 2 × 5%.
+	if alone := fakeTest(0.07, 1e-9); holm([]*BiasTest{alone}).Flagged != 0 || alone.Level != 0.05 {
+		t.Errorf("a lone p = 0.07: %+v, want not flagged at level 0.05", alone)
+	}
+
+	tests := []*BiasTest{fakeTest(0.004, 1e-9), fakeTest(0.009, 1e-9), fakeTest(0.0112, 1e-9), fakeTest(0.0113, 1e-9)}
+	for range 6 {
 		tests = append(tests, fakeTest(0.5, 1e-9))
 	}
 	fam = holm(tests)
-	if fam.Counted != 10 || fam.Flagged != 1 || tests[0].Verdict != VerdictFlagged || tests[0].Level != 0.005 {
-		t.Errorf("family %+v, first %+v", fam, tests[0])
+	if fam.Counted != 10 || fam.Flagged != 2 || tests[0].Verdict != VerdictFlagged || tests[1].Verdict != VerdictFlagged ||
+		math.Abs(tests[0].Level-0.01) > 1e-15 || math.Abs(tests[1].Level-0.01) > 1e-15 {
+		t.Errorf("family %+v, first %+v, second %+v", fam, tests[0], tests[1])
 	}
-	for _, x := range tests[1:] {
-		if x.Verdict == VerdictFlagged || math.Abs(x.Level-0.05/9) > 1e-15 {
-			t.Errorf("p = %g: verdict %q at level %g, want not flagged at %g", *x.PValue, x.Verdict, x.Level, 0.05/9)
+	for _, x := range tests[2:] {
+		if x.Verdict == VerdictFlagged || math.Abs(x.Level-0.1/9) > 1e-15 {
+			t.Errorf("p = %g: verdict %q at level %g, want not flagged at %g", *x.PValue, x.Verdict, x.Level, 0.1/9)
 		}
 	}
 }

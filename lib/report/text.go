@@ -66,7 +66,7 @@ func WriteAcceptance(w io.Writer, a *Acceptance) error {
 		b.WriteString("\nflags: none\n")
 	}
 	if fam := a.BiasFamily; fam.Tests > 0 {
-		fmt.Fprintf(&b, "\nautomation-bias tests: %d with a p-value, %d of them able to be significant and corrected for (Holm at %g%%), %d flagged\n",
+		fmt.Fprintf(&b, "\nautomation-bias tests: %d with a p-value, %d of them able to be significant and corrected for (generalized Holm: two or more careful annotators flagged with a chance of at most %g%%), %d flagged\n",
 			fam.Tests, fam.Counted, 100*fam.Alpha, fam.Flagged)
 	}
 	if len(a.Notes) > 0 {
@@ -130,14 +130,14 @@ func BiasText(bt *BiasTest) string {
 	}
 	switch bt.Verdict {
 	case VerdictFlagged:
-		s += fmt.Sprintf(", below Holm's level %.2g: flagged, possible automation bias (consistent with accepting prelabels unchecked, not proof of it)", bt.Level)
+		s += fmt.Sprintf(", below its level %.2g: flagged, possible automation bias (consistent with accepting prelabels unchecked, not proof of it)", bt.Level)
 	case VerdictNotAbove:
 		s += ": no more often than expected"
 	case VerdictCannotTell:
 		if !bt.Counted {
 			s += ": too few labels to be significant even were every one the prelabel"
 		} else {
-			s += fmt.Sprintf(", above Holm's level %.2g: not significant", bt.Level)
+			s += fmt.Sprintf(", above its level %.2g: not significant", bt.Level)
 		}
 		if bt.ItemsNeeded != nil {
 			s += fmt.Sprintf("; about %d more labels (%d in all) would show agreement at this rate 80%% of the time, at level %.2g", *bt.MoreItems, *bt.ItemsNeeded, bt.PowerLevel)

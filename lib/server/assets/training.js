@@ -505,9 +505,9 @@
       if (!b.n) return "no label tested";
       const p = b.p_value < 1e-300 ? "<1e-300" : num(b.p_value);
       let t = b.agreed + " of " + b.n + " agreed (" + b.observed.toFixed(3) + "), a careful annotator " + b.expected.toFixed(3) + "; p = " + p;
-      if (b.verdict === "flagged") return t + ", below Holm's level " + num(b.level) + ": flagged, possible automation bias (consistent with accepting prelabels unchecked, not proof of it)";
+      if (b.verdict === "flagged") return t + ", below its level " + num(b.level) + ": flagged, possible automation bias (consistent with accepting prelabels unchecked, not proof of it)";
       if (b.verdict === "not_above_expected") return t + ": no more often than expected";
-      t += b.counted ? ", above Holm's level " + num(b.level) + ": not significant" : ": too few labels to be significant even were every one the prelabel";
+      t += b.counted ? ", above its level " + num(b.level) + ": not significant" : ": too few labels to be significant even were every one the prelabel";
       if (b.items_needed !== undefined) return t + "; about " + b.more_items + " more labels (" + b.items_needed + " in all) would show agreement at this rate 80% of the time, at level " + num(b.power_level);
       return t + "; no number of labels would show agreement at this rate 80% of the time: the test split is too small to tell it from the model's own accuracy";
     }
