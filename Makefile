@@ -12,7 +12,7 @@ CMDS = $(notdir $(wildcard cmd/*))
 MAN1 = $(wildcard man/*.1)
 MAN5 = $(wildcard man/*.5)
 
-.PHONY: all build test lint man screenshots demo install uninstall clean
+.PHONY: all build test lint man screenshots demo install uninstall clean dist
 
 all: build
 
@@ -67,3 +67,53 @@ uninstall:
 
 clean:
 	rm -rf bin
+
+# make dist: for each platform of DIST_PLATFORMS, a tarball
+# dist/potato-training-VERSION-OS-ARCH.tar.gz (the tree make install
+# lays out, with install.sh) and a wheel whose scripts are the binaries
+# (pip install dist/potato_training-...whl); then dist/SHA256SUMS. No cgo:
+# the binaries are cross-compiled, static on Linux. The version is
+# internal/cli's constant, the commit the checkout's HEAD ("-modified"
+# after it when the tree has changes). The wheels are built by hatchling
+# (packaging/, pinned in requirements/build.txt) in a virtual environment
+# of their own, dist/.build-venv, made from $(DIST_PYTHON). The tarballs
+# and the wheels are compressed side by side, which is most of the time
+# once go build's cache is warm.
+VERSION = $(shell sed -n 's/^const Version = "\(.*\)"$$/\1/p' internal/cli/cli.go)
+COMMIT = $(shell git rev-parse HEAD 2>/dev/null)$(shell [ -n "$$(git status --porcelain 2>/dev/null)" ] && echo -modified)
+DIST_PLATFORMS = linux-amd64 linux-arm64 darwin-amd64 darwin-arm64
+DIST_LDFLAGS = -s -w -X potato-training/internal/cli.Commit=$(COMMIT)
+DIST_PYTHON ?= python3
+DIST_VENV = dist/.build-venv
+SHA256SUM = $(shell command -v sha256sum >/dev/null 2>&1 && echo sha256sum || echo shasum -a 256)
+dist:
+	@[ -n "$(VERSION)" ] || { echo "no const Version in internal/cli/cli.go"; exit 1; }
+	rm -rf dist/stage dist/*.tar.gz dist/*.whl dist/SHA256SUMS
+	for p in $(DIST_PLATFORMS); do \
+		CGO_ENABLED=0 GOOS=$${p%-*} GOARCH=$${p#*-} $(GO) build -trimpath -ldflags "$(DIST_LDFLAGS)" \
+			-o dist/stage/potato-training-$(VERSION)-$$p/bin/ ./cmd/... || exit 1; \
+	done
+	for p in $(DIST_PLATFORMS); do \
+		t=dist/stage/potato-training-$(VERSION)-$$p; \
+		for a in $(AGENT_ARCHES); do mkdir -p $$t/lib/potato-training/linux-$$a && \
+			cp -p dist/stage/potato-training-$(VERSION)-linux-$$a/bin/potato-agent $$t/lib/potato-training/linux-$$a/ || exit 1; done; \
+		mkdir -p $$t/share/man/man1 $$t/share/man/man5 $$t/share/doc/potato-training && \
+		cp $(MAN1) $$t/share/man/man1/ && cp $(MAN5) $$t/share/man/man5/ && \
+		cp scripts/potato-agent.service scripts/potato-auto-retrain.cron $$t/share/doc/potato-training/ && \
+		cp packaging/install.sh $$t/ || exit 1; \
+	done
+	@sum=$$($(SHA256SUM) requirements/build.txt | cut -d' ' -f1); \
+	if [ "$$(cat $(DIST_VENV)/.requirements-sha256 2>/dev/null)" != "$$sum" ]; then \
+		echo "making $(DIST_VENV) (requirements/build.txt)"; \
+		rm -rf $(DIST_VENV) && $(DIST_PYTHON) -m venv $(DIST_VENV) && \
+		$(DIST_VENV)/bin/pip install --quiet --disable-pip-version-check --no-deps --require-hashes -r requirements/build.txt && \
+		echo "$$sum" > $(DIST_VENV)/.requirements-sha256 || exit 1; \
+	fi
+	pids=; for p in $(DIST_PLATFORMS); do \
+		tar -C dist/stage -czf dist/potato-training-$(VERSION)-$$p.tar.gz potato-training-$(VERSION)-$$p & pids="$$pids $$!"; \
+		POTATO_DIST_PLATFORM=$$p POTATO_DIST_TREE=$(CURDIR)/dist/stage/potato-training-$(VERSION)-$$p \
+			$(DIST_VENV)/bin/pip wheel --quiet --disable-pip-version-check --no-build-isolation --no-deps --no-index -w dist ./packaging & pids="$$pids $$!"; \
+	done; \
+	for pid in $$pids; do wait $$pid || exit 1; done
+	cd dist && $(SHA256SUM) *.tar.gz *.whl > SHA256SUMS
+	@echo "dist/: potato-training $(VERSION) (commit $(COMMIT)) for $(DIST_PLATFORMS)"

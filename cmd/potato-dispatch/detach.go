@@ -102,7 +102,7 @@ func detachedStarted() {
 	if err != nil {
 		return
 	}
-	_ = syscall.Dup3(int(null.Fd()), 1, 0)
-	_ = syscall.Dup3(int(null.Fd()), 2, 0)
+	_ = dupTo(int(null.Fd()), 1)
+	_ = dupTo(int(null.Fd()), 2)
 	null.Close()
 }

@@ -13,7 +13,7 @@ import (
 type command struct {
 	Backend   string           `arg:"" help:"The agent backend, a name under model_training.backends."`
 	Config    string           `arg:"" help:"The project's config file."`
-	Server    string           `placeholder:"URL" help:"The server's URL as the training machine reaches it; https://HOSTNAME:8000 when left out." env:"POTATO_TRAINING_SERVER"`
+	Server    string           `placeholder:"URL" help:"The server's URL as the training machine reaches it; left out, the one potato serve listens with here (POTATO_SERVER_LISTEN, POTATO_SERVER_TLS_CERT; http://HOSTNAME:8000 by default)." env:"POTATO_TRAINING_SERVER"`
 	TokenFile string           `name:"token-file" placeholder:"PATH" help:"Write the token to PATH, mode 0600, replacing it whole, instead of printing it."`
 	Version   kong.VersionFlag `help:"Print the version and exit."`
 }

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -40,12 +42,9 @@ On the training machine:
 `
 
 func (c *command) Run(ctx *cli.Context) error {
-	server, insecure, err := serverURL(c.Server)
+	srv, err := serverURL(c.Server, os.Getenv)
 	if err != nil {
 		return cli.Failf(cli.ExitUsage, "%v", err)
-	}
-	if insecure {
-		fmt.Fprintf(ctx.Stderr, "%s: warning: --server %s is plain http: the agent's token would cross the network in the clear; serve https (potato-server --tls-cert, or a reverse proxy) and register with --server https://...\n", ctx.Name, c.Server)
 	}
 	cfg, err := dispatch.LoadConfig(c.Config)
 	if err != nil {
@@ -63,6 +62,11 @@ func (c *command) Run(ctx *cli.Context) error {
 		return cli.Failf(cli.ExitUsage, "backend %s is of type %s: only agent backends take a token", b.Name, b.Type).
 			WithHint("local, ssh and slurm backends need none: the server starts their agent itself")
 	}
+	// What keeps the agent's line from working goes to standard error
+	// before that line is printed.
+	for _, w := range srv.warnings(c.Config, cfg.AdminAPIKey) {
+		fmt.Fprintf(ctx.Stderr, "%s: %s\n", ctx.Name, w)
+	}
 	root, err := dispatch.Root(cfg)
 	if err != nil {
 		return err
@@ -74,7 +78,7 @@ func (c *command) Run(ctx *cli.Context) error {
 		if err != nil {
 			return err
 		}
-		_, err = fmt.Fprintf(ctx.Stdout, instructions, b.Name, token, server)
+		_, err = fmt.Fprintf(ctx.Stdout, instructions, b.Name, token, srv.arg)
 		return err
 	}
 	// The file is made before the token is issued, so that a path that
@@ -92,30 +96,121 @@ func (c *command) Run(ctx *cli.Context) error {
 		return cli.Failf(cli.ExitNo, "--token-file %s: %v; the token was issued but not kept, and the old one no longer works", c.TokenFile, err).
 			WithHint("register again once the file can be written")
 	}
-	_, err = fmt.Fprintf(ctx.Stdout, fileInstructions, b.Name, c.TokenFile, server, filepath.Base(c.TokenFile))
+	_, err = fmt.Fprintf(ctx.Stdout, fileInstructions, b.Name, c.TokenFile, srv.arg, filepath.Base(c.TokenFile))
 	return err
 }
 
-// serverURL is the --server URL, checked, or https://HOSTNAME:8000, the
-// port potato-server listens on by default (with --tls-cert, https). It
-// returns what follows the agent's --server: a plain http:// URL of a
-// host outside loopback, which potato-agent refuses unless told, gets
-// --insecure-http after it, and insecure set.
-func serverURL(s string) (arg string, insecure bool, err error) {
-	if s == "" {
-		host, err := os.Hostname()
-		if err != nil || host == "" {
-			host = "localhost"
+// The environment potato-server reads for the defaults of --listen,
+// --tls-cert (potato-server(1), ENVIRONMENT), and the default of --listen.
+const (
+	listenVar     = "POTATO_SERVER_LISTEN"
+	tlsCertVar    = "POTATO_SERVER_TLS_CERT"
+	defaultListen = "127.0.0.1:8000"
+)
+
+// server is the server's URL as the agent's line gives it, and where it
+// came from.
+type server struct {
+	// arg is what follows the agent's --server: the URL, and
+	// --insecure-http after a plain http:// URL of a host outside
+	// loopback, which potato-agent refuses without it.
+	arg string
+	// raw is the URL as given, or as made.
+	raw string
+	url *url.URL
+	// given is set when --server (or POTATO_TRAINING_SERVER) named the
+	// URL; else it is the one potato serve listens with in this
+	// environment, listening on listen.
+	given  bool
+	listen string
+}
+
+// serverURL is the --server URL s, checked; or, when s is empty, the URL
+// potato serve listens with when started in this environment (getenv):
+// https when POTATO_SERVER_TLS_CERT names a certificate, else http; the
+// port of POTATO_SERVER_LISTEN, else 8000; the host of
+// POTATO_SERVER_LISTEN, or this machine's name when that host is a
+// wildcard or loopback (or the default, 127.0.0.1): the agent runs on
+// another machine.
+func serverURL(s string, getenv func(string) string) (*server, error) {
+	if s != "" {
+		u, err := url.Parse(s)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("--server %q: use a URL such as https://annotate.example.org:8000", s)
 		}
-		return "https://" + host + ":8000", false, nil
+		return newServer(s, strings.TrimRight(s, "/"), u, true, ""), nil
 	}
-	u, err := url.Parse(s)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "", false, fmt.Errorf("--server %q: use a URL such as https://annotate.example.org:8000", s)
+	listen := getenv(listenVar)
+	if listen == "" {
+		listen = defaultListen
 	}
-	arg = strings.TrimRight(s, "/")
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil || port == "" {
+		return nil, fmt.Errorf("%s=%q, which potato serve would listen on, is not HOST:PORT; set it as potato serve has it, or give --server", listenVar, listen)
+	}
+	scheme := "http"
+	if getenv(tlsCertVar) != "" {
+		scheme = "https"
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() || agentproto.IsLoopbackHost(host) {
+		host = hostname()
+	}
+	u := &url.URL{Scheme: scheme, Host: net.JoinHostPort(host, port)}
+	return newServer(u.String(), u.String(), u, false, listen), nil
+}
+
+func newServer(raw, s string, u *url.URL, given bool, listen string) *server {
+	arg := s
 	if u.Scheme == "http" && !agentproto.IsLoopbackHost(u.Hostname()) {
-		return arg + " --insecure-http", true, nil
+		arg += " --insecure-http"
 	}
-	return arg, false, nil
+	return &server{arg: arg, raw: raw, url: u, given: given, listen: listen}
+}
+
+// hostname is this machine's name, or localhost when it has none.
+func hostname() string {
+	if h, err := os.Hostname(); err == nil && h != "" {
+		return h
+	}
+	return "localhost"
+}
+
+// warnings are the lines, "warning: ..." and "hint: ...", that say what
+// keeps the agent's line from working, or from being safe, on a machine
+// other than this one: a weak admin_api_key in the config at cfgPath,
+// with which potato serve listens on loopback alone; potato serve's
+// address in this environment, when it is loopback; plain http. An agent
+// on this machine (a --server on loopback) gets none.
+func (s *server) warnings(cfgPath, adminKey string) []string {
+	if agentproto.IsLoopbackHost(s.url.Hostname()) {
+		return nil
+	}
+	var out []string
+	port := s.url.Port()
+	if !s.given || port == "" {
+		_, port, _ = net.SplitHostPort(cmp.Or(s.listen, defaultListen))
+	}
+	anywhere := net.JoinHostPort("0.0.0.0", port)
+	listenHost, _, _ := net.SplitHostPort(s.listen)
+	if why := config.WeakAdminKey(adminKey); why != "" {
+		out = append(out,
+			fmt.Sprintf("warning: %s: %s, with which potato serve listens on loopback alone: no agent on another machine can reach it", cfgPath, why),
+			fmt.Sprintf("hint: set a long random admin_api_key in %s (openssl rand -hex 32), then start potato serve %s --listen %s", cfgPath, cfgPath, anywhere))
+	} else if !s.given && agentproto.IsLoopbackHost(listenHost) {
+		from := "by default"
+		if s.listen != defaultListen {
+			from = "as " + listenVar + " says"
+		}
+		out = append(out,
+			fmt.Sprintf("warning: potato serve listens on %s %s, where no agent on another machine can reach it", s.listen, from),
+			fmt.Sprintf("hint: start it with --listen %s, and register with %s=%s, or with --server and the URL the training machine reaches", anywhere, listenVar, anywhere))
+	}
+	if s.url.Scheme == "http" {
+		what := "--server " + s.raw
+		if !s.given {
+			what = s.raw + ", potato serve's URL here,"
+		}
+		out = append(out, fmt.Sprintf("warning: %s is plain http: the agent's token would cross the network in the clear; serve https (potato-server --tls-cert, or a reverse proxy) and register with --server https://...", what))
+	}
+	return out
 }

@@ -13,8 +13,11 @@ import (
 	"github.com/alecthomas/kong"
 )
 
-// Version is the toolkit's version; --version prints it alone.
-var Version = "0.1.0"
+// Version is the toolkit's version, the one source of it: --version
+// prints it, and the Makefile reads it from this line for the names of the
+// tarballs and the version of the wheels (make dist), so it stays a
+// string literal here.
+const Version = "0.1.0"
 
 // Exit statuses shared by every binary (see the EXIT STATUS section of
 // each man page).
@@ -110,7 +113,7 @@ func Main(name, description, manPage string, grammar any, env Env, opts ...kong.
 		kong.Description(description),
 		kong.Writers(env.Stdout, env.Stderr),
 		kong.Exit(func(c int) { panic(exitPanic(c)) }),
-		kong.Vars{"version": Version},
+		kong.Vars{"version": VersionText()},
 		kong.Help(func(options kong.HelpOptions, ctx *kong.Context) error {
 			if err := kong.DefaultHelpPrinter(options, ctx); err != nil {
 				return err

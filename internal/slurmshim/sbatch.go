@@ -502,7 +502,7 @@ var signalNames = map[string]syscall.Signal{
 	"ALRM": syscall.SIGALRM, "TERM": syscall.SIGTERM, "CONT": syscall.SIGCONT, "STOP": syscall.SIGSTOP,
 	"TSTP": syscall.SIGTSTP, "URG": syscall.SIGURG, "XCPU": syscall.SIGXCPU, "XFSZ": syscall.SIGXFSZ,
 	"VTALRM": syscall.SIGVTALRM, "PROF": syscall.SIGPROF, "WINCH": syscall.SIGWINCH, "IO": syscall.SIGIO,
-	"PWR": syscall.SIGPWR, "SYS": syscall.SIGSYS,
+	"SYS": syscall.SIGSYS, // and PWR on Linux: signals_linux.go
 }
 
 // parseSignal reads a signal as a number, a name, or SIG and a name.

@@ -132,7 +132,7 @@ func stampOf(path string) (fileStamp, error) {
 	}
 	fs := fileStamp{size: st.Size(), mtime: st.ModTime()}
 	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
-		fs.ino, fs.ctime = int64(sys.Ino), sys.Ctim
+		fs.ino, fs.ctime = int64(sys.Ino), ctimeOf(sys)
 	}
 	return fs, nil
 }

@@ -57,7 +57,7 @@ func Start(c Command) (*Process, error) {
 	// Its own group, so a cancel reaches what it starts; and killed with
 	// its parent, so a dispatch killed outright leaves no training
 	// process holding the machine after the queue is free.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = groupAttr()
 	// Our own pipe rather than StdoutPipe: the process is reaped when it
 	// exits, not when every holder of its standard output has closed it
 	// (a daemon it left behind may never do).
