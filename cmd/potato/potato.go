@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -131,6 +132,32 @@ func potatoCommand() (string, error) {
 	return findPotato(self, os.Getenv("PATH"), passedOn(os.Environ()))
 }
 
+// potatoModule is the Python interpreter beside the front command's
+// executable (python3, else python: a virtual environment's bin/) when it
+// can import Potato's module potato, which runs as python -m potato; ""
+// when there is none. Both the executable as started and as resolved are
+// tried, since a virtual environment's bin/ may be reached by a link.
+func potatoModule(self string) string {
+	dirs := []string{filepath.Dir(self)}
+	if p, err := os.Executable(); err == nil && filepath.Dir(p) != dirs[0] {
+		dirs = append(dirs, filepath.Dir(p))
+	}
+	for _, d := range dirs {
+		for _, py := range []string{"python3", "python"} {
+			py = filepath.Join(d, py)
+			if st, err := os.Stat(py); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
+				continue
+			}
+			probe := exec.Command(py, "-c", "import importlib.util, sys; sys.exit(importlib.util.find_spec('potato') is None or importlib.util.find_spec('potato.__main__') is None)")
+			probe.Stdin, probe.Stdout, probe.Stderr = nil, nil, nil
+			if probe.Run() == nil {
+				return py
+			}
+		}
+	}
+	return ""
+}
+
 // passOn runs Potato's potato with args in place of this process, so its
 // standard input and output, signals and exit status are Potato's own
 // (the process id is the same: a signal sent to this command reaches
@@ -155,6 +182,15 @@ func passOn(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: error: %v\n", name, err)
 		return 126
 	}
+	argv := append([]string{name}, args...)
+	if err != nil {
+		// One environment that holds both packages has one bin/potato,
+		// ours when potato-training was installed last: Potato is then
+		// its Python module, run by the interpreter beside us.
+		if py := potatoModule(self); py != "" {
+			path, argv, err = py, append([]string{py, "-m", "potato"}, args...), nil
+		}
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: error: %q is not a verb of the toolkit, and no other potato command is on PATH to pass it to\n", name, args[0])
 		if s := suggest(args[0]); s != "" {
@@ -168,7 +204,7 @@ func passOn(args []string, stderr io.Writer) int {
 		return strings.HasPrefix(kv, passedVar+"=") || strings.HasPrefix(kv, cli.InvokedAsVar+"=")
 	})
 	env = append(env, passedVar+"="+strings.Join(append(passed, self), string(os.PathListSeparator)))
-	err = syscall.Exec(path, append([]string{name}, args...), env)
+	err = syscall.Exec(path, argv, env)
 	fmt.Fprintf(stderr, "%s: error: cannot run Potato's %s: %v\n", name, path, err)
 	return 126
 }

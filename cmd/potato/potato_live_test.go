@@ -292,3 +292,47 @@ func copyFile(t *testing.T, from, to string) {
 		t.Fatal(err)
 	}
 }
+
+// One virtual environment with both packages has one bin/potato, the
+// toolkit's when it was installed last: `potato start` then runs Potato's
+// module with the Python beside the front command (python -m potato),
+// serves on loopback, and stops on the signal sent to that process. The
+// environment here is a bin/ with copies of the front command and
+// potato-dispatch, as the wheel lays them, and a python3 that runs the
+// released Potato's interpreter.
+func TestReleasedPotatoOneEnvironment(t *testing.T) {
+	potatoBin := releasedPotatoDir(t)
+	bin := testcli.Binaries(t)
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(filepath.Join(testcli.Root(), "testdata", "potato-live"))); err != nil {
+		t.Fatal(err)
+	}
+	env := filepath.Join(dir, "venv", "bin")
+	if err := os.MkdirAll(env, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []string{"potato", "potato-dispatch"} {
+		copyFile(t, filepath.Join(bin, b), filepath.Join(env, b))
+	}
+	py := "#!/bin/sh\nexec " + filepath.Join(potatoBin, "python3") + ` "$@"` + "\n"
+	if err := os.WriteFile(filepath.Join(env, "python3"), []byte(py), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := env + ":/usr/bin:/bin"
+	s := startPotato(t, dir, path)
+	if cmdline, _ := s.proc(t); !slices.Contains(cmdline, "-m") || !slices.Contains(cmdline, "potato") || !slices.Contains(cmdline, "start") {
+		t.Errorf("the process is %q, want Potato's module run as python -m potato start", cmdline)
+	}
+	st := s.stop(t, syscall.SIGINT)
+	t.Logf("on SIGINT Potato ended: %v", st)
+
+	// --help names it; the toolkit's own verbs stay the toolkit's.
+	code, stdout, _ := testproject.Exec(t, shell(dir, path, "--help"))
+	if code != 0 || !strings.Contains(stdout, filepath.Join(env, "python3")+" -m potato") {
+		t.Errorf("potato --help: exit %d, want it to name %s -m potato:\n%s", code, filepath.Join(env, "python3"), stdout)
+	}
+	code, stdout, stderr := testproject.Exec(t, shell(dir, path, "training", "status", "config.yaml", "--json"))
+	if code != 0 || strings.TrimSpace(stdout) != "[]" {
+		t.Errorf("potato training status: exit %d, stdout %q, stderr %q; want the toolkit's [] and exit 0", code, stdout, stderr)
+	}
+}

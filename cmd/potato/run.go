@@ -38,7 +38,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		usage(stdout, "")
 		return cli.ExitOK
 	case len(args) == 1 && args[0] == "--version":
-		fmt.Fprintln(stdout, cli.Version)
+		fmt.Fprintln(stdout, cli.VersionText())
 		return cli.ExitOK
 	case len(args) == 1 && isGroup(args[0]):
 		shortUsage(stderr, args[0])

@@ -27,12 +27,18 @@ func usage(w io.Writer, group string) {
 		// The rest go to Potato's own command; say which one this PATH
 		// gives, since the order of PATH decides it.
 		fmt.Fprintf(w, "\nAny other verb, such as \"potato start config.yaml\", goes to Potato's own\n"+
-			"potato command (potato-annotation): the next potato on PATH that is not\nthis one. ")
+			"potato command (potato-annotation): the next potato on PATH that is not\n"+
+			"this one, else python -m potato by the Python beside it. ")
 		switch p, err := potatoCommand(); {
 		case err == nil:
 			fmt.Fprintf(w, "Here that is %s.\n", p)
 		case errors.Is(err, errNoPotato):
-			fmt.Fprintf(w, "Here there is none.\n")
+			self, _ := selfPath()
+			if py := potatoModule(self); py != "" {
+				fmt.Fprintf(w, "Here that is %s -m potato.\n", py)
+			} else {
+				fmt.Fprintf(w, "Here there is none.\n")
+			}
 		default:
 			fmt.Fprintf(w, "Here there is none (%v).\n", err)
 		}
