@@ -175,9 +175,12 @@ func (m *Model) README(opt CardOptions) string {
 	if multi {
 		what = "any number of labels per text"
 	}
-	fmt.Fprintf(&b, "A text classifier for the annotation schema **%s** (%s, %s), fine-tuned from %s on annotations made with Potato, "+
+	if m.Card.AnnotationTyp != "" {
+		what = md(m.Card.AnnotationTyp) + ", " + what
+	}
+	fmt.Fprintf(&b, "A text classifier for the annotation schema **%s** (%s), fine-tuned from %s on annotations made with Potato, "+
 		"by the `hf-text-classification` trainer of potato-training, in run `%s`.\n\n",
-		md(m.Schema), md(m.Card.AnnotationTyp), what, baseText, code(m.Record.RunID))
+		md(m.Schema), what, baseText, code(m.Record.RunID))
 	switch m.Kind {
 	case KindAdapter:
 		b.WriteString("This repository holds a LoRA adapter (peft) and the classifier's head, to be put on the base model; ")
@@ -192,7 +195,11 @@ func (m *Model) README(opt CardOptions) string {
 		b.WriteString("The base model's licence could not be read on the machine that pushed this model (no card of it there): ")
 		b.WriteString("check it on the base model's own card before you use or share this model.\n\n")
 	} else {
-		fmt.Fprintf(&b, "The licence is the base model's, `%s`, as its card states it.\n\n", code(opt.Base.License))
+		lic := "`" + code(opt.Base.License) + "`"
+		if opt.Base.LicenseName != "" {
+			lic += " (" + md(opt.Base.LicenseName) + ")"
+		}
+		fmt.Fprintf(&b, "The licence is the base model's, %s, as its card states it.\n\n", lic)
 	}
 
 	score := m.heldout()
@@ -243,7 +250,11 @@ func (m *Model) README(opt CardOptions) string {
 	} else {
 		b.WriteString("- Annotations: the run's snapshot of them was removed before this push; its digest is in Potato's store, training_runs\n")
 	}
-	fmt.Fprintf(&b, "- Trainer: `hf-text-classification` (%s) of potato-training\n", md(m.Card.ModelVersion))
+	if m.Card.ModelVersion != "" {
+		fmt.Fprintf(&b, "- Trainer: `hf-text-classification` of potato-training, model version `%s`\n", code(m.Card.ModelVersion))
+	} else {
+		b.WriteString("- Trainer: `hf-text-classification` of potato-training\n")
+	}
 	if m.Card.Lora != nil {
 		l := m.Card.Lora
 		fmt.Fprintf(&b, "- LoRA: r %d, alpha %s, dropout %s, on %s; trained whole: %s\n", l.R, short(l.Alpha), short(l.Dropout),

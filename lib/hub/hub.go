@@ -136,10 +136,10 @@ func Find(root *rundir.Root, id, schema string) (*Model, error) {
 	if !rundir.ValidID(id) {
 		return nil, &UsageError{fmt.Errorf("no run %q", id)}
 	}
-	info, err := root.Read(id)
-	if errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(root.RunDir(id), rundir.RecordFile)); errors.Is(err, fs.ErrNotExist) {
 		return nil, &UsageError{fmt.Errorf("no run %s in %s", id, filepath.Join(root.Dir, "runs"))}
 	}
+	info, err := root.Read(id)
 	if err != nil {
 		return nil, err
 	}
@@ -248,7 +248,7 @@ func (m *Model) read() error {
 	id := m.Record.RunID
 	st, err := os.Stat(m.Dir)
 	if errors.Is(err, fs.ErrNotExist) {
-		return refuse("run %s: its model %s is not on this machine: retention removes a run's model files beyond retain_runs", id, m.Dir)
+		return refuse("run %s: its model %s is not on this machine (removed since, or never written)", id, m.Dir)
 	}
 	if err != nil {
 		return err

@@ -171,7 +171,8 @@ func push(ctx context.Context, m *Model, card string, req Request) (*Result, err
 		Files: len(m.Files) + 1, Bytes: m.Bytes() + int64(len(card)), PushedAt: time.Now().UTC().Truncate(time.Second)}, nil
 }
 
-// childEnv is push.py's environment: env less the token variables, with
+// childEnv is push.py's environment: env less the token variables (the
+// token goes on its standard input, and it reads no token file), with
 // Xet uploads, progress bars and telemetry off. HF_HUB_OFFLINE and
 // TRANSFORMERS_OFFLINE, which keep runs from downloading models, are
 // left out: a push is asked for by name, and the library refuses every
@@ -180,7 +181,7 @@ func childEnv(env []string) []string {
 	if env == nil {
 		env = os.Environ()
 	}
-	drop := []string{"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE",
+	drop := []string{"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_TOKEN_PATH", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE",
 		"HF_HUB_DISABLE_XET", "HF_HUB_DISABLE_PROGRESS_BARS", "HF_HUB_DISABLE_TELEMETRY"}
 	out := slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
 		k, _, _ := strings.Cut(kv, "=")
