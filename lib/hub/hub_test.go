@@ -240,3 +240,45 @@ func TestChecks(t *testing.T) {
 		t.Errorf("childEnv: %v", env)
 	}
 }
+
+// A merged model (merge=true) goes whole, its adapter/ with it, and its
+// card loads it with transformers alone; the files are listed as the run
+// saved them, with their paths in the repo.
+func TestFindMerged(t *testing.T) {
+	root, _ := rundir.Open(t.TempDir())
+	id := "20261202T100000-000012"
+	finishedRun(t, root, id, func(r *rundir.Record) {})
+	dir := filepath.Join(root.RunDir(id), rundir.ArtifactsDir, "model-spam")
+	os.MkdirAll(filepath.Join(dir, "adapter"), 0o755)
+	for name, body := range map[string]string{
+		"model_card.json":                   `{"format":"potato-model-card","labels":["spam","ham"],"merged":true,"base_model":"distilbert-base-uncased","max_length":64,"lora":{"r":8}}`,
+		"config.json":                       "{}",
+		"model.safetensors":                 "weights",
+		"tokenizer.json":                    "{}",
+		"adapter/adapter_config.json":       "{}",
+		"adapter/adapter_model.safetensors": "adapter",
+	} {
+		os.WriteFile(filepath.Join(dir, filepath.FromSlash(name)), []byte(body), 0o644)
+	}
+	m, err := Find(root, id, "spam")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	for _, f := range m.Files {
+		paths = append(paths, f.InRepo)
+	}
+	if m.Kind != KindMerged || strings.Join(paths, " ") != "adapter/adapter_config.json adapter/adapter_model.safetensors config.json model.safetensors model_card.json tokenizer.json" {
+		t.Errorf("kind %s, files %v", m.Kind, paths)
+	}
+	card := m.README(CardOptions{Repo: "alice/m"})
+	for _, want := range []string{"base_model: distilbert-base-uncased\n", "library_name: transformers\n", "the adapter itself is in `adapter/`",
+		"model = AutoModelForSequenceClassification.from_pretrained(repo).eval()", "licence could not be read"} {
+		if !strings.Contains(card, want) {
+			t.Errorf("the card lacks %q", want)
+		}
+	}
+	if strings.Contains(card, "peft") || strings.Contains(card, "\nlicense:") {
+		t.Errorf("a merged model's card names peft, or a licence it could not read:\n%s", card)
+	}
+}
