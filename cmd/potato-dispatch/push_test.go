@@ -144,8 +144,19 @@ func TestPushRealModel(t *testing.T) {
 	watch := &procWatch{token: hubToken}
 	h.OnRequest = watch.look
 
+	// --dry-run: the files and the card, without a token, nothing sent.
+	code, stdout, stderr := push(t, r, h, "", id, "--repo", "alice/spam-filter", "--dry-run", "--json")
+	var plan struct {
+		Kind, Readme string
+		Files        []hub.File
+	}
+	if err := json.Unmarshal([]byte(stdout), &plan); code != 0 || err != nil || plan.Kind != hub.KindAdapter || len(plan.Files) < 6 ||
+		!strings.Contains(plan.Readme, "license: apache-2.0\n") || len(h.Requests()) != 0 {
+		t.Errorf("--dry-run: exit %d, %d requests, stderr %q, stdout %.300s", code, len(h.Requests()), stderr, stdout)
+	}
+
 	// A wrong token: the Hub's 401, no repo.
-	code, stdout, stderr := push(t, r, h, "hf_wrongTokenX", id, "--repo", "alice/spam-filter")
+	code, stdout, stderr = push(t, r, h, "hf_wrongTokenX", id, "--repo", "alice/spam-filter")
 	if code != 1 || !strings.Contains(stderr, "401") || strings.Contains(stderr+stdout, "hf_wrongTokenX") {
 		t.Errorf("a wrong token: exit %d, stdout %q, stderr %q; want 1, the 401, and no token", code, stdout, stderr)
 	}
