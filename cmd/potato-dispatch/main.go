@@ -23,6 +23,7 @@ type command struct {
 	Writeback writebackCmd     `cmd:"" help:"Write a finished run's row and predictions to Potato's store again (after store_failed)."`
 	Retract   retractCmd       `cmd:"" help:"Delete a finished run's prelabels from Potato's store; the run stays."`
 	Publish   publishCmd       `cmd:"" help:"Publish a successful run's predictions as prelabels by hand, whatever writeback.promote decided."`
+	Push      pushCmd          `cmd:"" help:"Send a successful run's model, its tokenizer and a model card to a repo of the Hugging Face Hub (private by default)."`
 	Report    reportCmd        `cmd:"" help:"How annotators took the published prelabels: shares accepted per schema, label and annotator, with flags."`
 	Explain   explainCmd       `cmd:"" help:"An item's prelabel per schema: its confidence, the run and bundle that made it, the annotators' labels now."`
 	Version   kong.VersionFlag `help:"Print the version and exit."`

@@ -32,6 +32,7 @@ var routes = []route{
 	{[]string{"training", "writeback"}, "potato-dispatch", []string{"writeback"}, "apply a finished run to Potato's store again"},
 	{[]string{"training", "retract"}, "potato-dispatch", []string{"retract"}, "delete a finished run's prelabels from Potato's store"},
 	{[]string{"training", "publish"}, "potato-dispatch", []string{"publish"}, "publish a kept run's prelabels by hand, past the promotion gate"},
+	{[]string{"training", "push"}, "potato-dispatch", []string{"push"}, "send a run's model and a model card to the Hugging Face Hub"},
 	{[]string{"training", "report"}, "potato-dispatch", []string{"report"}, "how annotators took the published prelabels"},
 	{[]string{"training", "explain"}, "potato-dispatch", []string{"explain"}, "where an item's prelabel came from"},
 	{[]string{"serve"}, "potato-server", nil, "run the Training page and the agents' server"},

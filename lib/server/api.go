@@ -127,6 +127,8 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		route("POST", a.cancelRun)
 	case len(parts) == 3 && parts[0] == "runs" && parts[2] == "predictions":
 		route("DELETE", a.retractRun)
+	case len(parts) == 3 && parts[0] == "runs" && parts[2] == "hub":
+		route("GET, HEAD, POST", a.hub)
 	case len(parts) == 1 && parts[0] == "backends":
 		route("GET, HEAD", a.listBackends)
 	case len(parts) == 3 && parts[0] == "backends" && parts[2] == "check":

@@ -704,10 +704,90 @@
       const w = r.writeback;
       $("retract-row").hidden = !(finished(r) && w && w.n_written > 0 && !r.retracted_at);
       model(r);
+      if (finished(r)) await hubRefresh();
       $("log").textContent = (r.log || []).join("\n");
       $("events").textContent = (r.events || []).map((e) => JSON.stringify(e)).join("\n");
       return finished(r) ? null : pollMS;
     }
+
+    // ---- Publishing the model to the Hugging Face Hub ----
+
+    let hub = null;
+
+    // link is a link to url when it is http(s), else its text alone.
+    function link(text, url) {
+      if (!/^https?:\/\//.test(url || "")) return el("span", text);
+      const a = el("a", text);
+      a.href = url;
+      a.rel = "noopener noreferrer";
+      return a;
+    }
+
+    // hubRefresh shows whether the run's model can be published, and
+    // why not as the server words it, with the pushes made.
+    async function hubRefresh() {
+      try {
+        hub = await api("GET", "/runs/" + encodeURIComponent(id) + "/hub");
+      } catch (e) {
+        showError(e);
+        return;
+      }
+      const models = hub.models || [];
+      $("hub-form").hidden = !hub.pushable;
+      if (!hub.pushable) {
+        $("hub-status").textContent = "This run's model cannot be published: " + hub.reason;
+      } else {
+        $("hub-status").textContent = "The model goes with its tokenizer and a model card (README.md) in one commit.";
+        const sel = $("hub-schema");
+        if (sel.options.length !== models.length) {
+          sel.replaceChildren(...models.map((m) => {
+            const o = el("option", m.schema + " (" + m.kind + ", " + m.files + " files, " + num(m.bytes / 1048576) + " MB)");
+            o.value = m.schema;
+            return o;
+          }));
+        }
+        $("hub-schema-row").hidden = models.length < 2;
+        hubBaseRow();
+        $("hub-token").textContent = hub.token ? "The server's token, from " + hub.token + ", is sent." : hub.no_token;
+        $("hub-push").disabled = !hub.token;
+      }
+      $("hub-pushes").replaceChildren(...(hub.pushes || []).slice().reverse().map((p) => {
+        const li = el("li", p.pushed_at + ": " + p.schema + " to ");
+        li.appendChild(link(p.repo, p.repo_url));
+        li.appendChild(document.createTextNode(" (" + (p.private ? "private" : "public") + "), branch " + p.revision + ", commit "));
+        li.appendChild(link(String(p.commit_oid).slice(0, 12), p.commit_url));
+        return li;
+      }));
+    }
+
+    // The base model's id is asked for when the run named a directory.
+    function hubBaseRow() {
+      const m = ((hub && hub.models) || []).find((x) => x.schema === $("hub-schema").value);
+      $("hub-base-row").hidden = !m || m.base_model !== "";
+    }
+    $("hub-schema").addEventListener("change", hubBaseRow);
+
+    $("hub-form").addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      const button = $("hub-push");
+      button.disabled = true;
+      $("hub-done").hidden = false;
+      $("hub-done").textContent = "Publishing: a large model takes minutes.";
+      const req = { repo: $("hub-repo").value.trim(), private: !$("hub-public").checked, revision: $("hub-revision").value.trim(),
+        schema: $("hub-schema").value || "", base_model: $("hub-base-row").hidden ? "" : $("hub-base").value.trim() };
+      try {
+        const res = await api("POST", "/runs/" + encodeURIComponent(id) + "/hub", req);
+        showError(null);
+        $("hub-done").replaceChildren(document.createTextNode("Published to "), link(res.repo, res.repo_url),
+          document.createTextNode(" (" + (res.private ? "private" : "public") + "), branch " + res.revision + ": commit "),
+          link(String(res.commit_oid).slice(0, 12), res.commit_url));
+      } catch (e) {
+        $("hub-done").hidden = true;
+        showError(e);
+      }
+      button.disabled = false;
+      await hubRefresh();
+    });
 
     // The run page stops polling once its run is over.
     poll(refresh);
