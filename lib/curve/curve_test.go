@@ -330,3 +330,36 @@ func TestJudge(t *testing.T) {
 		})
 	}
 }
+
+// TestWrite: the report's header names the draws, and its table gives
+// macro-F1's two standard errors, the draws' as "-" with one draw; a
+// curve recorded before draws had one.
+func TestWrite(t *testing.T) {
+	s, sc := synth{[]int{12, 24, 36, 48}, func(n float64) float64 { return 0.2 + 0.1*math.Log2(n) }, spread(8, 4, 0.01), 0.005, 300}.schema()
+	Judge(&s, sc)
+	one, osc := synth{[]int{12, 24, 36, 48}, func(n float64) float64 { return 0.2 + 0.1*math.Log2(n) }, [][]float64{{0.01, -0.01, -0.01, 0.01}}, 0.005, 300}.schema()
+	Judge(&one, osc)
+	old := one
+	old.Draws = 0
+	var b strings.Builder
+	if err := Write(&b, Curve{Schemas: []Schema{s, one, old}}); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	p := s.Points[0]
+	for _, want := range []string{
+		"s (radio): 48 labelled items in the train split, 8 draws at each point, scored on 300 test items\n",
+		"  POINT  ITEMS  ACCURACY  CHANGE  MACRO-F1  SE TEST  SE DRAWS  CHANGE  F1 X (ITEMS)  CHANGE\n",
+		fmt.Sprintf("  25%%    12     %.3f     -       %.3f     %.3f    %.3f     -       %.3f (6)     -\n", p.Accuracy, p.MacroF1, p.SETest, p.SEDraws, p.MacroF1),
+		"\n" + s.Sentence + "\n  " + s.Labels[0].Sentence + "\n",
+		"s (radio): 48 labelled items in the train split, 1 draw at each point, scored on 300 test items\n",
+		fmt.Sprintf("  25%%    12     %.3f     -       %.3f     %.3f    -         -  ", one.Points[0].Accuracy, one.Points[0].MacroF1, one.Points[0].SETest),
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the report lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Count(out, "1 draw at each point") != 2 {
+		t.Errorf("a curve recorded before draws:\n%s", out)
+	}
+}

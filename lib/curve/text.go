@@ -18,11 +18,13 @@ func Write(w io.Writer, c Curve) error {
 		if i > 0 {
 			b.WriteString("\n")
 		}
+		// A curve scored before draws has none recorded: it had one.
+		n := max(s.Draws, 1)
 		draws := "draws"
-		if s.Draws == 1 {
+		if n == 1 {
 			draws = "draw"
 		}
-		fmt.Fprintf(&b, "%s (%s): %d labelled items in the train split, %d %s at each point, scored on %d test items\n", s.Schema, s.Kind, s.NTrainSplit, s.Draws, draws, s.NTest)
+		fmt.Fprintf(&b, "%s (%s): %d labelled items in the train split, %d %s at each point, scored on %d test items\n", s.Schema, s.Kind, s.NTrainSplit, n, draws, s.NTest)
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 		head := []string{"  POINT", "ITEMS", "ACCURACY", "CHANGE", "MACRO-F1", "SE TEST", "SE DRAWS", "CHANGE"}
 		var labels []string
