@@ -156,51 +156,64 @@ const (
 	bootstrapWork = 200_000_000
 )
 
-// decision is one item's effect on one label's counts: 0 a true
+// decision is one item's effect on one label's counts: kind 0 a true
 // positive, 1 a false positive, 2 a false negative.
-type decision struct{ label, kind int }
+type decision struct {
+	label int32
+	kind  uint8
+}
+
+// decisions are every item's decisions at one point and draw, in one
+// slice: item k's are ds[off[k]:off[k+1]]. One slice, not one per item,
+// since a curve of 20 points, 20 draws and 10,000 test items has four
+// million of them.
+type decisions struct {
+	ds  []decision
+	off []int32
+}
+
+func (x decisions) of(k int) []decision { return x.ds[x.off[k]:x.off[k+1]] }
 
 // decisions are each item's decisions at point i and draw d, as
 // labelFigures tallies them, with labels numbered in index.
-func (c *CurveScore) decisions(i, d int, index map[string]int) [][]decision {
-	num := func(l string) int {
+func (c *CurveScore) decisions(i, d int, index map[string]int) decisions {
+	num := func(l string) int32 {
 		n, ok := index[l]
 		if !ok {
 			n = len(index)
 			index[l] = n
 		}
-		return n
+		return int32(n)
 	}
-	out := make([][]decision, len(c.ids))
-	for k, id := range c.ids {
+	out := decisions{ds: make([]decision, 0, len(c.ids)), off: make([]int32, 1, len(c.ids)+1)}
+	for _, id := range c.ids {
 		g, p := c.gold[id], c.preds[i][d][id]
-		var ds []decision
 		if c.Kind == config.KindNominal {
 			switch {
 			case p == g && p != "":
-				ds = append(ds, decision{num(g), 0})
+				out.ds = append(out.ds, decision{num(g), 0})
 			default:
-				ds = append(ds, decision{num(g), 2})
+				out.ds = append(out.ds, decision{num(g), 2})
 				if p != "" {
-					ds = append(ds, decision{num(p), 1})
+					out.ds = append(out.ds, decision{num(p), 1})
 				}
 			}
 		} else {
 			gs, ps := labelSet(g), labelSet(p)
 			for _, l := range slices.Sorted(maps.Keys(gs)) {
 				if ps[l] {
-					ds = append(ds, decision{num(l), 0})
+					out.ds = append(out.ds, decision{num(l), 0})
 				} else {
-					ds = append(ds, decision{num(l), 2})
+					out.ds = append(out.ds, decision{num(l), 2})
 				}
 			}
 			for _, l := range slices.Sorted(maps.Keys(ps)) {
 				if !gs[l] {
-					ds = append(ds, decision{num(l), 1})
+					out.ds = append(out.ds, decision{num(l), 1})
 				}
 			}
 		}
-		out[k] = ds
+		out.off = append(out.off, int32(len(out.ds)))
 	}
 	return out
 }
@@ -219,7 +232,7 @@ func (c *CurveScore) Resample(draws []int, fn func(macro [][]float64, labels map
 		return
 	}
 	index := map[string]int{}
-	dec := make([][][][]decision, len(c.Points))
+	dec := make([][]decisions, len(c.Points))
 	for i := range c.Points {
 		for _, d := range draws {
 			dec[i] = append(dec[i], c.decisions(i, d, index))
@@ -252,7 +265,7 @@ func (c *CurveScore) Resample(draws []int, fn func(macro [][]float64, labels map
 			for j := range draws {
 				clear(cs)
 				for _, k := range sample {
-					for _, d := range dec[i][j][k] {
+					for _, d := range dec[i][j].of(k) {
 						switch d.kind {
 						case 0:
 							cs[d.label].tp++
