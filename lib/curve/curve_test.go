@@ -309,6 +309,17 @@ func TestJudge(t *testing.T) {
 				}
 			},
 		},
+		{
+			// Points of as many items (10% and 11% of 40) have no trend.
+			name:  "points of as many items",
+			curve: synth{[]int{4, 4}, func(n float64) float64 { return 0.8 }, spread(3, 2, 0.01), 0.01, 300},
+			want:  Unclear,
+			check: func(t *testing.T, s Schema) {
+				if !strings.Contains(s.Sentence, ": every point fitted as many items, so there is no trend to judge; give points further apart") {
+					t.Errorf("sentence %q", s.Sentence)
+				}
+			},
+		},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s, sc := c.curve.schema()
@@ -323,7 +334,7 @@ func TestJudge(t *testing.T) {
 			if s.Draws != len(c.curve.drawNoise) {
 				t.Errorf("draws %d", s.Draws)
 			}
-			if (s.Verdict == Unclear) == (s.NTestNeeded == 0 && s.DrawsNeeded == 0) && c.name != "noisy fall" {
+			if (s.Verdict == Unclear) == (s.NTestNeeded == 0 && s.DrawsNeeded == 0) && c.name != "noisy fall" && c.name != "points of as many items" {
 				t.Errorf("verdict %s with %d test items and %d draws needed", s.Verdict, s.NTestNeeded, s.DrawsNeeded)
 			}
 			c.check(t, s)

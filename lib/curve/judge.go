@@ -290,7 +290,7 @@ func Judge(s *Schema, sc Scores) {
 		s.NTestNeeded, s.DrawsNeeded = needs(t, tp, s.NTest, s.Draws)
 	}
 	span := spanText(ps)
-	s.Sentence = s.Schema + ": " + sentence("macro-F1", s.Verdict, t, span, s.NTest, "", s.Draws, tp.measured, s.NTestNeeded, s.DrawsNeeded) + ": " + advice(s.Verdict)
+	s.Sentence = s.Schema + ": " + sentence("macro-F1", s.Verdict, t, tp, span, s.NTest, "", s.Draws, s.NTestNeeded, s.DrawsNeeded) + ": " + advice(s.Verdict)
 
 	for _, l := range ps[k].Labels {
 		y := sc.Labels[l.Label]
@@ -303,7 +303,7 @@ func Judge(s *Schema, sc Scores) {
 			lab.NTestNeeded, lab.DrawsNeeded = needs(lt, lp, l.Support, s.Draws)
 		}
 		lab.Sentence = fmt.Sprintf("label %s: %s", l.Label,
-			sentence("F1", lab.Verdict, lt, span, l.Support, " of "+l.Label, s.Draws, lp.measured, lab.NTestNeeded, lab.DrawsNeeded))
+			sentence("F1", lab.Verdict, lt, lp, span, l.Support, " of "+l.Label, s.Draws, lab.NTestNeeded, lab.DrawsNeeded))
 		if lab.Verdict == Rising {
 			lab.Estimate = estimate(ps, fits[l.Label], pick(y, fits[l.Label].idx), fitBoot[l.Label].variance(), l.Support)
 			lab.Sentence += "; " + estimateText(lab.Estimate, l.Label, ps[k])
@@ -405,11 +405,11 @@ func verdictOf(t Trend, nTest int, p parts) string {
 // that alone would not, or would take more than maxNeeded times as many
 // (or more draws than MaxDraws). Never fewer test items than MinTest.
 func needs(t Trend, p parts, nTest, draws int) (items, more int) {
-	if !p.measured && nTest >= MinTest {
-		return 0, max(3, draws+1)
-	}
 	if p.sxx == 0 {
 		return 0, 0
+	}
+	if !p.measured && nTest >= MinTest {
+		return 0, max(3, draws+1)
 	}
 	vt, vd := t.SETest*t.SETest, t.SEDraws*t.SEDraws
 	dft, dfd := math.Inf(1), float64(draws-1)
@@ -472,13 +472,15 @@ func noiseText(t Trend, nTest int, of string, draws int) string {
 	return fmt.Sprintf("s.e. %.3f from the %d test items%s, %s", t.SETest, nTest, of, d)
 }
 
-func sentence(metric, verdict string, t Trend, span string, nTest int, of string, draws int, measured bool, items, more int) string {
+func sentence(metric, verdict string, t Trend, p parts, span string, nTest int, of string, draws int, items, more int) string {
 	per := fmt.Sprintf("%+.3f per doubling of the training items", t.PerDoubling)
 	switch {
+	case p.sxx == 0:
+		return fmt.Sprintf("%s over %s: every point fitted as many items, so there is no trend to judge; give points further apart", metric, span)
 	case nTest < MinTest:
 		return fmt.Sprintf("%s %s over %s, scored on %d test items%s: too few to judge a curve, since one item moves it by more than ±%.2f; it would need at least %d",
 			metric, per, span, nTest, of, Epsilon, items)
-	case !measured:
+	case !p.measured:
 		return fmt.Sprintf("%s %s over %s: one draw of two points cannot measure how much the choice of training items moves it; fit %d draws or more points",
 			metric, per, span, more)
 	}
