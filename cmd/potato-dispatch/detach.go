@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -36,6 +37,9 @@ func (c *runCmd) detachedArgs() []string {
 	args := []string{"run", "--trainer=" + c.Trainer, "--schemas=" + strings.Join(c.Schemas, ",")}
 	if c.curve != nil {
 		args = []string{"curve", "--points=" + curvePoints(c.curve), "--trainer=" + c.Trainer, "--schemas=" + strings.Join(c.Schemas, ",")}
+		if c.curveDraws != 0 {
+			args = append(args, "--draws="+strconv.Itoa(c.curveDraws))
+		}
 	}
 	if c.Backend != "" {
 		args = append(args, "--backend="+c.Backend)

@@ -24,9 +24,11 @@ type runCmd struct {
 	Detached bool     `hidden:""`
 
 	// curve, set by potato-dispatch curve, makes the run a learning
-	// curve's; report prints it once the run has ended.
-	curve  []float64
-	report func(id string, code int) error
+	// curve's, with curveDraws draws (0: the trainer's default); report
+	// prints it once the run has ended.
+	curve      []float64
+	curveDraws int
+	report     func(id string, code int) error
 }
 
 func (c *runCmd) Run(ctx *cli.Context) error {
@@ -63,7 +65,7 @@ func (c *runCmd) Run(ctx *cli.Context) error {
 	}()
 	code, err := dispatch.Run(sctx, dispatch.Options{
 		ConfigPath: c.Config, Trainer: c.Trainer, Schemas: c.Schemas, Backend: c.Backend,
-		Params: params, RunID: c.RunID, Trigger: c.Trigger, Curve: c.curve,
+		Params: params, RunID: c.RunID, Trigger: c.Trigger, Curve: c.curve, CurveDraws: c.curveDraws,
 		Started: func(id string) {
 			runID = id
 			fmt.Fprintln(ctx.Stdout, id)

@@ -21,6 +21,27 @@ const DefaultPoints = "25,50,75,100"
 // MaxPoints is the most points a curve may have: each is a fit.
 const MaxPoints = 20
 
+// DefaultDraws is how many nested draws a curve asks of a trainer that
+// names no number of its own; MaxDraws is the most it may ask: each draw
+// is a fit at every point.
+const (
+	DefaultDraws = 3
+	MaxDraws     = 20
+)
+
+// CheckDraws refuses a number of draws outside 1 to MaxDraws.
+func CheckDraws(n int) error {
+	if n < 1 || n > MaxDraws {
+		return fmt.Errorf("a curve has 1 to %d draws, not %d", MaxDraws, n)
+	}
+	return nil
+}
+
+// DrawSeed is the seed whose Order draw d of a curve takes: seed + d.
+// Draw 0 is the order of the seed itself, so a trainer that fits one
+// draw fits draw 0.
+func DrawSeed(seed int64, d int) int64 { return seed + int64(d) }
+
 // ParsePoints reads a comma-separated list of percentages of the train
 // split, such as "25,50,75,100".
 func ParsePoints(s string) ([]float64, error) {

@@ -48,8 +48,10 @@ type Options struct {
 	Params     map[string]string
 	RunID      string
 	Trigger    string
-	// Curve, when set, makes the run a learning curve's: its points.
-	Curve []float64
+	// Curve, when set, makes the run a learning curve's: its points, and
+	// CurveDraws the nested draws at each (0: the trainer's default).
+	Curve      []float64
+	CurveDraws int
 	// Started is called with the run id as soon as the run is recorded.
 	Started func(id string)
 	// NewBackend makes the backend of a run; nil means the real ones.
@@ -210,7 +212,7 @@ func Run(ctx context.Context, opt Options) (int, error) {
 	run, err := root.Create(rundir.Record{
 		RunID: opt.RunID, Project: cfg.TaskName, Trainer: opt.Trainer, Schemas: opt.Schemas,
 		Params: opt.Params, Backend: b.Name, BackendType: b.Type, RanOn: b.Label(),
-		Trigger: opt.Trigger, Step: "waiting in the queue", Host: host, Curve: newCurve(cfg, opt.Curve),
+		Trigger: opt.Trigger, Step: "waiting in the queue", Host: host, Curve: newCurve(cfg, opt.Curve, opt.CurveDraws),
 	})
 	if err != nil {
 		if opt.RunID != "" {

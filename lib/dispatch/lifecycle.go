@@ -178,7 +178,7 @@ func (d *dispatcher) prepare(lim *limits, m bundle.Manifest) (backend.Execution,
 			Device: d.cfg.Training.Device, NumThreads: d.cfg.Training.NumThreads},
 	}
 	if rec.Curve != nil {
-		spec.Curve = rec.Curve.Points
+		spec.Curve, spec.CurveDraws = rec.Curve.Points, rec.Curve.Draws
 	}
 	if err := os.MkdirAll(spec.Workdir, 0o755); err != nil {
 		return nil, failed(err.Error(), "")

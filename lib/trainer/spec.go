@@ -38,8 +38,10 @@ type Spec struct {
 	Seed      int64             `json:"seed"`
 	Limits    Limits            `json:"limits"`
 	// Curve, when set, asks for a learning curve: the points, percentages
-	// of each schema's labelled train items (potato-events(5)).
-	Curve []float64 `json:"curve,omitempty"`
+	// of each schema's labelled train items (potato-events(5)), and
+	// CurveDraws the nested draws to fit at each (absent or 0: one).
+	Curve      []float64 `json:"curve,omitempty"`
+	CurveDraws int       `json:"curve_draws,omitempty"`
 }
 
 // ReadSpec reads and checks spec.json.
@@ -102,8 +104,10 @@ type Info struct {
 	// so (limits.device "cpu").
 	GPU bool
 	// Curve trainers fit learning curves (spec.json's curve); a run asks
-	// the others for none.
-	Curve bool
+	// the others for none. CurveDraws is how many nested draws a curve
+	// asks of it when --draws is left out (spec.json's curve_draws).
+	Curve      bool
+	CurveDraws int
 	// Params are the parameters it takes: potato-dispatch run refuses
 	// others before it records the run, and the trainer reads them
 	// through this declaration.
@@ -113,8 +117,13 @@ type Info struct {
 // registry is every trainer this version names, in the order the help,
 // the errors and potato-dispatch(1) list them.
 var registry = []Info{
-	{Name: "tfidf-logreg", Builtin: true, Kinds: []string{"nominal", "multilabel"}, Available: true, Curve: true, Params: tfidfParams},
-	{Name: hf.Name, Kinds: []string{"nominal", "multilabel"}, Available: true, GPU: true, Curve: true, Params: hfParams},
+	// tfidf-logreg fits in a moment: 8 draws, which let a curve of a few
+	// dozen items show a clear rise in most subsets where 3 show it in
+	// fewer than half (scripts/bench-curve).
+	{Name: "tfidf-logreg", Builtin: true, Kinds: []string{"nominal", "multilabel"}, Available: true, Curve: true, CurveDraws: 8, Params: tfidfParams},
+	// hf-text-classification fits draw 0 alone: its curve's draws' part
+	// is one draw's scatter about its line (curve.Judge).
+	{Name: hf.Name, Kinds: []string{"nominal", "multilabel"}, Available: true, GPU: true, Curve: true, CurveDraws: 1, Params: hfParams},
 	{Name: calibrate.Name, LocalOnly: true, Builtin: true, Kinds: []string{"nominal"}, Available: true,
 		NoPredictions: true, LocalReason: "it reads the annotation server's own files (Potato's store, project.sqlite, and the annotations)",
 		Params: calibrateParams},
