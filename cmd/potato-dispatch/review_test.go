@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -391,6 +392,29 @@ func TestReportReviewVerdicts(t *testing.T) {
 	}
 	if len(lines) != 2 {
 		t.Errorf("the text report has %d tables of verdicts by label, want 2 (spam and signals):\n%s", len(lines), out)
+	}
+
+	// Where Potato (2.11 and later) shows none of the stored prelabels, a
+	// note says the shares measure agreement, not acceptance: a schema
+	// left out of writeback.schemas, or model_training.enabled off.
+	shown := regexp.MustCompile(`(?m)^.*measure agreement with the model, not acceptance.*$`)
+	if n := shown.FindAllString(strings.Join(rep.Notes, "\n"), -1); len(n) != 0 {
+		t.Errorf("with both schemas written back, notes say Potato shows none: %q", n)
+	}
+	text, _ := os.ReadFile(cfg)
+	spamOnly := strings.Replace(string(text), "schemas: [spam, signals]", "schemas: [spam]", 1)
+	if err := os.WriteFile(cfg, []byte(spamOnly), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if n := shown.FindAllString(strings.Join(report().Notes, "\n"), -1); len(n) != 1 || !strings.HasPrefix(n[0], "signals is not in model_training.writeback.schemas, so Potato (2.11 and later) puts none of its stored prelabels back") {
+		t.Errorf("signals left out of writeback.schemas: notes %q", n)
+	}
+	off := strings.Replace(spamOnly, "  enabled: true\n", "  enabled: false\n", 1)
+	if err := os.WriteFile(cfg, []byte(off), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if n := shown.FindAllString(strings.Join(report().Notes, "\n"), -1); len(n) != 1 || !strings.HasPrefix(n[0], "model_training.enabled is not true in the config, so Potato (2.11 and later) puts no stored prelabel back") {
+		t.Errorf("model_training.enabled off: notes %q", n)
 	}
 }
 
