@@ -737,6 +737,8 @@ func TestReleasedPotatoModelReview(t *testing.T) {
 		t.Fatalf("%d prelabelled items, in the order %v: the test needs an order of confidence that is not the items' own", len(want), want)
 	}
 
+	t.Logf("%d prelabelled items, the least confident %s at %.3f, the most %s at %.3f", len(want), want[0], least[want[0]], want[len(want)-1], least[want[len(want)-1]])
+
 	// Potato with model_review, restarted so that it reads the rows.
 	text, err := os.ReadFile(p.cfg)
 	if err != nil {
@@ -895,5 +897,22 @@ func TestReleasedPotatoModelReview(t *testing.T) {
 	}
 	if rv := potatoReview(first); string(rv) != "null" {
 		t.Errorf("Potato's API: the replaced run %s has review %s, want null", first, rv)
+	}
+
+	// At its next start Potato leaves off every prelabel a reviewer
+	// rejected, whichever run wrote it: the retrained run's prelabels on
+	// the items rejected on the first run's are not restored.
+	var written, rejected int
+	if err := db.QueryRow(`SELECT count(*) FROM training_predictions WHERE run_id = ?`, second).Scan(&written); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.QueryRow(`SELECT count(*) FROM model_review_verdicts v JOIN training_predictions p
+		ON p.project = v.project AND p.instance_id = v.instance_id AND p.schema_name = v.schema_name
+		WHERE v.verdict = 'reject' AND p.run_id = ?`, second).Scan(&rejected); err != nil {
+		t.Fatal(err)
+	}
+	srv.restart()
+	if restored := fmt.Sprintf("Restored %d model prediction(s)", written-rejected); rejected == 0 || !strings.Contains(srv.log(), restored) {
+		t.Errorf("Potato's log does not say %q (%d rows of the retrained run, %d of them rejected on the first run's prelabels)", restored, written, rejected)
 	}
 }
