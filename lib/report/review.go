@@ -285,15 +285,22 @@ func (r *reviews) currentOf(v writeback.Verdict) (run string, payload []byte, ok
 // verdicts may have judged.
 func (r *reviews) readHistory(older []writeback.Verdict) error {
 	want := map[reviewKey]bool{}
+	schemas := map[string]bool{}
+	last := 0.0
 	for _, v := range older {
 		want[reviewKey{v.InstanceID, v.Schema}] = true
+		schemas[v.Schema] = true
+		last = max(last, v.UpdatedAt)
 	}
 	infos, err := r.root.List()
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
 	for _, info := range infos {
-		if info.State != rundir.StateSuccess || info.FinishedAt == nil {
+		// Only a run that ended before one of the verdicts, in one of
+		// their schemas, can have published what they judged.
+		if info.State != rundir.StateSuccess || info.FinishedAt == nil || unixSeconds(*info.FinishedAt) > last ||
+			!slices.ContainsFunc(info.Schemas, func(s string) bool { return schemas[s] }) {
 			continue
 		}
 		c := &candidate{id: info.RunID, finished: unixSeconds(*info.FinishedAt), schemas: info.Schemas, refused: map[string]bool{}}
