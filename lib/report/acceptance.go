@@ -1,6 +1,7 @@
 // Package report reads Potato's store, the run directories and the
 // annotators' user_state.json files to say how annotators took a run's
-// prelabels (Acceptance) and where an item's prelabel came from (Explain):
+// prelabels (Acceptance), how the reviewers of Potato's model review
+// judged them (Review), and where an item's prelabel came from (Explain):
 // potato-dispatch report and explain, described in potato-dispatch(1).
 // It only reads; the Training page can show the same structures.
 package report
