@@ -12,9 +12,12 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"math"
 	"net"
 	"net/http"
 	"net/http/cookiejar"
@@ -33,6 +36,7 @@ import (
 	"potato-training/internal/testcli"
 	"potato-training/internal/testproject"
 	"potato-training/lib/bundle"
+	"potato-training/lib/config"
 	"potato-training/lib/rundir"
 	"potato-training/lib/writeback"
 )
@@ -372,30 +376,43 @@ func predictionLabels(t *testing.T, path string) map[string]map[string][]string 
 	return out
 }
 
-// The bar of docs/potato.md: annotations posted through the released
-// Potato become a run, and its prelabels are pre-selected on Potato's own
-// annotation page after a restart, for a radio and a multiselect schema.
-func TestReleasedPotato(t *testing.T) {
-	exe, version := releasedPotato(t)
-	t.Logf("potato-annotation %s", version)
+// liveProject is testdata/potato-live, copied, served by the released
+// Potato, with its three annotators' labels posted through Potato's
+// routes.
+type liveProject struct {
+	dir, cfg string
+	srv      *potatoServer
+	plan     map[string]map[string]labels // annotations.json
+	items    []string                     // the data file's ids, in order
+	// unannotated are the items nobody annotates.
+	unannotated []string
+	r           *testproject.Runs
+}
 
+// liveAdminKey is testdata/potato-live's admin_api_key.
+const liveAdminKey = "live-test-admin-key"
+
+// newLiveProject copies testdata/potato-live, starts the released Potato
+// (exe) on it, and has the annotators of annotations.json sign up and
+// post their labels through Potato's routes, so that Potato writes their
+// user_state.json. Potato is stopped when the test ends, its log shown
+// when the test failed.
+func newLiveProject(t *testing.T, exe string) *liveProject {
+	t.Helper()
 	// The project, copied: Potato writes into its directory.
 	dir := t.TempDir()
 	src := filepath.Join(testcli.Root(), "testdata", "potato-live")
 	if err := os.CopyFS(dir, os.DirFS(src)); err != nil {
 		t.Fatal(err)
 	}
-	cfg := filepath.Join(dir, "config.yaml")
-	const adminKey = "live-test-admin-key" // the config's admin_api_key
-	var plan map[string]map[string]labels
+	p := &liveProject{dir: dir, cfg: filepath.Join(dir, "config.yaml")}
 	b, err := os.ReadFile(filepath.Join(dir, "annotations.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := json.Unmarshal(b, &plan); err != nil {
+	if err := json.Unmarshal(b, &p.plan); err != nil {
 		t.Fatal(err)
 	}
-	var items []string
 	b, err = os.ReadFile(filepath.Join(dir, "data", "reviews.jsonl"))
 	if err != nil {
 		t.Fatal(err)
@@ -403,17 +420,21 @@ func TestReleasedPotato(t *testing.T) {
 	for line := range strings.Lines(string(b)) {
 		var it struct{ ID string }
 		json.Unmarshal([]byte(line), &it)
-		items = append(items, it.ID)
+		p.items = append(p.items, it.ID)
 	}
-	// The items nobody annotates.
-	var unannotated []string
-	for _, id := range items {
-		if _, ok := plan["ann1"][id]; !ok {
-			unannotated = append(unannotated, id)
+	for _, id := range p.items {
+		if _, ok := p.plan["ann1"][id]; !ok {
+			p.unannotated = append(p.unannotated, id)
 		}
 	}
+	// The bar of docs/potato.md: Potato shows the prelabels without a
+	// pre_annotation block.
+	if cfg, _ := os.ReadFile(p.cfg); regexp.MustCompile(`(?m)^pre_annotation:`).Match(cfg) {
+		t.Fatalf("%s has a pre_annotation block; the live tests run without one", p.cfg)
+	}
 
-	srv := &potatoServer{t: t, exe: exe, dir: dir, cfg: cfg, home: t.TempDir(), logs: t.TempDir()}
+	srv := &potatoServer{t: t, exe: exe, dir: dir, cfg: p.cfg, home: t.TempDir(), logs: t.TempDir()}
+	p.srv = srv
 	t.Cleanup(func() {
 		srv.stop()
 		if t.Failed() {
@@ -423,24 +444,18 @@ func TestReleasedPotato(t *testing.T) {
 	srv.start()
 
 	// Three annotators sign up and label their items through Potato's routes.
-	for _, name := range slices.Sorted(func(yield func(string) bool) {
-		for n := range plan {
-			if !yield(n) {
-				return
-			}
-		}
-	}) {
+	for _, name := range slices.Sorted(maps.Keys(p.plan)) {
 		a := newAnnotator(t, srv, name)
 		a.register()
-		mine := plan[name]
+		mine := p.plan[name]
 		for done := 0; done < len(mine); done++ {
-			p := a.page()
-			l, ok := mine[p.id]
+			pg := a.page()
+			l, ok := mine[pg.id]
 			if !ok {
-				t.Fatalf("%s: Potato served %s, which is not theirs to label", name, p.id)
+				t.Fatalf("%s: Potato served %s, which is not theirs to label", name, pg.id)
 			}
-			a.save(p.id, l)
-			a.next(p.id)
+			a.save(pg.id, l)
+			a.next(pg.id)
 		}
 		var state struct {
 			UserID string                     `json:"user_id"`
@@ -454,15 +469,45 @@ func TestReleasedPotato(t *testing.T) {
 			t.Fatalf("%s's user_state.json: user %q, %d items labelled, want %d (%v)", name, state.UserID, len(state.Labels), len(mine), err)
 		}
 	}
+	p.r = &testproject.Runs{T: t, Bin: testcli.Binaries(t), Dir: dir, Config: p.cfg}
+	return p
+}
+
+// The bar of docs/potato.md: annotations posted through the released
+// Potato become a run, and its prelabels are pre-selected on Potato's own
+// annotation page after a restart, for a radio and a multiselect schema,
+// on a project without a pre_annotation block.
+func TestReleasedPotato(t *testing.T) {
+	exe, version := releasedPotato(t)
+	t.Logf("potato-annotation %s", version)
+	p := newLiveProject(t, exe)
+	dir, cfg, srv, plan, items, unannotated, r := p.dir, p.cfg, p.srv, p.plan, p.items, p.unannotated, p.r
+	const adminKey = liveAdminKey
 
 	// The toolkit trains on what Potato wrote, while Potato runs.
-	r := &testproject.Runs{T: t, Bin: testcli.Binaries(t), Dir: dir, Config: cfg}
 	res := r.Run("--trainer", "tfidf-logreg", "--schemas", "sentiment,topics", "--backend", "local")
 	info := r.Info(res.ID)
 	if res.Code != 0 || info.State != rundir.StateSuccess {
 		t.Fatalf("run: exit %d, %s %s\n%s\n%s", res.Code, info.State, info.Error, res.Stderr, r.File(res.ID, "run.log"))
 	}
 	id := res.ID
+	// Nothing says the prelabels are hidden: not the run, nor
+	// potato-validate, potato-check or the report, on this project
+	// without a pre_annotation block.
+	hidden := regexp.MustCompile(`does not show|shows no prelabel|pre_annotation`)
+	said := map[string]string{"the run's summary": res.Stderr, "the run log": r.File(id, "run.log")}
+	for _, c := range [][]string{{"potato-validate", cfg}, {"potato-check", "local", cfg}, {"potato-dispatch", "report", cfg}} {
+		_, out, errb := testproject.Exec(t, r.Command(c[0], c[1:]...))
+		said[strings.Join(c[:len(c)-1], " ")] = out + errb
+	}
+	for what, text := range said {
+		if m := hidden.FindString(text); m != "" {
+			t.Errorf("%s says %q:\n%s", what, m, text)
+		}
+	}
+	if !strings.Contains(res.Stderr, "Potato shows them after its next start") {
+		t.Errorf("the run's summary does not say Potato shows the prelabels after its next start:\n%s", res.Stderr)
+	}
 	m, err := bundle.ReadManifest(filepath.Join(r.Root().RunDir(id), rundir.BundleDir))
 	if err != nil {
 		t.Fatal(err)
@@ -612,4 +657,262 @@ func TestReleasedPotato(t *testing.T) {
 		t.Errorf("Potato restored prelabels after the toolkit retracted them:\n%s", srv.log())
 	}
 	checkPrelabels(walk(t, srv, "viewer4", len(items)), false)
+}
+
+// TestReleasedPotatoModelReview: the released Potato's review queue
+// (assignment_strategy: model_review) fed by a run's prelabels. Potato
+// serves the prelabelled items least confident first, by the confidences
+// of the rows the toolkit wrote (the lowest of an item's schemas), and
+// stores the verdicts reviewers post through its route in its
+// model_review_verdicts table; potato-dispatch report says the run's
+// precision as the reviewers judged it, as Potato's own API computes it.
+// Retrained, the new run starts with no verdict and the old verdicts stay
+// with the old run, where Potato's API moves them to the run that holds
+// the rows now (docs/potato.md says so).
+func TestReleasedPotatoModelReview(t *testing.T) {
+	exe, version := releasedPotato(t)
+	t.Logf("potato-annotation %s", version)
+	p := newLiveProject(t, exe)
+	srv, r := p.srv, p.r
+	run := func() string {
+		t.Helper()
+		res := r.Run("--trainer", "tfidf-logreg", "--schemas", "sentiment,topics", "--backend", "local")
+		if info := r.Info(res.ID); res.Code != 0 || info.State != rundir.StateSuccess {
+			t.Fatalf("run: exit %d, %s %s\n%s\n%s", res.Code, info.State, info.Error, res.Stderr, r.File(res.ID, "run.log"))
+		}
+		return res.ID
+	}
+	first := run()
+
+	// The rows the run wrote: each item's prelabels, and the confidence
+	// Potato ranks it by, the lowest of its rows' (a multiselect prelabel
+	// of no label carries none in its payload, so it does not count).
+	db := testproject.OpenDB(t, filepath.Join(p.dir, writeback.StoreName))
+	rows, err := db.Query(`SELECT instance_id, schema_name, payload, confidence FROM training_predictions WHERE run_id = ?`, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pre := map[string]map[string][]string{}
+	least := map[string]float64{}
+	for rows.Next() {
+		var id, schema, payload string
+		var conf float64
+		if err := rows.Scan(&id, &schema, &payload, &conf); err != nil {
+			t.Fatal(err)
+		}
+		kind := config.KindNominal
+		if schema == "topics" {
+			kind = config.KindMultilabel
+		}
+		names, ok := writeback.PrelabelLabels(kind, []byte(payload))
+		if !ok {
+			t.Fatalf("%s, %s: payload %s names no label", id, schema, payload)
+		}
+		if pre[id] == nil {
+			pre[id] = map[string][]string{}
+		}
+		pre[id][schema] = names
+		// Potato reads the confidence in the payload: it must be the row's.
+		var one struct{ Confidence *float64 }
+		var list []struct{ Confidence *float64 }
+		if json.Unmarshal([]byte(payload), &one) == nil && one.Confidence != nil && *one.Confidence != conf ||
+			json.Unmarshal([]byte(payload), &list) == nil && slices.ContainsFunc(list, func(e struct{ Confidence *float64 }) bool { return e.Confidence == nil || *e.Confidence != conf }) {
+			t.Fatalf("%s, %s: payload %s carries a confidence other than the row's %v", id, schema, payload, conf)
+		}
+		if len(names) == 0 {
+			continue
+		}
+		if c, seen := least[id]; !seen || conf < c {
+			least[id] = conf
+		}
+	}
+	rows.Close()
+	want := slices.SortedFunc(maps.Keys(least), func(a, b string) int {
+		if least[a] != least[b] {
+			return cmp.Compare(least[a], least[b])
+		}
+		return strings.Compare(a, b)
+	})
+	if len(want) < 20 || slices.IsSorted(want) {
+		t.Fatalf("%d prelabelled items, in the order %v: the test needs an order of confidence that is not the items' own", len(want), want)
+	}
+
+	t.Logf("%d prelabelled items, the least confident %s at %.3f, the most %s at %.3f", len(want), want[0], least[want[0]], want[len(want)-1], least[want[len(want)-1]])
+
+	// Potato with model_review, restarted so that it reads the rows.
+	text, err := os.ReadFile(p.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	review := strings.Replace(string(text), "assignment_strategy: fixed_order", "assignment_strategy: model_review", 1)
+	if review == string(text) {
+		t.Fatal("the live config has no assignment_strategy: fixed_order")
+	}
+	if err := os.WriteFile(p.cfg, []byte(review), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv.restart()
+	var summary struct {
+		Queue        []string `json:"queue"`
+		NPrelabelled int      `json:"n_prelabelled"`
+	}
+	srv.admin("GET", "/admin/model-review", liveAdminKey, &summary)
+	if !slices.Equal(summary.Queue, want) {
+		t.Errorf("Potato's /admin/model-review queue is\n%v\nwant, least confident first by the run's rows,\n%v", summary.Queue, want)
+	}
+
+	// A reviewer signs in and is served the items in that order, each with
+	// its prelabel pre-selected.
+	rev1 := newAnnotator(t, srv, "reviewer1")
+	rev1.register()
+	var served []string
+	for len(served) < len(want) {
+		pg := rev1.page()
+		served = append(served, pg.id)
+		for _, schema := range []string{"sentiment", "topics"} {
+			if !slices.Equal(pg.checked[schema], pre[pg.id][schema]) {
+				t.Errorf("reviewer1, %s, %s: the page checks %q, the prelabel is %q", pg.id, schema, pg.checked[schema], pre[pg.id][schema])
+			}
+		}
+		if slices.Contains(served[:len(served)-1], pg.id) {
+			t.Fatalf("reviewer1 was served %s twice: %v", pg.id, served)
+		}
+		if len(served) < len(want) {
+			rev1.next(pg.id)
+		}
+	}
+	if !slices.Equal(served, want) {
+		t.Errorf("reviewer1 was served\n%v\nwant, least confident first,\n%v", served, want)
+	}
+
+	// Verdicts through Potato's route: reviewer1 on the ten least confident
+	// items' sentiment and three of their topics, reviewer2 on the next
+	// six's sentiment.
+	verdict := func(a *annotator, id, schema, v string) {
+		t.Helper()
+		body := a.postJSON("/api/model-review/verdict", map[string]any{"instance_id": id, "verdict": v, "schema_name": schema}, false)
+		if !strings.Contains(body, `"ok"`) {
+			t.Fatalf("%s: verdict %s on %s, %s: %s", a.name, v, id, schema, body)
+		}
+	}
+	var sentiment, topics expected
+	pattern := []string{"accept", "correct", "reject", "accept", "accept"}
+	for i, id := range want[:10] {
+		v := pattern[i%len(pattern)]
+		verdict(rev1, id, "sentiment", v)
+		sentiment.add("reviewer1", v, pre[id]["sentiment"])
+	}
+	nTopics := 0
+	for _, id := range want {
+		if _, ok := pre[id]["topics"]; ok && nTopics < 3 {
+			v := []string{"accept", "correct", "accept"}[nTopics]
+			verdict(rev1, id, "topics", v)
+			topics.add("reviewer1", v, pre[id]["topics"])
+			nTopics++
+		}
+	}
+	rev2 := newAnnotator(t, srv, "reviewer2")
+	rev2.register()
+	for _, id := range want[10:16] {
+		verdict(rev2, id, "sentiment", "accept")
+		sentiment.add("reviewer2", "accept", pre[id]["sentiment"])
+	}
+	var stored int
+	if err := db.QueryRow(`SELECT count(*) FROM model_review_verdicts WHERE project = ?`, "Restaurant Reviews").Scan(&stored); err != nil || stored != 10+3+6 {
+		t.Fatalf("Potato stored %d verdicts (%v), want %d", stored, err, 10+3+6)
+	}
+
+	report := func(args ...string) reviewReportJSON {
+		t.Helper()
+		code, out, errb := testproject.Exec(t, r.Command("potato-dispatch", append([]string{"report", p.cfg, "--json"}, args...)...))
+		if code != 0 {
+			t.Fatalf("report %v: exit %d: %s", args, code, errb)
+		}
+		var rep reviewReportJSON
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatalf("report %v: %v\n%s", args, err, out)
+		}
+		return rep
+	}
+	reviews := func(rep reviewReportJSON, run string) map[string]*reviewJSON {
+		t.Helper()
+		out := map[string]*reviewJSON{}
+		for _, sa := range rep.Schemas {
+			if sa.RunID != run {
+				t.Errorf("%s: the report is of run %s, want %s", sa.Schema, sa.RunID, run)
+			}
+			out[sa.Schema] = sa.Review
+		}
+		return out
+	}
+	got := reviews(report(), first)
+	sentiment.check(t, "sentiment", got["sentiment"])
+	topics.check(t, "topics", got["topics"])
+
+	// Potato's own precision of the run, over both schemas, is the same
+	// rule: accept right, correct and reject wrong.
+	potatoReview := func(run string) json.RawMessage {
+		t.Helper()
+		var rec struct {
+			Review json.RawMessage `json:"review"`
+		}
+		srv.admin("GET", "/admin/training/api/runs/"+run, liveAdminKey, &rec)
+		return rec.Review
+	}
+	var theirs struct {
+		NReviewed int      `json:"n_reviewed"`
+		Precision *float64 `json:"precision"`
+	}
+	if err := json.Unmarshal(potatoReview(first), &theirs); err != nil {
+		t.Fatal(err)
+	}
+	all := sentiment.all.N + topics.all.N
+	accepted := sentiment.all.Accept + topics.all.Accept
+	if theirs.NReviewed != all || theirs.Precision == nil || math.Abs(*theirs.Precision-float64(accepted)/float64(all)) > 1e-12 {
+		t.Errorf("Potato's API: run %s has %d reviewed, precision %v; the report %d verdicts, %d accepted", first, theirs.NReviewed, theirs.Precision, all, accepted)
+	}
+
+	// Retrained: the new run's prelabels replace the old ones. It starts
+	// with no verdict; the old verdicts stay with the old run.
+	second := run()
+	rep := report()
+	got = reviews(rep, second)
+	for schema, rv := range got {
+		if rv == nil || rv.All.N != 0 {
+			t.Errorf("%s: the retrained run has verdicts %+v, want none", schema, rv)
+		}
+	}
+	if o := rep.Verdicts.OtherRuns; len(o) != 2 || o[0].RunID != first || o[0].N != sentiment.all.N || o[1].RunID != first || o[1].N != topics.all.N {
+		t.Errorf("after the retraining the verdicts counted elsewhere are %+v, want %d of sentiment and %d of topics for %s", o, sentiment.all.N, topics.all.N, first)
+	}
+	got = reviews(report("--run", first), first)
+	sentiment.check(t, "sentiment, replaced", got["sentiment"])
+	topics.check(t, "topics, replaced", got["topics"])
+	if got["sentiment"] != nil && got["sentiment"].NReplaced != sentiment.all.N {
+		t.Errorf("sentiment, replaced: %d verdicts on prelabels the run no longer holds, want %d", got["sentiment"].NReplaced, sentiment.all.N)
+	}
+	// Potato's API, by contrast, counts them for the run holding the rows.
+	if err := json.Unmarshal(potatoReview(second), &theirs); err != nil || theirs.NReviewed != all {
+		t.Errorf("Potato's API: the retrained run %s has %d reviewed (%v), want the %d verdicts given on the first run's prelabels", second, theirs.NReviewed, err, all)
+	}
+	if rv := potatoReview(first); string(rv) != "null" {
+		t.Errorf("Potato's API: the replaced run %s has review %s, want null", first, rv)
+	}
+
+	// At its next start Potato leaves off every prelabel a reviewer
+	// rejected, whichever run wrote it: the retrained run's prelabels on
+	// the items rejected on the first run's are not restored.
+	var written, rejected int
+	if err := db.QueryRow(`SELECT count(*) FROM training_predictions WHERE run_id = ?`, second).Scan(&written); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.QueryRow(`SELECT count(*) FROM model_review_verdicts v JOIN training_predictions p
+		ON p.project = v.project AND p.instance_id = v.instance_id AND p.schema_name = v.schema_name
+		WHERE v.verdict = 'reject' AND p.run_id = ?`, second).Scan(&rejected); err != nil {
+		t.Fatal(err)
+	}
+	srv.restart()
+	if restored := fmt.Sprintf("Restored %d model prediction(s)", written-rejected); rejected == 0 || !strings.Contains(srv.log(), restored) {
+		t.Errorf("Potato's log does not say %q (%d rows of the retrained run, %d of them rejected on the first run's prelabels)", restored, written, rejected)
+	}
 }

@@ -19,7 +19,9 @@ type reportCmd struct {
 // Run prints how annotators took the published prelabels: of the items a
 // run predicted while they were unlabeled and that annotators labelled
 // since, the share of labels equal to the prelabel, per schema, label and
-// annotator, with each annotator's automation-bias test and the flags.
+// annotator, with each annotator's automation-bias test and the flags;
+// and beside them the run's precision as the reviewers of Potato's model
+// review judged its prelabels (report.ReviewRule).
 func (c *reportCmd) Run(ctx *cli.Context) error {
 	cfg, err := dispatch.LoadConfig(c.Config)
 	if err != nil {

@@ -28,6 +28,21 @@ func Build(cfg *config.Config, dir string, schemas []string) (Manifest, error) {
 	if err != nil {
 		return Manifest{}, err
 	}
+	src := project.Source{DataFiles: cfg.DataFiles, IDKey: cfg.IDKey, TextKey: cfg.TextKey,
+		AnnotationDir: cfg.AnnotationDir, Schemes: schemes, NoDuplicateCheck: true}
+	// Potato resolves the data files' items only: a first pass keeps the
+	// votes on those (consensus would otherwise weigh votes on items no
+	// longer there).
+	inData := map[string]struct{}{}
+	if err := project.EachItem(src, func(it project.Item) error {
+		if ann.Has(it.ID) {
+			inData[it.ID] = struct{}{}
+		}
+		return nil
+	}); err != nil {
+		return Manifest{}, err
+	}
+	ann.Retain(func(id string) bool { _, ok := inData[id]; return ok })
 	res, err := ann.Resolve(cfg.Training.Aggregation)
 	if err != nil {
 		return Manifest{}, err
@@ -47,8 +62,6 @@ func Build(cfg *config.Config, dir string, schemas []string) (Manifest, error) {
 	skipped := 0
 	// Only labelled ids are checked for duplicates: that set is as large as
 	// the labels already in memory, so memory stays flat as items grow.
-	src := project.Source{DataFiles: cfg.DataFiles, IDKey: cfg.IDKey, TextKey: cfg.TextKey,
-		AnnotationDir: cfg.AnnotationDir, Schemes: schemes, NoDuplicateCheck: true}
 	labelled := map[string]struct{}{}
 	err = project.EachItem(src, func(it project.Item) error {
 		var targets map[string]any

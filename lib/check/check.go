@@ -17,7 +17,6 @@ import (
 	"potato-training/lib/probe"
 	"potato-training/lib/rundir"
 	"potato-training/lib/trainer"
-	"potato-training/lib/validate"
 )
 
 // Report is what potato-check prints; --json prints it as it is. New
@@ -65,8 +64,10 @@ type Report struct {
 	AgentRun      string     `json:"agent_run,omitempty"`
 	Warnings      []string   `json:"warnings"`
 	Problems      []string   `json:"problems"`
-	// Notes are advice that neither stops a run nor warns of a fault
-	// (validate.PrelabelsHidden).
+	// Notes are advice that neither stops a run nor warns of a fault;
+	// none is given at present (the note that Potato would not show the
+	// prelabels without pre_annotation.enabled was untrue of Potato 2.11
+	// and later), and the list stays in the JSON, empty.
 	Notes []string `json:"notes"`
 	// Hints say how to fix the problems.
 	Hints []string `json:"hints,omitempty"`
@@ -146,15 +147,10 @@ func Local(ctx context.Context, cfg *config.Config, gp gpu.Probe, j Judged) Repo
 	return r
 }
 
-// Backend checks a configured backend for the judged trainer. A config
-// whose prelabels Potato would not show (validate.PrelabelsHidden) adds
-// that note, once.
+// Backend checks a configured backend for the judged trainer.
 func Backend(ctx context.Context, cfg *config.Config, b *config.Backend, gp gpu.Probe, j Judged) Report {
 	r := backendReport(ctx, cfg, b, gp, j)
 	r.Notes = []string{}
-	if validate.PrelabelsWithoutPreAnnotation(cfg) {
-		r.Notes = append(r.Notes, validate.PrelabelsHidden)
-	}
 	return r
 }
 

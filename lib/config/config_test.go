@@ -30,7 +30,7 @@ func TestDefaults(t *testing.T) {
 		{"grace_seconds", tr.GraceSeconds, 20},
 		{"retain_runs", tr.RetainRuns, 5},
 		{"split_seed", tr.SplitSeed, 0},
-		{"aggregation", tr.Aggregation, "majority"},
+		{"aggregation", tr.Aggregation, "consensus"},
 		{"max_predictions_mb", tr.MaxPredictionsMB, 512},
 		{"max_events_mb", tr.MaxEventsMB, 128},
 		{"max_wall_seconds", tr.MaxWallSeconds, 0},

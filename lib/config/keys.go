@@ -121,7 +121,7 @@ var TrainingKeys = []Key{
 	{Name: "retain_runs", Default: "5", Doc: "Finished runs kept: the newest this many, and the newest this many successful ones; older runs are removed with their rows in Potato's store, except the newest success of each trainer and schema and runs whose prelabels are still cited (see potato-dispatch(1), RETENTION); 0 keeps all."},
 	{Name: "split_seed", Default: "0", Doc: "Seed of the stable train/val/test split."},
 	{Name: "splits", Doc: "Ordered map of split name to fraction; default train 0.7, val 0.15, test 0.15."},
-	{Name: "aggregation", Default: "majority", Doc: "How several annotators' labels become one: majority or consensus (Dawid-Skene)."},
+	{Name: "aggregation", Default: "consensus", Doc: "How several annotators' labels of an item become its one training label: consensus, Potato's default, is Dawid-Skene (each annotator's reliability estimated by EM over the items of the data files, their votes weighed by it; majority when only one annotator has labelled anything); majority takes the value most annotators gave, the first annotator's (by folder name) on a tie. The same as Potato's own training, so a run trains on the same labels whichever side starts it; potato-validate says which one runs use."},
 	{Name: "writeback", Doc: "Which predictions become prelabels (below)."},
 	{Name: "auto_retrain", Doc: "Retraining as annotations arrive (below)."},
 	{Name: "max_predictions_mb", Default: "512", Doc: "Largest predictions file an agent may upload."},

@@ -243,7 +243,7 @@ func summary(configPath, id string) (string, error) {
 	if wb := r.Writeback; wb != nil {
 		s += fmt.Sprintf("; %d prelabels written to %s", wb["n_written"], StorePath(cfg))
 		if wb["n_written"] > 0 {
-			s += "; " + prelabelsShown(cfg)
+			s += "; " + prelabelsShown
 		}
 	}
 	return s, nil

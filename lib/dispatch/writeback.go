@@ -13,7 +13,6 @@ import (
 	"potato-training/lib/config"
 	"potato-training/lib/rundir"
 	"potato-training/lib/trainer"
-	"potato-training/lib/validate"
 	"potato-training/lib/writeback"
 )
 
@@ -68,20 +67,16 @@ func (d *dispatcher) writeBack(m bundle.Manifest) error {
 		d.logf("warning: %s", rep.RefusedSummary())
 	}
 	if rep.NWritten > 0 {
-		d.logf("%s", prelabelsShown(d.cfg))
+		d.logf("%s", prelabelsShown)
 	}
 	return nil
 }
 
 // prelabelsShown says when annotators see the prelabels written: Potato
-// replays stored prelabels into its items at its start, and only with
-// pre_annotation.enabled.
-func prelabelsShown(cfg *config.Config) string {
-	if cfg.PreAnnotationEnabled() {
-		return "Potato shows them after its next start"
-	}
-	return "note: " + validate.PrelabelsHidden
-}
+// (2.11 and later) replays stored prelabels into its items at its start,
+// with model_training.enabled and writeback.schemas set, which a run that
+// published has; pre_annotation.enabled is not needed (docs/potato.md).
+const prelabelsShown = "Potato shows them after its next start"
 
 // setHeldout records the held-out scores in a run's record.
 func setHeldout(r *rundir.Record, m bundle.Manifest, scores map[string]writeback.SchemaScore) {

@@ -58,6 +58,26 @@ func (r *Resolution) Targets(itemID string) map[string]any {
 	return r.targets[itemID]
 }
 
+// Retain drops the votes on every item keep says no to. Potato's training
+// resolves the items of the project's data files only, so a vote on an item
+// no longer there (an older data file's) must not weigh in Dawid-Skene's
+// estimate of its annotator; call Retain with the data files' ids before
+// Resolve. Whether consensus has more than one annotator to weigh still
+// counts every annotator with a label anywhere, as Potato counts them.
+func (a *Annotations) Retain(keep func(id string) bool) {
+	for id := range a.votes {
+		if !keep(id) {
+			delete(a.votes, id)
+		}
+	}
+}
+
+// Has is whether anyone voted on the item, with a target or without.
+func (a *Annotations) Has(id string) bool {
+	_, ok := a.votes[id]
+	return ok
+}
+
 // Resolve agrees one target per item and schema from the annotators'
 // votes, as Potato's training code does (FORMATS.md "Annotations").
 //

@@ -1,6 +1,7 @@
 // Package report reads Potato's store, the run directories and the
 // annotators' user_state.json files to say how annotators took a run's
-// prelabels (Acceptance) and where an item's prelabel came from (Explain):
+// prelabels (Acceptance), how the reviewers of Potato's model review
+// judged them (Review), and where an item's prelabel came from (Explain):
 // potato-dispatch report and explain, described in potato-dispatch(1).
 // It only reads; the Training page can show the same structures.
 package report
@@ -107,6 +108,9 @@ type SchemaAcceptance struct {
 	All        Tally   `json:"all"`
 	Annotators []Tally `json:"annotators"`
 	Labels     []Tally `json:"labels"`
+	// Review is the run's precision as Potato's reviewers judged its
+	// prelabels of the schema (ReviewRule); never nil.
+	Review *Review `json:"review"`
 }
 
 // Flag is a row of the report that deserves a look.
@@ -129,6 +133,8 @@ type Acceptance struct {
 	Accepted             string             `json:"accepted"`
 	BiasRule             string             `json:"bias_rule"`
 	BiasFamily           BiasFamily         `json:"bias_family"`
+	ReviewRule           string             `json:"review_rule"`
+	Verdicts             VerdictSummary     `json:"verdicts"`
 	PreAnnotationEnabled bool               `json:"pre_annotation_enabled"`
 	Schemas              []SchemaAcceptance `json:"schemas"`
 	// Annotators counts each annotator's labels over every schema.
@@ -176,12 +182,13 @@ type Judgement struct {
 // BuildAcceptance reads what the report needs and computes it.
 func BuildAcceptance(cfg *config.Config, opt Options) (*Acceptance, error) {
 	a := &Acceptance{
-		Project: cfg.TaskName, SawPrelabel: SawPrelabel, Accepted: Accepted, BiasRule: BiasRule,
+		Project: cfg.TaskName, SawPrelabel: SawPrelabel, Accepted: Accepted, BiasRule: BiasRule, ReviewRule: ReviewRule,
+		Verdicts:             VerdictSummary{OtherRuns: []RunVerdicts{}},
 		PreAnnotationEnabled: cfg.PreAnnotationEnabled(), Schemas: []SchemaAcceptance{},
 		Annotators: []Tally{}, Flags: []Flag{}, Notes: []string{}, Generated: time.Now().UTC(),
 	}
-	if !a.PreAnnotationEnabled {
-		a.Notes = append(a.Notes, "pre_annotation.enabled is not set in the config, so Potato shows no prelabel: these figures measure agreement with the model, not acceptance")
+	if !cfg.Training.Enabled {
+		a.Notes = append(a.Notes, "model_training.enabled is not true in the config, so Potato (2.11 and later) puts no stored prelabel back in its items as it starts and shows none: these figures measure agreement with the model, not acceptance")
 	}
 	s, _, err := openStore(cfg)
 	if err != nil {
@@ -244,6 +251,9 @@ func BuildAcceptance(cfg *config.Config, opt Options) (*Acceptance, error) {
 		if !ok || !sc.Classification() {
 			a.Notes = append(a.Notes, fmt.Sprintf("%s: not a radio, select or multiselect schema of the config: its prelabels are not compared", t.schema))
 			continue
+		}
+		if cfg.Training.Enabled && !slices.Contains(cfg.Training.Writeback.Schemas, t.schema) {
+			a.Notes = append(a.Notes, fmt.Sprintf("%s is not in model_training.writeback.schemas, so Potato (2.11 and later) puts none of its stored prelabels back in its items as it starts and shows none: its figures measure agreement with the model, not acceptance", t.schema))
 		}
 		sa := SchemaAcceptance{Schema: t.schema, Kind: sc.Kind, RunID: t.run, Annotators: []Tally{}, Labels: []Tally{}}
 		row, _, err := s.ReadRun(cfg.TaskName, t.run)
@@ -363,6 +373,9 @@ func BuildAcceptance(cfg *config.Config, opt Options) (*Acceptance, error) {
 		}
 	}
 	a.BiasFamily = correct(tests)
+	if err := buildReviews(cfg, s, root, a); err != nil {
+		return nil, err
+	}
 
 	flaggedIn := map[string]bool{}
 	for i := range a.Schemas {

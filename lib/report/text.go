@@ -47,6 +47,7 @@ func WriteAcceptance(w io.Writer, a *Acceptance) error {
 			writeTallies(&b, "by prelabel label", sa.Labels)
 			writeBias(&b, sa.Annotators)
 		}
+		writeReview(&b, sa.Review)
 	}
 	if len(a.Schemas) > 1 && len(a.Annotators) > 0 {
 		b.WriteString("\nall schemas\n")
@@ -83,6 +84,10 @@ func WriteAcceptance(w io.Writer, a *Acceptance) error {
 		b.WriteString("How an annotator is flagged for automation bias:\n")
 		wrap(&b, "  ", a.BiasRule)
 	}
+	if a.ReviewRule != "" {
+		b.WriteString("How reviewers' verdicts count:\n")
+		wrap(&b, "  ", a.ReviewRule)
+	}
 	_, err := io.WriteString(w, rundir.CleanText(b.String()))
 	return err
 }
@@ -100,6 +105,40 @@ func writeTallies(b *strings.Builder, title string, ts []Tally) {
 		}
 		b.WriteString(line + "\n")
 	}
+}
+
+// writeReview prints a run's precision as Potato's reviewers judged it,
+// in all and by the prelabel's label.
+func writeReview(b *strings.Builder, r *Review) {
+	if r == nil {
+		return
+	}
+	if r.All.N == 0 {
+		b.WriteString("  reviewers' verdicts (Potato's model review): none on this run's prelabels\n")
+		return
+	}
+	by := fmt.Sprintf("%d reviewers", r.Reviewers)
+	if r.Reviewers == 1 {
+		by = "1 reviewer"
+	}
+	fmt.Fprintf(b, "  reviewers' verdicts (Potato's model review): %d by %s, %d accept, %d correct, %d reject: precision %s\n",
+		r.All.N, by, r.All.Accept, r.All.Correct, r.All.Reject, precisionText(r.All))
+	if r.NReplaced > 0 {
+		fmt.Fprintf(b, "  %d of these verdicts are on prelabels the run no longer holds in the store\n", r.NReplaced)
+	}
+	title := "by prelabel label"
+	width := len(title) - 2
+	for _, c := range r.Labels {
+		width = max(width, len(c.Name))
+	}
+	fmt.Fprintf(b, "  %-*s  %8s  %6s  %7s  %6s  %9s  %s\n", width+2, title, "verdicts", "accept", "correct", "reject", "precision", "95% CI")
+	for _, c := range r.Labels {
+		fmt.Fprintf(b, "    %-*s  %8d  %6d  %7d  %6d  %9.3f  %.2f-%.2f\n", width, c.Name, c.N, c.Accept, c.Correct, c.Reject, c.Precision, c.CILow, c.CIHigh)
+	}
+}
+
+func precisionText(c ReviewCount) string {
+	return fmt.Sprintf("%.3f (95%% CI %.2f-%.2f)", c.Precision, c.CILow, c.CIHigh)
 }
 
 // writeBias prints each annotator's automation-bias test.

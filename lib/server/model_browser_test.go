@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -11,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -271,8 +273,11 @@ func TestRunPageModel(t *testing.T) {
 			t.Fatalf("GET /report: %+v, want %d of %d accepted and one flag", rep, accepted, n)
 		}
 		share := fmt.Sprintf("%d of %d labels equal to the prelabel", accepted, n)
+		// The status names the report's time: a new one is the new report.
+		before := b.text("document.getElementById('acceptance-status').textContent")
 		b.do("Refresh", chromedp.Click(chromedp.ID("acceptance-refresh")))
-		b.waitJS("the acceptance report", `document.getElementById('acceptance').innerText.includes(`+strconv.Quote(share)+`)`)
+		b.waitJS("the acceptance report", `document.getElementById('acceptance-status').textContent !== `+strconv.Quote(before)+
+			` && document.getElementById('acceptance').innerText.includes(`+strconv.Quote(share)+`)`)
 		panel := b.text("document.getElementById('acceptance').innerText")
 		for _, want := range append([]string{fmt.Sprintf("sentiment (nominal): run %s", good),
 			fmt.Sprintf("flag: label positive in sentiment: %d of %d accepted", accepted, n)}, more...) {
@@ -288,6 +293,52 @@ func TestRunPageModel(t *testing.T) {
 	annotate("hostile", name, "positive", 116, 120)
 	panelShows(5, 20, name+"\t5\t5\t1.000", "5 of 5 agreed (1.000), a careful annotator ")
 	noScript("the acceptance panel")
+
+	// Reviewers' verdicts, as Potato's model review stores them (its
+	// migration 0001_model_review_verdicts): the panel shows the run's
+	// precision as they judged it, beside the acceptance figures, and the
+	// rule. A reviewer whose name is markup stays text.
+	panelShows(5, 20, "Reviewers' verdicts (Potato's model review): none on this run's prelabels.")
+	db, err := sql.Open("sqlite", filepath.Join(filepath.Dir(b.e.cfg), "project.sqlite"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`CREATE TABLE IF NOT EXISTS model_review_verdicts (
+		project TEXT NOT NULL, instance_id TEXT NOT NULL, schema_name TEXT NOT NULL DEFAULT '',
+		reviewer TEXT NOT NULL, verdict TEXT NOT NULL, note TEXT NOT NULL DEFAULT '', updated_at REAL NOT NULL,
+		PRIMARY KEY (project, instance_id, schema_name, reviewer))`); err != nil {
+		t.Fatal(err)
+	}
+	var project string
+	if err := db.QueryRow(`SELECT project FROM training_runs WHERE run_id = ?`, good).Scan(&project); err != nil {
+		t.Fatal(err)
+	}
+	later := float64(time.Now().Add(time.Minute).UnixNano()) / 1e9
+	for i, v := range []string{"accept", "accept", "accept", "correct", "reject"} {
+		if _, err := db.Exec(`INSERT INTO model_review_verdicts VALUES (?, ?, 'sentiment', ?, ?, '', ?)`,
+			project, fmt.Sprintf("r%d", 101+i), `<img src=x onerror=window.pwned=3>`, v, later); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var rv struct {
+		ReviewRule string `json:"review_rule"`
+		Schemas    []struct {
+			Review struct {
+				All struct{ N, Accept int }
+			}
+		}
+	}
+	b.e.do("GET", "/report", "").decode(t, &rv)
+	if len(rv.Schemas) != 1 || rv.Schemas[0].Review.All.N != 5 || rv.Schemas[0].Review.All.Accept != 3 || rv.ReviewRule == "" {
+		t.Fatalf("GET /report: %+v, want 3 of 5 verdicts accept and the rule", rv)
+	}
+	panelShows(5, 20, "Reviewers' verdicts (Potato's model review): 5 by 1 reviewer, 3 accept, 1 correct, 1 reject: precision 0.600 (95% CI 0.23\u20130.88).",
+		"positive\t5\t3\t1\t1\t0.600\t0.23\u20130.88")
+	if got := b.text("document.getElementById('acceptance-review').textContent"); got != rv.ReviewRule {
+		t.Errorf("the panel's rule for verdicts is %q, want the report's %q", got, rv.ReviewRule)
+	}
+	noScript("the acceptance panel's verdicts")
 
 	// A curve run: its page draws run.json's curve, one point a share.
 	out, err := exec.Command(filepath.Join(b.e.bin, "potato-dispatch"), "curve", b.e.cfg, "--trainer", "tfidf-logreg", "--schemas", "sentiment", "--backend", "local", "--detach").Output()

@@ -22,16 +22,10 @@ import (
 
 // The user-visible texts of SPEC V3 and V4, kept in one place.
 const (
-	longTimeWarning = "%s is %s. A job that holds a GPU for more than 6 hours is long on a shared cluster; check its policy"
-	ackTooShort     = "validation.acknowledge entry %q is too short to acknowledge anything: an entry needs at least %d characters"
-	ackMatchesNone  = "validation.acknowledge entry %q matches no warning"
-	ackMinChars     = 12
-	// PrelabelsHidden is the note for writeback.schemas without
-	// pre_annotation.enabled: true; potato-check(1) and the run log give
-	// it too. It is advice about Potato's side of the config, not a fault
-	// of this one, so it never fails --strict.
-	PrelabelsHidden = "model_training.writeback.schemas is set but pre_annotation.enabled is not true: " +
-		"Potato stores the prelabels and does not show them to annotators; set pre_annotation.enabled: true and restart Potato"
+	longTimeWarning  = "%s is %s. A job that holds a GPU for more than 6 hours is long on a shared cluster; check its policy"
+	ackTooShort      = "validation.acknowledge entry %q is too short to acknowledge anything: an entry needs at least %d characters"
+	ackMatchesNone   = "validation.acknowledge entry %q matches no warning"
+	ackMinChars      = 12
 	maxSLURMDuration = 6 * time.Hour
 )
 
@@ -55,6 +49,9 @@ type Report struct {
 	// Notes are advice: neither errors nor warnings, they never make a
 	// config invalid, under --strict either.
 	Notes []Finding `json:"notes"`
+	// Info says what runs of the config will do where the config leaves
+	// it to a default (AggregationInfo); never a fault, never counted.
+	Info []Finding `json:"info"`
 }
 
 // Valid reports whether the config passes: no errors, and under strict no
@@ -87,6 +84,7 @@ func Check(c *config.Config) Report {
 	}
 	r := Report{File: c.Path, Errors: ch.findings(ch.errs), Warnings: []Finding{}, Acknowledged: []Finding{}}
 	r.Warnings, r.Acknowledged, r.Notes = acknowledge(c, ch.findings(ch.warns), ch.findings(ch.notes))
+	r.Info = ch.findings(ch.info)
 	return r
 }
 
@@ -98,6 +96,7 @@ type checker struct {
 	errs  []config.Problem
 	warns []config.Problem
 	notes []config.Problem
+	info  []config.Problem
 }
 
 func (ch *checker) findings(ps []config.Problem) []Finding {
@@ -187,6 +186,8 @@ func (ch *checker) training() {
 	ch.serverKeys()
 	if t.Aggregation != "majority" && t.Aggregation != "consensus" {
 		ch.errorf(ch.line("aggregation"), "model_training.aggregation", "", "model_training.aggregation is %q: use majority or consensus", t.Aggregation)
+	} else if msg := AggregationInfo(c); msg != "" {
+		ch.info = append(ch.info, config.Problem{Line: ch.line("aggregation"), Key: "model_training.aggregation", Message: msg})
 	}
 	ch.splits()
 
@@ -205,9 +206,6 @@ func (ch *checker) training() {
 	}
 	if m := t.Writeback.Margin; m < -1 || m > 1 {
 		ch.errorf(wl("margin"), "model_training.writeback.margin", "", "model_training.writeback.margin is %g: it must be between -1 and 1 (a difference of macro-F1)", m)
-	}
-	if PrelabelsWithoutPreAnnotation(c) {
-		ch.notef(wl("schemas"), "model_training.writeback.schemas", "", "%s", PrelabelsHidden)
 	}
 
 	ar := t.AutoRetrain
@@ -298,11 +296,22 @@ func (ch *checker) autoParams(ar config.AutoRetrain, al func(string) int) {
 	}
 }
 
-// PrelabelsWithoutPreAnnotation is whether runs write prelabels that
-// Potato will not show: writeback.schemas names a schema and
-// pre_annotation.enabled is not true.
-func PrelabelsWithoutPreAnnotation(c *config.Config) bool {
-	return len(c.Training.Writeback.Schemas) > 0 && !c.PreAnnotationEnabled()
+// AggregationInfo says how runs of c resolve several annotators' labels
+// of an item into one, and that Potato's own runs of the same config do
+// the same; "" for a config without a model_training block.
+func AggregationInfo(c *config.Config) string {
+	t := c.Training
+	if t.Line == 0 {
+		return ""
+	}
+	_, set := t.Lines["aggregation"]
+	switch {
+	case t.Aggregation == "majority":
+		return "model_training.aggregation is majority: runs give an item the label most of its annotators gave (the first annotator's, by folder name, on a tie), as Potato's own runs of this config do"
+	case set:
+		return "model_training.aggregation is consensus: runs resolve several annotators' labels of an item by Dawid-Skene, weighing each annotator by their estimated reliability, as Potato's own runs do"
+	}
+	return "model_training.aggregation is not set: runs resolve several annotators' labels of an item by consensus (Dawid-Skene, weighing each annotator by their estimated reliability), Potato's default, as Potato's own runs do; set it to majority for a plain vote"
 }
 
 func (ch *checker) backendNames() string {
@@ -512,8 +521,9 @@ func acknowledge(c *config.Config, warnings, notes []Finding) (standing, acked, 
 }
 
 // WriteText prints the report as potato-validate does without --json:
-// one "FILE:LINE: error: ..." line per finding, then a summary line, which
-// counts the notes only when there are some.
+// one "FILE:LINE: error: ..." line per finding, then the info lines, then
+// a summary line, which counts the notes only when there are some (info
+// lines are never counted).
 func WriteText(w io.Writer, r Report, strict bool) error {
 	var b strings.Builder
 	for _, f := range r.Errors {
@@ -527,6 +537,9 @@ func WriteText(w io.Writer, r Report, strict bool) error {
 	}
 	for _, f := range r.Notes {
 		fmt.Fprintf(&b, "%s:%d: note: %s\n", f.File, f.Line, f.Message)
+	}
+	for _, f := range r.Info {
+		fmt.Fprintf(&b, "%s:%d: info: %s\n", f.File, f.Line, f.Message)
 	}
 	verdict := "valid"
 	switch {
@@ -546,7 +559,7 @@ func WriteText(w io.Writer, r Report, strict bool) error {
 }
 
 // WriteJSON prints the report as one JSON object:
-// {file, errors, warnings, acknowledged, notes}.
+// {file, errors, warnings, acknowledged, notes, info}.
 func WriteJSON(w io.Writer, r Report) error {
 	return rundir.WriteJSON(w, r)
 }

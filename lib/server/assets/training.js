@@ -528,6 +528,24 @@
       }), "tallies");
     }
 
+    // review shows a run's precision as the reviewers of Potato's model
+    // review judged it, as the report's text says it, and by label.
+    function review(rv) {
+      const box = el("div", null, "review");
+      if (!rv || !rv.all.n) {
+        box.appendChild(el("p", "Reviewers' verdicts (Potato's model review): none on this run's prelabels.", "share"));
+        return box;
+      }
+      const a = rv.all;
+      box.appendChild(el("p", "Reviewers' verdicts (Potato's model review): " + a.n + " by " + rv.reviewers + (rv.reviewers === 1 ? " reviewer, " : " reviewers, ") +
+        a.accept + " accept, " + a.correct + " correct, " + a.reject + " reject: precision " + a.precision.toFixed(3) +
+        " (95% CI " + a.ci95_low.toFixed(2) + "\u2013" + a.ci95_high.toFixed(2) + ")" +
+        (rv.n_replaced ? "; " + rv.n_replaced + " of them on prelabels the run no longer holds" : "") + ".", "share"));
+      box.appendChild(table(["By prelabel label", "Verdicts", "Accept", "Correct", "Reject", "Precision", "95% CI"],
+        rv.labels.map((c) => [c.name, c.n, c.accept, c.correct, c.reject, c.precision.toFixed(3), c.ci95_low.toFixed(2) + "\u2013" + c.ci95_high.toFixed(2)]), "tallies"));
+      return box;
+    }
+
     // refreshAcceptance shows potato-dispatch report's answer: how
     // annotators took the published prelabels. It reads every annotator's
     // file, so it is read when the page opens and on Refresh only.
@@ -557,6 +575,7 @@
           "; " + sa.n_prelabels + " prelabels on items unlabeled in its bundle, " + sa.n_items_labeled + " of those items labelled since.", "share"));
         if (sa.annotators.length) box.appendChild(tallies("By annotator", sa.annotators));
         if (sa.labels.length) box.appendChild(tallies("By prelabel label", sa.labels));
+        box.appendChild(review(sa.review));
         return box;
       }));
       if (rep.schemas.length > 1 && rep.annotators.length) {
@@ -569,6 +588,7 @@
       $("acceptance-saw").textContent = rep.saw_prelabel;
       $("acceptance-accepted").textContent = rep.accepted;
       $("acceptance-bias").textContent = rep.bias_rule;
+      $("acceptance-review").textContent = rep.review_rule || "";
       button.disabled = false;
     }
 
