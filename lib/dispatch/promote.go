@@ -128,6 +128,53 @@ func decide(st *writeback.Store, project, bdir, pred, runID string, s bundle.Sch
 	return d, nil
 }
 
+// heldByComparison reports whether a decision is the comparison's
+// holding a schema back.
+func heldByComparison(d rundir.Promotion) bool {
+	return !d.Published && d.Against != "" && !strings.HasPrefix(d.Reason, learntHeld)
+}
+
+// promoteDefaultNote is what the run log says the first time the default
+// writeback.promote, if_better, holds a run of a project back (no run of
+// the project was held back by the comparison before): it used to be
+// always.
+const promoteDefaultNote = "note: writeback.promote is not set, and it is now if_better when left out (it was always): " +
+	"a run whose held-out macro-F1 is below that of the run published now no longer replaces its prelabels; " +
+	"set model_training.writeback.promote: always to publish every successful run again, or publish this one by hand " +
+	"(potato-dispatch publish CONFIG RUN_ID)"
+
+// noteDefaultPromote logs promoteDefaultNote when the run is the first
+// the default holds back.
+func (d *dispatcher) noteDefaultPromote(decisions map[string]rundir.Promotion) {
+	wb := d.cfg.Training.Writeback
+	if _, set := wb.Lines["promote"]; set || wb.Promote != config.PromoteIfBetter {
+		return
+	}
+	held := false
+	for _, dec := range decisions {
+		held = held || heldByComparison(dec)
+	}
+	if !held {
+		return
+	}
+	runs, err := d.root.List()
+	if err != nil {
+		return
+	}
+	for _, r := range runs {
+		if r.RunID == d.run.ID {
+			continue
+		}
+		for _, dec := range r.Promotion {
+			byHand := strings.HasPrefix(dec.Reason, "published by hand") && !strings.Contains(dec.Reason, learntHeld)
+			if heldByComparison(dec) || byHand && dec.Against != "" {
+				return
+			}
+		}
+	}
+	d.logf("%s", promoteDefaultNote)
+}
+
 func marginText(m float64) string {
 	if m == 0 {
 		return ""

@@ -59,6 +59,7 @@ func (d *dispatcher) writeBack(m bundle.Manifest) error {
 		for _, name := range slices.Sorted(maps.Keys(decisions)) {
 			d.logf("promotion of %s (writeback.promote: %s): %s", name, d.cfg.Training.Writeback.Promote, decisions[name].Reason)
 		}
+		d.noteDefaultPromote(decisions)
 	}
 	rep, n, err := publish(d.cfg, bdir, pred, rec, schemas, unix(&rec.CreatedAt))
 	if err != nil {
