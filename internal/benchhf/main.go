@@ -4,7 +4,8 @@
 //
 // It writes a Potato project of the first -emails emails of
 // testdata/spamassassin, every one labelled, trains it with potato-dispatch
-// on the local backend (LoRA, the trainer's defaults otherwise), then
+// on the local backend (LoRA on query and value at one learning rate, as
+// the reference's, the trainer's defaults otherwise), then
 // trains the reference on the train split of that run's bundle. Each runs
 // as a process of its own, whose peak RSS is wait4's (the largest of the
 // process and the descendants it waited for: the trainer, under the
@@ -33,11 +34,15 @@ import (
 
 const tb = benchkit.T("benchhf")
 
-// The trainer's LoRA defaults, which the reference is given too.
+// The trainer's batch size and max_length, which the reference is given
+// too, and the LoRA both train: reference.py's targets and one learning
+// rate, which ours is given in place of its defaults (every linear layer
+// of the encoder, and a head at a rate of its own).
 const (
 	batch     = 16
 	maxLength = 128
 	lr        = "0.0002"
+	targets   = "query,value"
 )
 
 func main() {
@@ -55,7 +60,8 @@ func main() {
 	os.Setenv("POTATO_TRAINING_PYTHON", *python)
 	out, oursKB := run(filepath.Join(*bin, "potato-dispatch"), "run", cfg, "--backend", "local",
 		"--trainer", "hf-text-classification", "--schemas", "spam", "--param", "model="+model,
-		"--param", "epochs="+strconv.Itoa(*epochs), "--param", "patience=-1")
+		"--param", "epochs="+strconv.Itoa(*epochs), "--param", "patience=-1",
+		"--param", "target_modules="+targets, "--param", "learning_rate="+lr, "--param", "head_learning_rate="+lr)
 	info, err := testproject.Root(*work).Read(strings.TrimSpace(out))
 	if err != nil {
 		tb.Fatal(err)

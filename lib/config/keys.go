@@ -135,7 +135,7 @@ var WritebackKeys = []Key{
 	{Name: "schemas", Doc: "Schemas whose predictions are written back as prelabels; none when left out."},
 	{Name: "include_unlabeled", Default: "false", Doc: "Also predict on items nobody has labelled yet."},
 	{Name: "min_confidence", Default: "0", Doc: "Predictions below this confidence (0 to 1) are not written back, nor, when it is above 0, those without a confidence."},
-	{Name: "promote", Default: "always", Doc: "always: every successful run's predictions are published; if_better: a schema's only when the run's held-out macro-F1 is at least that of the run published now plus margin, both scored on the same test items against today's labels (see potato-dispatch(1), PROMOTION)."},
+	{Name: "promote", Default: "if_better", Doc: "if_better: a schema's predictions are published only when the run's held-out macro-F1 is at least that of the run published now plus margin, both scored on the same test items against today's labels; always: every successful run's are (the default of earlier versions); under either, a model that learnt nothing is not published (see potato-dispatch(1), PROMOTION)."},
 	{Name: "margin", Default: "0", Doc: "With promote: if_better, how much higher (macro-F1, 0 to 1) the new run must score; a negative margin lets a slightly worse run through."},
 }
 

@@ -46,15 +46,19 @@ func (d *dispatcher) writeBack(m bundle.Manifest) error {
 
 	rec := d.run.Record()
 	d.logPreview(bdir, pred, rec)
-	schemas, decisions, err := promotion(d.cfg, bdir, pred, rec.RunID, m)
+	schemas, decisions, checks, err := promotion(d.cfg, bdir, pred, rec.RunID, m)
 	if err != nil {
 		return err
+	}
+	for _, c := range checks {
+		d.logf("check of %s against its most common label: %s", c.Schema, c.reason())
 	}
 	if decisions != nil {
 		d.set(func(r *rundir.Record) { r.Promotion = decisions })
 		for _, name := range slices.Sorted(maps.Keys(decisions)) {
-			d.logf("promotion of %s (writeback.promote: if_better): %s", name, decisions[name].Reason)
+			d.logf("promotion of %s (writeback.promote: %s): %s", name, d.cfg.Training.Writeback.Promote, decisions[name].Reason)
 		}
+		d.noteDefaultPromote(decisions)
 	}
 	rep, n, err := publish(d.cfg, bdir, pred, rec, schemas, unix(&rec.CreatedAt))
 	if err != nil {

@@ -262,7 +262,17 @@ def fit_schema(torch, device, amp, precision, params, spec, s, labels, train_ex,
     tr_y = torch.tensor([y for _, _, y in train_ex], dtype=ydt)
     va_y = torch.tensor([y for _, _, y in val_ex], dtype=ydt) if val_ex else None
     trainable = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(trainable, lr=params["learning_rate"], weight_decay=params["weight_decay"])
+    # The new classification head learns at its own rate (spec.py).
+    head_ids = {id(p) for p in loaded.head}
+    head = [p for p in trainable if id(p) in head_ids]
+    body = [p for p in trainable if id(p) not in head_ids]
+    groups = [{"params": ps, "lr": lr} for ps, lr in ((body, params["learning_rate"]),
+                                                      (head, params["head_learning_rate"])) if ps]
+    if head:
+        ev.log("info", "%s: learning rate %g for the classification head (%d parameters), %g for the other %d "
+               "trainable parameters" % (name, params["head_learning_rate"], sum(p.numel() for p in head),
+                                         params["learning_rate"], sum(p.numel() for p in body)))
+    opt = torch.optim.AdamW(groups, lr=params["learning_rate"], weight_decay=params["weight_decay"])
     sched = linear_schedule(torch, opt, int(params["warmup_ratio"] * steps), steps)
     scaler = grad_scaler(torch) if precision == "fp16" else None
     loss_fn = torch.nn.BCEWithLogitsLoss() if multi else torch.nn.CrossEntropyLoss()

@@ -66,6 +66,17 @@ def read_spec(path):
     return spec
 
 
+# The default learning rates of a transformers model. Its classification
+# head is new, its weights drawn at a standard deviation of 0.02: the
+# logits it starts with barely differ between items, and AdamW moves each
+# weight by about the learning rate a step, so that at 2e-4 a few dozen
+# steps leave the head too small to separate the labels whatever the
+# encoder gives it (every prediction near 1/labels). The head has its own
+# rate; LoRA's adapters, a few hundred thousand weights starting at zero,
+# learn at 1e-3.
+HEAD_LEARNING_RATE = 1e-2
+LORA_LEARNING_RATE = 1e-3
+
 # name: (kind, default). Values arrive as strings (--param KEY=VALUE).
 PARAMS = {
     "model": ("str", DEFAULT_MODEL),
@@ -77,7 +88,8 @@ PARAMS = {
     "target_modules": ("list", None),
     "epochs": ("int", None),  # 3; 8 for builtin:ngram
     "batch_size": ("int", None),  # 16; 32 for builtin:ngram
-    "learning_rate": ("float", None),  # 2e-4 with LoRA, 2e-5 without, 0.01 for builtin:ngram
+    "learning_rate": ("float", None),  # 1e-3 with LoRA, 2e-5 without, 0.01 for builtin:ngram
+    "head_learning_rate": ("float", None),  # 0.01; builtin:ngram: learning_rate
     "weight_decay": ("float", 0.01),
     "warmup_ratio": ("float", 0.06),
     "max_length": ("int", 128),
@@ -155,9 +167,13 @@ def parse_params(raw):
     if not 0 <= out["lora_dropout"] < 1:
         raise _bad_param("lora_dropout", raw.get("lora_dropout"), "at least 0 and below 1")
     if out["learning_rate"] is None:
-        out["learning_rate"] = 0.01 if builtin else (2e-4 if out["lora"] else 2e-5)
+        out["learning_rate"] = 0.01 if builtin else (LORA_LEARNING_RATE if out["lora"] else 2e-5)
     elif out["learning_rate"] <= 0:
         raise _bad_param("learning_rate", raw.get("learning_rate"), "more than 0")
+    if out["head_learning_rate"] is None:
+        out["head_learning_rate"] = out["learning_rate"] if builtin else HEAD_LEARNING_RATE
+    elif out["head_learning_rate"] <= 0:
+        raise _bad_param("head_learning_rate", raw.get("head_learning_rate"), "more than 0")
     if out["precision"] not in ("auto", "fp32", "bf16", "fp16"):
         raise _bad_param("precision", raw.get("precision"), "auto, fp32, bf16 or fp16")
     if not 0 < out["threshold"] < 1:

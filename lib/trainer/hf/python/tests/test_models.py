@@ -70,9 +70,9 @@ class TestTransformersLoader(unittest.TestCase):
             cfg = load_json(os.path.join(out, "config.json"))
             self.assertEqual((cfg["id2label"], cfg["label2id"]), ({"0": "spam", "1": "ham"}, {"spam": 0, "ham": 1}))
             card = load_json(os.path.join(out, "model_card.json"))
-            self.assertEqual(card["lora"]["target_modules"], ["query", "value"])
+            self.assertEqual(card["lora"]["target_modules"], ["query", "key", "value"])
             self.assertFalse(card["merged"])
-            self.assertIn("LoRA on query,value", " ".join(e.get("msg", "") for e in evs))
+            self.assertIn("LoRA on query,key,value (model type bert)", " ".join(e.get("msg", "") for e in evs))
 
     def test_merged_loads_alone(self):
         import torch
@@ -149,6 +149,33 @@ class TestTransformersLoader(unittest.TestCase):
         odd = transformers.PretrainedConfig(model_type="distilbert")  # the table's q_lin is absent
         self.assertEqual(models.lora_targets(m, odd, None, torch)[0], ["query", "value"])
 
+
+    def test_head_learning_rate(self):
+        """The new head learns at head_learning_rate, the rest at
+        learning_rate: with the rest's rate next to nothing, the saved head
+        has moved from the checkpoint's and nothing else has (the
+        adapters, which start at zero, or, fine-tuning it all, the
+        encoder)."""
+        import torch
+        for lora in ("true", "false"):
+            with tempfile.TemporaryDirectory() as d:
+                _, mdir, code, evs, err = self.run_tiny(d, {"lora": lora, "learning_rate": "1e-7"})
+                self.assertEqual(code, 0, err)
+                self.assertIn("spam: learning rate 0.01 for the classification head (34 parameters), 1e-07 for the "
+                              "other", " ".join(e.get("msg", "") for e in evs))
+                out = os.path.join(d, "work", "model-spam")
+                saved = torch.load(os.path.join(out, "adapter_model.bin" if lora == "true" else "pytorch_model.bin"))
+                start = torch.load(os.path.join(mdir, "pytorch_model.bin"))
+                # lora_B starts at zero; lora_A is drawn at random.
+                moved = {k: (v.float() - (start[k].float() if k in start else 0)).abs().max().item()
+                         for k, v in saved.items() if k in start or "lora_B" in k}
+                head = {k: m for k, m in moved.items() if k.startswith("classifier.")}
+                rest = {k: m for k, m in moved.items() if not k.startswith("classifier.")}
+                self.assertEqual(len(head), 2, moved)
+                self.assertTrue(rest, moved)
+                self.assertGreater(min(head.values()), 1e-3, (lora, head))
+                self.assertLess(max(rest.values()), 1e-4, (lora, rest))
+
     def test_offline_hub_name(self):
         with tempfile.TemporaryDirectory() as d:
             spam_bundle(d, n=50)
@@ -174,6 +201,51 @@ class TestTransformersLoader(unittest.TestCase):
                         os.environ.pop(k, None)
                     else:
                         os.environ[k] = v
+
+
+@need_torch
+class TestLoraTargets(unittest.TestCase):
+    """LoRA's targets on a module tree named as transformers names BERT's
+    and RoBERTa's: torch alone."""
+
+    def bert_like(self, roberta=False):
+        import torch
+        nn = torch.nn
+
+        def tree(**kids):
+            m = nn.Module()
+            for k, v in kids.items():
+                m.add_module(k, v)
+            return m
+        layer = tree(attention=tree(self=tree(query=nn.Linear(4, 4), key=nn.Linear(4, 4), value=nn.Linear(4, 4)),
+                                    output=tree(dense=nn.Linear(4, 4))),
+                     intermediate=tree(dense=nn.Linear(4, 8)), output=tree(dense=nn.Linear(8, 4)))
+        body = tree(encoder=tree(layer=nn.ModuleList([layer])))
+        if roberta:
+            return tree(roberta=body, classifier=tree(dense=nn.Linear(4, 4), out_proj=nn.Linear(4, 2)))
+        body.add_module("pooler", tree(dense=nn.Linear(4, 4)))
+        return tree(bert=body, classifier=nn.Linear(4, 2))
+
+    def test_every_encoder_layer(self):
+        import types
+        import torch
+        want = ["query", "key", "value", "attention.output.dense", "intermediate.dense", "output.dense"]
+        for mt, roberta in (("bert", False), ("roberta", True), ("electra", False)):
+            targets, why, conv = models.lora_targets(self.bert_like(roberta), types.SimpleNamespace(model_type=mt),
+                                                     None, torch)
+            self.assertEqual((targets, why, conv), (want, "model type " + mt, False))
+        # What peft adapts of those: the encoder's six linear layers, never
+        # the pooler (frozen, as saved with the base model) nor the head.
+        m = self.bert_like()
+        hit = [n for n, _ in m.named_modules() if any(n == t or n.endswith("." + t) for t in want)]
+        self.assertEqual(len(hit), 6, hit)
+        self.assertFalse([n for n in hit if "pooler" in n or "classifier" in n], hit)
+        # The end of a path names a module, as peft matches it.
+        self.assertEqual(models.lora_targets(m, types.SimpleNamespace(model_type="bert"), ["intermediate.dense"],
+                                             torch)[0], ["intermediate.dense"])
+        with self.assertRaises(spec.TrainerError) as cm:
+            models.lora_targets(m, types.SimpleNamespace(model_type="bert"), ["layer.dense"], torch)
+        self.assertIn("no module named layer.dense", cm.exception.message)
 
 
 if __name__ == "__main__":

@@ -34,18 +34,22 @@ class TestSpec(unittest.TestCase):
         p = spec.parse_params({"epochs": "5", "lora": "false", "batch_size": "8", "target_modules": "q, v",
                              "unknown": "x"})
         self.assertEqual((p["epochs"], p["lora"], p["batch_size"], p["target_modules"]), (5, False, 8, ["q", "v"]))
-        self.assertEqual(p["learning_rate"], 2e-5)
-        self.assertEqual(spec.parse_params({})["learning_rate"], 2e-4)
+        self.assertEqual((p["learning_rate"], p["head_learning_rate"]), (2e-5, 0.01))
+        self.assertEqual((spec.parse_params({})["learning_rate"], spec.parse_params({})["head_learning_rate"]),
+                         (1e-3, 0.01))
+        self.assertEqual(spec.parse_params({"head_learning_rate": "0.05"})["head_learning_rate"], 0.05)
         self.assertEqual(spec.parse_params({})["model"], spec.DEFAULT_MODEL)
         self.assertEqual((spec.parse_params({})["epochs"], spec.parse_params({})["batch_size"]), (3, 16))
         b = spec.parse_params({"model": "builtin:ngram"})
         self.assertEqual((b["learning_rate"], b["epochs"], b["batch_size"], b["merge"]), (0.01, 8, 32, False))
+        self.assertEqual(spec.parse_params({"model": "builtin:ngram", "learning_rate": "0.2"})["head_learning_rate"], 0.2)
         self.assertEqual(packages.needed_packages(b), ("torch",))
         self.assertEqual(packages.needed_packages(spec.parse_params({"lora": "false"})), ("torch", "transformers"))
         self.assertEqual(packages.needed_packages(spec.parse_params({})), ("torch", "transformers", "peft", "jinja2"))
         for bad in ({"epochs": "many"}, {"epochs": "0"}, {"lora": "maybe"}, {"learning_rate": "-1"},
                     {"precision": "fp8"}, {"threshold": "1"}, {"learning_rate": "nan"},
-                    {"model": "builtin:bert"}, {"buckets": "3"}, {"max_grad_norm": "-1"}):
+                    {"model": "builtin:bert"}, {"buckets": "3"}, {"max_grad_norm": "-1"},
+                    {"head_learning_rate": "0"}, {"head_learning_rate": "inf"}):
             with self.assertRaises(spec.TrainerError) as cm:
                 spec.parse_params(bad)
             self.assertEqual(cm.exception.code, "bad_spec")

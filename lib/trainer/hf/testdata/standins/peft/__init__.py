@@ -76,12 +76,19 @@ class PeftModel(torch.nn.Module):
         return model
 
 
+def _targeted(path, targets):
+    """Whether a module's path is one of targets or ends with "." and one,
+    as peft matches a list of target modules."""
+    return any(path == t or path.endswith("." + t) for t in targets)
+
+
 def get_peft_model(model, peft_config):
     targets = set(peft_config.target_modules or [])
     found = set()
     for name, mod in list(model.named_modules()):
         for cname, child in list(mod.named_children()):
-            if cname in targets:
+            path = name + "." + cname if name else cname
+            if _targeted(path, targets) and not isinstance(child, LoraLayer):
                 setattr(mod, cname, LoraLayer(child, peft_config.r, peft_config.lora_alpha,
                                               peft_config.lora_dropout, peft_config.fan_in_fan_out))
                 found.add(cname)
