@@ -173,8 +173,12 @@ func (e *expected) check(t *testing.T, what string, got *reviewJSON) {
 // no run, and the report says so.
 func TestReportReviewVerdicts(t *testing.T) {
 	dir := t.TempDir()
-	cfg := testproject.WriteEmails(t, dir, testproject.Emails(t, testcli.Root())[:200], 60,
-		"")
+	// promote: always (the writeback block ends the config): the second
+	// run, trained on the same labels, replaces the first; 240 labelled
+	// emails give a val split large enough that the check against the
+	// most common label lets the spam model through.
+	cfg := testproject.WriteEmails(t, dir, testproject.Emails(t, testcli.Root())[:400], 240,
+		"    promote: always\n")
 	r := &testproject.Runs{T: t, Bin: testcli.Binaries(t), Dir: dir, Config: cfg}
 	writebackBoth(t, cfg)
 
