@@ -491,6 +491,17 @@ func TestReleasedPotato(t *testing.T) {
 		t.Fatalf("run: exit %d, %s %s\n%s\n%s", res.Code, info.State, info.Error, res.Stderr, r.File(res.ID, "run.log"))
 	}
 	id := res.ID
+	// On this small project the topics model may not pass the check
+	// against the most common label (the run log says so): published by
+	// hand, as potato-dispatch publish does past the promotion gate, its
+	// prelabels still show how Potato renders a multiselect prelabel.
+	if strings.Contains(r.File(id, "run.log"), "promotion of topics (writeback.promote: if_better): not published") {
+		t.Logf("topics held back by the run; publishing it by hand")
+		if code, out, errb := testproject.Exec(t, r.Command("potato-dispatch", "publish", cfg, id)); code != 0 {
+			t.Fatalf("potato-dispatch publish: exit %d\n%s%s", code, out, errb)
+		}
+		info = r.Info(id)
+	}
 	// Nothing says the prelabels are hidden: not the run, nor
 	// potato-validate, potato-check or the report, on this project
 	// without a pre_annotation block.
