@@ -176,7 +176,7 @@ var hfParams = Params{
 	{Name: "lora_alpha", Kind: KindInt, Default: "16", Range: AtLeast(1), Help: "the LoRA scaling"},
 	{Name: "lora_dropout", Kind: KindFloat, Default: "0.1", Range: &Range{Min: 0, Max: 1, MaxOpen: true}, Help: "the LoRA dropout"},
 	{Name: "target_modules", Kind: KindList, DefaultNote: "peft's choice for the model", Help: "the modules LoRA adapts"},
-	{Name: "epochs", Kind: KindInt, DefaultNote: "3; 8 for builtin:ngram", Range: AtLeast(1), Help: "the most passes over the training items"},
+	{Name: "epochs", Kind: KindInt, DefaultNote: "3, more on a small train split (enough for about 100 steps, at most 10); 8 for builtin:ngram", Range: AtLeast(1), Help: "the most passes over the training items"},
 	{Name: "batch_size", Kind: KindInt, DefaultNote: "16; 32 for builtin:ngram", Range: AtLeast(1), Help: "items per step"},
 	{Name: "learning_rate", Kind: KindFloat, DefaultNote: "1e-3 with LoRA, 2e-5 without, 0.01 for builtin:ngram", Range: Above(0), Help: "the step size"},
 	{Name: "head_learning_rate", Kind: KindFloat, DefaultNote: "0.01; learning_rate for builtin:ngram", Range: Above(0), Help: "the step size of the new classification head"},

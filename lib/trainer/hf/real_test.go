@@ -59,6 +59,9 @@ func hfStack(t *testing.T, name string) stack {
 type emailProject struct {
 	*testproject.Runs
 	n, labelled int
+	// heldBack lets the fine-tune's prelabels be held back by the write-back's
+	// gate (scored), for a fit too short to learn much.
+	heldBack bool
 }
 
 // emailRuns writes an emailProject whose model_training block ends with
@@ -86,6 +89,36 @@ func succeeded(t *testing.T, r *testproject.Runs, res testproject.Result) rundir
 	}
 	if info.Writeback["n_written"] == 0 {
 		t.Errorf("no prelabels written: %v", info.Writeback)
+	}
+	return info
+}
+
+// scored fails the test unless the run succeeded with held-out metrics
+// and either wrote prelabels or has, in run.json, the gate's reason for
+// each schema it held back (potato-dispatch(1), PROMOTION), which it logs;
+// it returns the run's record.
+func scored(t *testing.T, r *testproject.Runs, res testproject.Result) rundir.Info {
+	t.Helper()
+	info := r.Info(res.ID)
+	if res.Code != 0 || info.State != rundir.StateSuccess {
+		t.Fatalf("exit %d, state %s: %s\n%s\nrun.log:\n%s\nstderr.log:\n%s", res.Code, info.State, info.Error, res.Stderr,
+			r.File(res.ID, rundir.LogFile), r.File(res.ID, "stderr.log"))
+	}
+	if info.Heldout == nil || info.Heldout.N == 0 {
+		t.Errorf("no held-out score: %+v", info.Heldout)
+	}
+	if info.Writeback["n_written"] > 0 {
+		return info
+	}
+	held := 0
+	for name, d := range info.Promotion {
+		if !d.Published && strings.HasPrefix(d.Reason, "not published: ") {
+			held++
+			t.Logf("run %s (%s): %s: %s", res.ID, info.Trainer, name, d.Reason)
+		}
+	}
+	if held == 0 {
+		t.Errorf("no prelabels written, and no decision holds them back: %v, %+v", info.Writeback, info.Promotion)
 	}
 	return info
 }
@@ -197,8 +230,12 @@ func fineTuneOn(t *testing.T, s stack, p emailProject, backend, schemas string, 
 	for _, kv := range params {
 		args = append(args, "--param", kv)
 	}
+	check := succeeded
+	if p.heldBack {
+		check = scored
+	}
 	start := time.Now()
-	info := succeeded(t, p.Runs, p.Run(args...))
+	info := check(t, p.Runs, p.Run(args...))
 	took := time.Since(start)
 	for _, d := range dirs {
 		schema, _, _ := strings.Cut(strings.TrimPrefix(d, "model-"), "/")
@@ -209,7 +246,9 @@ func fineTuneOn(t *testing.T, s stack, p emailProject, backend, schemas string, 
 			t.Logf("%s: %s", s.name, l)
 		}
 	}
-	tfidf := succeeded(t, p.Runs, p.Run("--trainer", "tfidf-logreg", "--schemas", "spam", "--backend", "local"))
+	// A reference figure: the gate (writeback.promote: if_better) may hold
+	// its prelabels back when the fine-tune scored better.
+	tfidf := scored(t, p.Runs, p.Run("--trainer", "tfidf-logreg", "--schemas", "spam", "--backend", "local"))
 	t.Logf("%s on %s, %d emails (%d labelled), %s: held-out accuracy %.3f, macro-F1 %.3f on %d test items in %s; tfidf-logreg on the same splits: accuracy %.3f, macro-F1 %.3f",
 		s.name, backend, p.n, p.labelled, strings.Join(params, " "), info.Heldout.Accuracy, info.Heldout.MacroF1, info.Heldout.N, took.Round(time.Second),
 		tfidf.Heldout.Accuracy, tfidf.Heldout.MacroF1)
@@ -217,22 +256,42 @@ func fineTuneOn(t *testing.T, s stack, p emailProject, backend, schemas string, 
 }
 
 // TestRealLoRACurrent: LoRA (merged into the model too) on the current
-// stack (torch 2, transformers 5, peft), on 500 emails. The model learns:
-// at least 0.8 held-out accuracy, where chance is 0.5 (tfidf-logreg gets
-// 0.95 on these splits, the model 0.83 after 3 epochs, 0.91 after 5).
+// stack (torch 2, transformers 5, peft), on 500 emails, at the trainer's
+// defaults: LoRA on every linear layer of the encoder at 1e-3, the head at
+// 0.01; 3 epochs (the default would be 6 on 280 train items, enough for
+// about 100 steps: twice the time). The model learns: at least 0.9
+// held-out accuracy, where chance is 0.5 (0.93 seen; tfidf-logreg gets
+// 0.95 on these splits), and its confidences spread (at the old defaults,
+// LoRA on query and value at 2e-4 for all, every confidence was within
+// 0.04 of 0.5).
 func TestRealLoRACurrent(t *testing.T) {
-	info, log := fineTune(t, hfStack(t, "hf-current"), 500, 400, []string{"model-spam", "model-spam/adapter"},
-		"epochs=4", "learning_rate=0.001", "merge=true")
-	if !strings.Contains(log, "LoRA on query,value (model type bert)") {
-		t.Errorf("the run log does not say LoRA on BERT's query and value:\n%s", log)
+	s := hfStack(t, "hf-current")
+	p := emailRuns(t, s, 500, 400, "")
+	info := fineTuneOn(t, s, p, "local", "spam", []string{"model-spam", "model-spam/adapter"}, "merge=true", "epochs=3")
+	log := p.File(info.RunID, rundir.LogFile)
+	for _, want := range []string{
+		"LoRA on query,key,value,attention.output.dense,intermediate.dense,output.dense (model type bert)",
+		"spam: learning rate 0.01 for the classification head (770 parameters), 0.001 for the other",
+	} {
+		if !strings.Contains(log, want) {
+			t.Errorf("the run log lacks %q:\n%s", want, log)
+		}
 	}
-	if info.Heldout.Accuracy < 0.8 {
-		t.Errorf("held-out accuracy %.3f, want 0.8 or more", info.Heldout.Accuracy)
+	if info.Heldout.Accuracy < 0.9 {
+		t.Errorf("held-out accuracy %.3f, want 0.9 or more", info.Heldout.Accuracy)
+	}
+	var top float64
+	for _, pr := range readPredictions(t, filepath.Join(p.Root().RunDir(info.RunID), rundir.PredictionsFile), "spam") {
+		top = math.Max(top, pr.Confidence)
+	}
+	if top < 0.9 {
+		t.Errorf("the most confident prediction is %.3f, want 0.9 or more", top)
 	}
 }
 
 // TestRealFullCurrent: the whole model fine-tuned (lora=false) on the
-// current stack; at least 0.8 held-out accuracy (0.90 seen).
+// current stack; at least 0.8 held-out accuracy (0.97 seen; 0.90 before
+// the head had a learning rate of its own).
 func TestRealFullCurrent(t *testing.T) {
 	info, log := fineTune(t, hfStack(t, "hf-current"), 500, 400, []string{"model-spam"},
 		"lora=false", "epochs=2", "learning_rate=0.00005")
@@ -247,10 +306,14 @@ func TestRealFullCurrent(t *testing.T) {
 // TestRealLoRADebian: LoRA on Debian's torch 1.13 with transformers 4.49:
 // the oldest stack runs the same code to the same end. One epoch on 120
 // emails with short inputs, since Debian's torch trains some 15 times
-// slower than the current one on this CPU; too little to learn much.
+// slower than the current one on this CPU; too little to learn much, and
+// too few val items (15) to show it: the write-back may hold the model's
+// prelabels back, and run.json must then say why.
 func TestRealLoRADebian(t *testing.T) {
-	fineTune(t, hfStack(t, "hf-debian"), 120, 100, []string{"model-spam"},
-		"epochs=1", "learning_rate=0.001", "max_length=64")
+	s := hfStack(t, "hf-debian")
+	p := emailRuns(t, s, 120, 100, "")
+	p.heldBack = true
+	fineTuneOn(t, s, p, "local", "spam", []string{"model-spam"}, "epochs=1", "max_length=64")
 }
 
 // TestRealLoRASSH: the LoRA fine-tune over ssh, on the test sshd on
@@ -274,8 +337,11 @@ func TestRealLoRASSH(t *testing.T) {
 // trainer with the stack's interpreter (job_python) on the compute node,
 // on two schemas: spam (radio) and signals (multiselect). The cluster's
 // one node has two cores, which the SLURM tests of cmd/potato-dispatch
-// share: the job is kept short (160 emails, 3 epochs; some 30 s), so that
-// a test there whose job waits behind it waits well within its bounds.
+// share: the job is kept short (160 emails, 3 epochs of 6 steps; some
+// 60 s), so that a test there whose job waits behind it waits well within
+// its bounds. So short a fit may not learn enough to show it on 20 val
+// items: the write-back may hold its prelabels back, and run.json must
+// then say why.
 func TestRealLoRASLURM(t *testing.T) {
 	s := hfStack(t, "hf-current")
 	conf := filepath.Join(testcli.SLURM(t), "slurm.conf")
@@ -283,7 +349,8 @@ func TestRealLoRASLURM(t *testing.T) {
 	block := testcli.SLURMBackend(t, testcli.UserDir(t, "/home/potatotest"), 60, env,
 		"      time: \"20:00\"\n      python: "+s.python+"\n      job_python: "+s.python+"\n")
 	r := emailRuns(t, s, 160, 130, block)
-	info := fineTuneOn(t, s, r, "cluster", "spam,signals", []string{"model-spam", "model-signals"}, "epochs=3", "learning_rate=0.001")
+	r.heldBack = true
+	info := fineTuneOn(t, s, r, "cluster", "spam,signals", []string{"model-spam", "model-signals"}, "epochs=3")
 	if info.BackendType != "slurm" || !strings.Contains(r.File(info.RunID, rundir.LogFile), "Submitted SLURM job ") {
 		t.Errorf("backend type %q; the run log does not name its SLURM job:\n%s", info.BackendType, r.File(info.RunID, rundir.LogFile))
 	}
@@ -456,7 +523,8 @@ func TestRealModelFailures(t *testing.T) {
 		})
 	}
 	t.Run("a_tokenizer_without_a_pad_token", func(t *testing.T) {
-		info := succeeded(t, r.Runs, r.Run("--trainer", hf.Name, "--param", "model="+noPad, "--param", "epochs=1", "--schemas", "spam", "--backend", "local"))
+		// One epoch on 70 emails: the gate may hold the prelabels back.
+		info := scored(t, r.Runs, r.Run("--trainer", hf.Name, "--param", "model="+noPad, "--param", "epochs=1", "--schemas", "spam", "--backend", "local"))
 		if want := "the tokenizer of " + noPad + " has no pad token: batches are padded with [UNK]"; !strings.Contains(r.File(info.RunID, rundir.LogFile), want) {
 			t.Errorf("the run log lacks %q", want)
 		}

@@ -20,8 +20,8 @@ from .data import examples, label_order, prediction_row, read_bundle, sigmoid, s
 from .device import choose_precision, grad_scaler, is_oom, resolve_device, set_seed
 from .models import TokenizerCache, load_model
 from .packages import check_versions, import_packages, needed_packages
-from .spec import (Cancelled, EXIT_BAD_SPEC, EXIT_OUT_OF_MEMORY, TRAINER, TrainerError, check_schemas, is_builtin,
-                   parse_params)
+from .spec import (AUTO_EPOCHS_MAX, AUTO_EPOCHS_STEPS, Cancelled, EXIT_BAD_SPEC, EXIT_OUT_OF_MEMORY, TRAINER,
+                   TrainerError, check_schemas, epochs_for, is_builtin, parse_params)
 
 
 class Stop:
@@ -140,11 +140,11 @@ def train(spec, ev, stop, env=None):
             raise TrainerError(EXIT_BAD_SPEC, "validation_failed",
                                "schema %s has %d labelled training items: %s needs at least 2 items and 2 labels"
                                % (s["name"], len(train_ex), TRAINER))
-        steps = math.ceil(len(train_ex) / bs) * params["epochs"]
+        steps = math.ceil(len(train_ex) / bs) * epochs_for(params, len(train_ex))
         plans.append((s, labels, train_ex, steps))
         total_steps += steps
     if spec.get("curve"):
-        plans, total_steps = curve_plans(spec, plans, bs, params["epochs"], seed, splits)
+        plans, total_steps = curve_plans(spec, plans, bs, params, seed, splits)
 
     pred_path = os.path.join(workdir, "predictions.jsonl")
     tmp_pred = pred_path + ".tmp"
@@ -200,7 +200,7 @@ def train(spec, ev, stop, env=None):
     ev.result(metrics, orders, "predictions.jsonl", n_pred, precision=precision, device=device_name)
 
 
-def curve_plans(spec, plans, bs, epochs, seed, splits):
+def curve_plans(spec, plans, bs, params, seed, splits):
     """A curve's plans: for each schema, one fit per point, on the point's
     items (curve.subset). A point too small to fit fails the run, and so
     does a bundle without a test split to score the points on."""
@@ -216,7 +216,7 @@ def curve_plans(spec, plans, bs, epochs, seed, splits):
                 raise TrainerError(EXIT_BAD_SPEC, "validation_failed",
                                    "schema %s: curve point %s%% has %d labelled training items: %s needs at least "
                                    "2 items and 2 labels; give later points" % (s["name"], curve.label(p), len(sub), TRAINER))
-            steps = math.ceil(len(sub) / bs) * epochs
+            steps = math.ceil(len(sub) / bs) * epochs_for(params, len(sub))
             out.append((s, labels, sub, steps, p))
             total += steps
     return out, total
@@ -246,6 +246,13 @@ def fit_schema(torch, device, amp, precision, params, spec, s, labels, train_ex,
     pf and returns how many."""
     name, multi = s["name"], s["kind"] == "multilabel"
     bs = params["batch_size"]
+    epochs = epochs_for(params, len(train_ex))
+    if epochs != params["epochs"]:
+        ev.log("info", "%s: %d epochs at most: %d items make %d steps an epoch, and the default is enough epochs "
+               "for about %d steps, at least %d and at most %d (--param epochs=N sets them)"
+               % (name, epochs, len(train_ex), math.ceil(len(train_ex) / bs), AUTO_EPOCHS_STEPS, params["epochs"],
+                  AUTO_EPOCHS_MAX))
+        params = dict(params, epochs=epochs)
     val_ex = examples(splits.get("val", []), s, labels)
     ev.status("fitting", "fitting %s on %d items" % (name, len(train_ex)))
     # The same seed before each schema: its model does not depend on the

@@ -40,6 +40,12 @@ class TestSpec(unittest.TestCase):
         self.assertEqual(spec.parse_params({"head_learning_rate": "0.05"})["head_learning_rate"], 0.05)
         self.assertEqual(spec.parse_params({})["model"], spec.DEFAULT_MODEL)
         self.assertEqual((spec.parse_params({})["epochs"], spec.parse_params({})["batch_size"]), (3, 16))
+        # Without the param, enough epochs for about 100 steps, 3 to 10.
+        d = spec.parse_params({})
+        self.assertEqual([spec.epochs_for(d, n) for n in (91, 200, 350, 534, 5000)], [10, 8, 5, 3, 3])
+        self.assertEqual(spec.epochs_for(spec.parse_params({"batch_size": "8"}), 200), 4)
+        self.assertEqual(spec.epochs_for(spec.parse_params({"epochs": "2"}), 91), 2)
+        self.assertEqual(spec.epochs_for(spec.parse_params({"model": "builtin:ngram"}), 91), 8)
         b = spec.parse_params({"model": "builtin:ngram"})
         self.assertEqual((b["learning_rate"], b["epochs"], b["batch_size"], b["merge"]), (0.01, 8, 32, False))
         self.assertEqual(spec.parse_params({"model": "builtin:ngram", "learning_rate": "0.2"})["head_learning_rate"], 0.2)
