@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"potato-training/lib/agentproto"
+	"potato-training/lib/rundir"
 	"potato-training/lib/slurm"
 )
 
@@ -205,33 +206,8 @@ func readEnvLine(r *bufio.Reader) (map[string]string, error) {
 }
 
 // readTokenFile reads a token file, refusing one that other users could
-// read or change, as ssh refuses such a key: chmod 600 it.
-func readTokenFile(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return "", err
-	}
-	if !fi.Mode().IsRegular() {
-		return "", fmt.Errorf("%q is not a regular file", path)
-	}
-	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
-		return "", fmt.Errorf("%q is readable or writable by group or others (mode %04o): run chmod 600 %q", path, perm, path)
-	}
-	b, err := io.ReadAll(io.LimitReader(f, 64<<10))
-	if err != nil {
-		return "", err
-	}
-	token := strings.TrimSpace(string(b))
-	if token == "" {
-		return "", fmt.Errorf("%q is empty", path)
-	}
-	return token, nil
-}
+// read or change (rundir.ReadSecret).
+func readTokenFile(path string) (string, error) { return rundir.ReadSecret(path) }
 
 // unreachable is how long the server may be out of reach during a job;
 // POTATO_TRAINING_UNREACHABLE_S shortens G9's 300 s (for tests).

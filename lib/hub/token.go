@@ -3,11 +3,12 @@ package hub
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"potato-training/lib/rundir"
 )
 
 // TokenEnv is the variable the Hub's own tools read the token from.
@@ -71,30 +72,14 @@ func DefaultTokenFile(getenv func(string) string) string {
 }
 
 // readTokenFile reads a token file, refusing one that other users could
-// read or change: chmod 600 it.
+// read or change (rundir.ReadSecret), or that holds more than one word.
 func readTokenFile(path string) (string, error) {
-	f, err := os.Open(path)
+	token, err := rundir.ReadSecret(path)
 	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return "", err
-	}
-	if !fi.Mode().IsRegular() {
-		return "", fmt.Errorf("%q is not a regular file", path)
-	}
-	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
-		return "", fmt.Errorf("the token file %q is readable or writable by group or others (mode %04o): run chmod 600 %q", path, perm, path)
-	}
-	b, err := io.ReadAll(io.LimitReader(f, 64<<10))
-	if err != nil {
-		return "", err
-	}
-	token := strings.TrimSpace(string(b))
-	if token == "" {
-		return "", fmt.Errorf("the token file %q is empty", path)
+		if _, ok := err.(*os.PathError); ok {
+			return "", err
+		}
+		return "", fmt.Errorf("the token file %w", err)
 	}
 	if strings.ContainsAny(token, "\n\r\x00 ") {
 		return "", fmt.Errorf("the token file %q holds more than one word", path)
