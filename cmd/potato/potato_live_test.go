@@ -34,23 +34,9 @@ import (
 // under CI, where it fails.
 func releasedPotatoDir(t *testing.T) string {
 	t.Helper()
-	venvs := os.Getenv("POTATO_TRAINING_VENVS")
-	if venvs == "" {
-		venvs = "/opt/potato-training"
-	}
-	dir := filepath.Join(venvs, "potato", "bin")
-	out, err := exec.Command(filepath.Join(dir, "python"), "-c",
-		"import importlib.metadata as m; print(m.version('potato-annotation'))").Output()
-	if err == nil {
-		_, err = os.Stat(filepath.Join(dir, "potato"))
-	}
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("no released Potato in %s (%v): scripts/install-deps installs it", dir, err)
-		}
-		t.Skipf("no released Potato in %s (%v): scripts/install-deps installs it", dir, err)
-	}
-	t.Logf("potato-annotation %s in %s", strings.TrimSpace(string(out)), dir)
+	py, version := testcli.Venv(t, "potato", "import importlib.metadata as m, os, sys; os.stat(os.path.join(os.path.dirname(sys.executable), 'potato')); print(m.version('potato-annotation'))")
+	dir := filepath.Dir(py)
+	t.Logf("potato-annotation %s in %s", version, dir)
 	return dir
 }
 

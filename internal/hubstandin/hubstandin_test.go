@@ -20,17 +20,7 @@ import (
 // huggingface_hub; without it the test skips, except under CI.
 func python(t *testing.T) string {
 	t.Helper()
-	venvs := os.Getenv("POTATO_TRAINING_VENVS")
-	if venvs == "" {
-		venvs = "/opt/potato-training"
-	}
-	py := filepath.Join(venvs, "hf-current", "bin", "python")
-	if err := exec.Command(py, "-c", "import huggingface_hub").Run(); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("no huggingface_hub for %s (%v): scripts/install-deps installs it", py, err)
-		}
-		t.Skipf("no huggingface_hub for %s (%v): scripts/install-deps installs it", py, err)
-	}
+	py, _ := testcli.Venv(t, "hf-current", "import huggingface_hub")
 	return py
 }
 

