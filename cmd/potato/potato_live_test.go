@@ -18,7 +18,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -53,7 +52,7 @@ func shell(dir, path string, args ...string) *exec.Cmd {
 // the shell started, and what it wrote.
 type served struct {
 	cmd    *exec.Cmd
-	log    *logBuffer
+	log    *testcli.SyncBuffer
 	exited chan struct{}
 	url    string
 }
@@ -70,7 +69,7 @@ func startPotato(t *testing.T, dir, path string) *served {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
-	s := &served{log: new(logBuffer), exited: make(chan struct{}), url: fmt.Sprintf("http://127.0.0.1:%d", port)}
+	s := &served{log: new(testcli.SyncBuffer), exited: make(chan struct{}), url: fmt.Sprintf("http://127.0.0.1:%d", port)}
 	s.cmd = shell(dir, path, "start", "config.yaml", "-p", strconv.Itoa(port), "--host", "127.0.0.1")
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
@@ -140,23 +139,6 @@ func (s *served) proc(t *testing.T) (cmdline, environ []string) {
 	return read("cmdline"), read("environ")
 }
 
-// logBuffer is what the process writes, read while it runs.
-type logBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // The bar of issue 35: with the released Potato installed, `potato start
 // config.yaml` reaches Potato, which serves on loopback, whichever of the
