@@ -210,6 +210,23 @@ func runScript(t *testing.T, body string, o Options) (*exec.Cmd, string) {
 // /bin/sh is bash are tried with POTATO_TEST_JOB_SHELL=/bin/bash.
 var jobShell = cmp.Or(os.Getenv("POTATO_TEST_JOB_SHELL"), "/bin/sh")
 
+// waitStarted waits until the training process of runScript has written
+// "started" to events.jsonl.
+func waitStarted(t *testing.T, dir string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, _ := os.ReadFile(filepath.Join(dir, "events.jsonl"))
+		if strings.Contains(string(b), "started") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the training process did not start")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func readExit(t *testing.T, dir string) string {
 	b, err := os.ReadFile(filepath.Join(dir, "exit_code"))
 	if err != nil {
@@ -252,17 +269,7 @@ func TestScriptForwardsTERM(t *testing.T) {
 echo started
 while :; do sleep 0.1; done
 `, Options{})
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		b, _ := os.ReadFile(filepath.Join(dir, "events.jsonl"))
-		if strings.Contains(string(b), "started") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the training process did not start")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitStarted(t, dir)
 	if _, err := os.Stat(filepath.Join(dir, "exit_code")); err == nil {
 		t.Fatal("a previous attempt's exit_code was not removed")
 	}
@@ -290,17 +297,7 @@ func TestScriptTERMToTheWholeJob(t *testing.T) {
 echo started
 while :; do sleep 0.05; done
 `, Options{})
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			b, _ := os.ReadFile(filepath.Join(dir, "events.jsonl"))
-			if strings.Contains(string(b), "started") {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("the training process did not start")
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		waitStarted(t, dir)
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
 		cmd.Wait()
 		if got := readExit(t, dir); got != "4" {
