@@ -139,7 +139,6 @@ func (s *served) proc(t *testing.T) (cmdline, environ []string) {
 	return read("cmdline"), read("environ")
 }
 
-
 // The bar of issue 35: with the released Potato installed, `potato start
 // config.yaml` reaches Potato, which serves on loopback, whichever of the
 // two tools comes first on PATH; `potato training status` reaches the
