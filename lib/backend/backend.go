@@ -56,6 +56,10 @@ type Sink interface {
 	Event(e events.Event)
 	// Logf appends a line to the run log.
 	Logf(format string, args ...any)
+	// TrainerLine appends to the run log a line the training process
+	// printed that is no event, as "trainer: LINE", cut at 4096 bytes and
+	// within the run's budget of events and log (max_events_mb).
+	TrainerLine(line string)
 	// Step sets the step line shown by status and the page.
 	Step(step string)
 	// Progress sets the run's progress outside the trainer's own events

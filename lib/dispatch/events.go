@@ -3,7 +3,6 @@ package dispatch
 import (
 	"fmt"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
@@ -336,16 +335,20 @@ type sink struct{ d *dispatcher }
 
 func (s sink) Event(e events.Event) { s.d.onEvent(e) }
 
-// Logf writes a backend's line to the run log. A line that relays what
-// the training process printed ("trainer: LINE", the local and the remote
-// backends' words for a line that is no event) is the process's output,
-// within the run's budget; the backend's own lines are not.
-func (s sink) Logf(format string, args ...any) {
-	if strings.HasPrefix(format, "trainer: ") {
-		s.d.trainerLogf(false, format, args...)
-		return
+// Logf writes a backend's own line to the run log, outside the run's
+// budget.
+func (s sink) Logf(format string, args ...any) { s.d.logf(format, args...) }
+
+// maxTrainerLine bounds a line of the training process in the run log.
+const maxTrainerLine = 4096
+
+// TrainerLine writes a line the training process printed that is no
+// event to the run log, within the run's budget.
+func (s sink) TrainerLine(line string) {
+	if len(line) > maxTrainerLine {
+		line = line[:maxTrainerLine] + "..."
 	}
-	s.d.logf(format, args...)
+	s.d.trainerLogf(false, "trainer: %s", line)
 }
 
 func (s sink) Step(step string) { s.d.step(step) }

@@ -179,12 +179,7 @@ func (e *execution) Start(ctx context.Context) (backend.Started, error) {
 
 // Relay passes the events on until the process has ended.
 func (e *execution) Relay(ctx context.Context) (backend.Outcome, error) {
-	go e.proc.Relay(e.run.Sink.Event, func(line string) {
-		if len(line) > 4096 {
-			line = line[:4096] + "..."
-		}
-		e.run.Sink.Logf("trainer: %s", line)
-	})
+	go e.proc.Relay(e.run.Sink.Event, e.run.Sink.TrainerLine)
 	<-e.proc.Done()
 	e.closeFiles()
 	ex := e.proc.Exit()

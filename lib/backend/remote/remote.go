@@ -232,10 +232,7 @@ func (r *Run) Events(id string, evs []events.Event, bad []string) (agentproto.Re
 		r.Run.Sink.Event(e)
 	}
 	for _, l := range bad {
-		if len(l) > 4096 {
-			l = l[:4096] + "..."
-		}
-		r.Run.Sink.Logf("trainer: %s", l)
+		r.Run.Sink.TrainerLine(l)
 	}
 	if cancel {
 		return agentproto.Reply{Cancel: true, GraceSeconds: int(grace / time.Second)}, nil
