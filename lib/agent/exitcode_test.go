@@ -116,6 +116,8 @@ func TestAgentUsageErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"--once"}, "give --server URL (or --socket PATH)"},
+		// A polling agent without a backend would have every claim refused.
+		{[]string{"--server", "http://127.0.0.1:1", "--once"}, "give --backend NAME, the agent backend of model_training.backends that this agent serves"},
 		{[]string{"--socket", filepath.Join(t.TempDir(), "none.sock"), "--once"}, "--socket: no token on standard input"},
 		// A relative path is named absolute, as the agent reads it.
 		{[]string{"--server", "http://127.0.0.1:1", "--slurm-config", "missing.json"}, "--slurm-config: open " + filepath.Join(cwd, "missing.json")},

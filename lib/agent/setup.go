@@ -100,6 +100,11 @@ func (s Settings) Options(stdin io.Reader, log io.Writer) (Options, error) {
 		}
 		so = &o
 	}
+	if s.Socket == "" && s.Backend == "" {
+		// The server answers a claim only for the backend its token was
+		// issued to: without a name every claim would be refused.
+		return Options{}, usagef("give --backend NAME, the agent backend of model_training.backends that this agent serves (or set POTATO_TRAINING_BACKEND)")
+	}
 	var allowed []string
 	for _, p := range s.AllowExec {
 		abs, err := AbsPath(p)

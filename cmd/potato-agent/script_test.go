@@ -1,0 +1,18 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/rogpeppe/go-internal/testscript"
+
+	"potato-training/internal/testcli"
+)
+
+// TestScripts runs the command-line scripts of testdata/script: what
+// potato-agent prints on stdout and stderr, and its exit codes, for the
+// settings it refuses before any request and for potato-agent worker's
+// specs. None reaches a server: the polling agent itself is tested in
+// lib/agent against one.
+func TestScripts(t *testing.T) {
+	testscript.Run(t, testcli.Params(t, "testdata/script", true))
+}
