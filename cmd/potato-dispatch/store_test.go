@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"potato-training/internal/testproject"
+	"potato-training/lib/atomicfile"
 	"potato-training/lib/rundir"
 )
 
@@ -470,7 +471,7 @@ func TestWritebackOfARunLostInItsWriteback(t *testing.T) {
 			os.Remove(filepath.Join(testproject.Root(dir).RunDir(id), rundir.PredictionsFile))
 		}
 		b, _ := json.Marshal(rec)
-		if err := rundir.WriteFileAtomic(filepath.Join(testproject.Root(dir).RunDir(id), "run.json"), b, 0o644); err != nil {
+		if err := atomicfile.WriteFile(filepath.Join(testproject.Root(dir).RunDir(id), "run.json"), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
 		os.Remove(filepath.Join(testproject.Root(dir).RunDir(id), "exit_code"))

@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"os"
@@ -12,6 +13,7 @@ import (
 
 	"potato-training/internal/cli"
 	"potato-training/lib/agentproto"
+	"potato-training/lib/atomicfile"
 	"potato-training/lib/config"
 	"potato-training/lib/dispatch"
 )
@@ -83,16 +85,19 @@ func (c *command) Run(ctx *cli.Context) error {
 	}
 	// The file is made before the token is issued, so that a path that
 	// cannot be written issues nothing and the old token goes on working.
-	tf, err := newTokenFile(c.TokenFile)
+	tf, err := atomicfile.CreateSecret(c.TokenFile)
 	if err != nil {
 		return cli.Failf(cli.ExitNo, "--token-file %s: %v; no token was issued", c.TokenFile, err)
 	}
-	defer tf.abandon()
+	defer tf.Abort()
 	token, err := root.IssueToken(b.Name, time.Now())
 	if err != nil {
 		return err
 	}
-	if err := tf.commit(token); err != nil {
+	if _, err := io.WriteString(tf, token+"\n"); err == nil {
+		err = tf.Commit()
+	}
+	if err != nil {
 		return cli.Failf(cli.ExitNo, "--token-file %s: %v; the token was issued but not kept, and the old one no longer works", c.TokenFile, err).
 			WithHint("register again once the file can be written")
 	}

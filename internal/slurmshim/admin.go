@@ -12,7 +12,7 @@ import (
 	"github.com/alecthomas/kong"
 
 	"potato-training/internal/cli"
-	"potato-training/lib/rundir"
+	"potato-training/lib/atomicfile"
 )
 
 // passCmd lists an imitated command in --help; the binary's main
@@ -102,7 +102,7 @@ func (c *initCmd) Run(ctx *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	return rundir.WriteFileAtomic(filepath.Join(dir, "config.json"), append(b, '\n'), 0o644)
+	return atomicfile.WriteFile(filepath.Join(dir, "config.json"), append(b, '\n'), 0o644)
 }
 
 type failCmd struct {

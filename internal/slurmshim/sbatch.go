@@ -16,8 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"potato-training/lib/atomicfile"
 	"potato-training/lib/config"
-	"potato-training/lib/rundir"
 )
 
 // proc is one run of an imitated command, with its own streams so the
@@ -357,14 +357,14 @@ func submit(st *store, j *job, script []byte, output, errput string, now time.Ti
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return 0, err
 	}
-	if err := rundir.WriteFileAtomic(filepath.Join(dir, "script"), script, 0o755); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(dir, "script"), script, 0o755); err != nil {
 		return 0, err
 	}
 	env, err := json.Marshal(os.Environ())
 	if err != nil {
 		return 0, err
 	}
-	if err := rundir.WriteFileAtomic(filepath.Join(dir, "environment"), env, 0o600); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(dir, "environment"), env, 0o600); err != nil {
 		return 0, err
 	}
 	return id, st.Save(j)

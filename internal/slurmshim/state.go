@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"potato-training/lib/rundir"
+	"potato-training/lib/atomicfile"
 )
 
 // EnvDir names the state directory; every verb needs it.
@@ -224,7 +224,7 @@ func (s *store) Save(j *job) error {
 	if err != nil {
 		return err
 	}
-	return rundir.WriteFileAtomic(filepath.Join(s.jobDir(j.ID), "job.json"), append(b, '\n'), 0o644)
+	return atomicfile.WriteFile(filepath.Join(s.jobDir(j.ID), "job.json"), append(b, '\n'), 0o644)
 }
 
 // All returns every job in the directory, in job id order.
@@ -279,7 +279,7 @@ func (s *store) NextID() (int, error) {
 		}
 		id++
 	}
-	if err := rundir.WriteFileAtomic(p, []byte(strconv.Itoa(id+1)+"\n"), 0o644); err != nil {
+	if err := atomicfile.WriteFile(p, []byte(strconv.Itoa(id+1)+"\n"), 0o644); err != nil {
 		return 0, err
 	}
 	return id, nil

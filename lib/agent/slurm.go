@@ -20,8 +20,8 @@ import (
 	"github.com/fsnotify/fsnotify"
 
 	"potato-training/lib/agentproto"
+	"potato-training/lib/atomicfile"
 	"potato-training/lib/events"
-	"potato-training/lib/rundir"
 	"potato-training/lib/slurm"
 	"potato-training/lib/trainer"
 )
@@ -145,7 +145,7 @@ func (j *job) trainSLURM(ctx context.Context, spec trainer.Spec, specPath string
 	}
 	if len(o.Env) > 0 {
 		envPath := filepath.Join(j.dir, slurm.EnvFile)
-		if err := rundir.WriteFileAtomic(envPath, []byte(o.EnvScript()), 0o600); err != nil {
+		if err := atomicfile.WriteFile(envPath, []byte(o.EnvScript()), 0o600); err != nil {
 			return -1, fail(agentproto.CodeFailed, err)
 		}
 		// A requeued job reads it again: it goes once the job has left

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"potato-training/lib/agentproto"
+	"potato-training/lib/atomicfile"
 	"potato-training/lib/events"
 	"potato-training/lib/rundir"
 )
@@ -88,7 +89,7 @@ func (it *item) save() error {
 	if err != nil {
 		return err
 	}
-	return rundir.WriteFileAtomic(filepath.Join(it.dir, spoolItem), append(b, '\n'), 0o600)
+	return atomicfile.WriteFile(filepath.Join(it.dir, spoolItem), append(b, '\n'), 0o600)
 }
 
 // addEvents appends evs and raw lines to events.jsonl, for a later start

@@ -20,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"potato-training/lib/atomicfile"
 	"potato-training/lib/events"
 	"potato-training/lib/rundir"
 )
@@ -433,7 +434,7 @@ func (c *Client) DownloadBundle(ctx context.Context, runID, dst string, want Bun
 	if err != nil {
 		return err
 	}
-	if err := os.Rename(part, dst); err != nil {
+	if err := atomicfile.Promote(part, dst); err != nil {
 		return err
 	}
 	kept = true

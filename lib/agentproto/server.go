@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"potato-training/lib/atomicfile"
 	"potato-training/lib/events"
 	"potato-training/lib/rundir"
 )
@@ -410,10 +411,10 @@ func WriteJSON(w http.ResponseWriter, code int, v any) {
 	w.Write(append(b, '\n'))
 }
 
-// StoreFile writes r to path by rundir.WriteAtomic: a cut body leaves
+// StoreFile writes r to path by atomicfile.Write: a cut body leaves
 // nothing at path. It is what a Run's Predictions needs.
 func StoreFile(path string, r io.Reader) error {
-	return rundir.WriteAtomic(path, 0o644, func(w io.Writer) error {
+	return atomicfile.Write(path, 0o644, func(w io.Writer) error {
 		_, err := io.Copy(w, r)
 		return err
 	})

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"potato-training/lib/atomicfile"
 )
 
 // ListenUnix listens on a unix socket of mode 0600 at path (SPEC S9) and
@@ -138,7 +140,7 @@ func listenPrivate(sock, final, privDir string) (net.Listener, error) {
 		return fail(err)
 	}
 	if final != sock {
-		if err := os.Rename(sock, final); err != nil {
+		if err := atomicfile.Promote(sock, final); err != nil {
 			return fail(err)
 		}
 	}

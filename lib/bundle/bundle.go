@@ -22,8 +22,8 @@ import (
 	"sort"
 	"strings"
 
+	"potato-training/lib/atomicfile"
 	"potato-training/lib/config"
-	"potato-training/lib/rundir"
 )
 
 // ManifestName is the manifest's file name inside a bundle.
@@ -193,7 +193,7 @@ func (c *lineCounter) Write(p []byte) (int, error) {
 // writeFileAtomic writes name in dir as .name.tmp, syncs it and renames it
 // into place, so a reader sees the old file or the new one, never a part.
 func writeFileAtomic(dir, name string, data []byte) error {
-	if err := rundir.WriteFileAtomic(filepath.Join(dir, name), data, 0o644); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
 		return err
 	}
 	return syncDir(dir)

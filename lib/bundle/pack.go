@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"potato-training/lib/atomicfile"
 )
 
 // packTime is the modification time of every packed entry, so that two
@@ -140,30 +142,16 @@ func PackFile(dir, dst string) (sha string, n int64, err error) {
 	if rel, err := filepath.Rel(absDir, absDst); err == nil && filepath.IsLocal(rel) {
 		return "", 0, fmt.Errorf("bundle: pack %q: the archive %q would be inside the bundle", dir, dst)
 	}
-	out := filepath.Dir(absDst)
-	tmp := filepath.Join(out, "."+filepath.Base(absDst)+".tmp")
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := atomicfile.Create(absDst, 0o644)
 	if err != nil {
 		return "", 0, fmt.Errorf("bundle: %w", err)
 	}
+	defer f.Abort()
 	sum, n, err := Pack(dir, f)
 	if err != nil {
-		f.Close()
-		os.Remove(tmp)
 		return "", 0, err
 	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, absDst)
-	}
-	if err == nil {
-		err = syncDir(out)
-	}
-	if err != nil {
-		os.Remove(tmp)
+	if err := f.Commit(); err != nil {
 		return "", 0, fmt.Errorf("bundle: %w", err)
 	}
 	return sum, n, nil

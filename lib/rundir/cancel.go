@@ -7,12 +7,14 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+
+	"potato-training/lib/atomicfile"
 )
 
 // RequestCancel creates the cancel file of run id. It is what
 // potato-dispatch cancel and the server do; the run's dispatch notices.
 func (r *Root) RequestCancel(id string) error {
-	return WriteFileAtomic(filepath.Join(r.RunDir(id), CancelFile), []byte("cancel\n"), 0o644)
+	return atomicfile.WriteFile(filepath.Join(r.RunDir(id), CancelFile), []byte("cancel\n"), 0o644)
 }
 
 // cancelPoll is the backup for fsnotify, which misses writes made by

@@ -9,6 +9,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"potato-training/lib/atomicfile"
 )
 
 // EventsArchive is a finished run's events.jsonl compressed with gzip
@@ -49,41 +51,24 @@ func (r *Root) CompressEvents(id string) (bool, error) {
 		return false, err
 	}
 	dst := filepath.Join(dir, EventsArchive)
-	tmp := filepath.Join(dir, "."+EventsArchive+".tmp")
-	out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, st.Mode().Perm())
+	out, err := atomicfile.Create(dst, st.Mode().Perm())
 	if err != nil {
 		return false, err
 	}
-	fail := func(err error) (bool, error) {
-		out.Close()
-		os.Remove(tmp)
-		return false, fmt.Errorf("compressing %s: %w", src, err)
-	}
+	defer out.Abort()
 	zw, _ := gzip.NewWriterLevel(out, gzip.BestCompression)
 	zw.Name = EventsFile
 	zw.ModTime = st.ModTime()
 	if _, err := io.Copy(zw, in); err != nil {
-		return fail(err)
+		return false, fmt.Errorf("compressing %s: %w", src, err)
 	}
 	if err := zw.Close(); err != nil {
-		return fail(err)
+		return false, fmt.Errorf("compressing %s: %w", src, err)
 	}
-	if err := out.Sync(); err != nil {
-		return fail(err)
-	}
-	if err := out.Close(); err != nil {
-		os.Remove(tmp)
-		return false, err
-	}
-	if err := os.Rename(tmp, dst); err != nil {
-		os.Remove(tmp)
-		return false, err
+	if err := out.Commit(); err != nil {
+		return false, fmt.Errorf("compressing %s: %w", src, err)
 	}
 	_ = os.Chtimes(dst, st.ModTime(), st.ModTime())
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		d.Close()
-	}
 	if err := os.Remove(src); err != nil {
 		return false, err
 	}

@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"potato-training/lib/atomicfile"
 )
 
 // LatestDir is the directory of the latest/<schema> links under the
@@ -75,15 +77,7 @@ func (r *Root) SetLatest(schema, id string) error {
 	if cur, err := os.Readlink(link); err == nil && cur == target {
 		return nil
 	}
-	tmp := filepath.Join(dir, "."+schema+".tmp-"+randomHex())
-	if err := os.Symlink(target, tmp); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, link); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return nil
+	return atomicfile.Symlink(target, link)
 }
 
 // Latest returns the run latest/<schema> points at, "" when there is no

@@ -23,6 +23,7 @@ import (
 	"syscall"
 	"time"
 
+	"potato-training/lib/atomicfile"
 	"potato-training/lib/curve"
 )
 
@@ -338,7 +339,7 @@ func (run *Run) Finish(code int) error {
 	if _, err := os.Stat(p); err == nil {
 		return fmt.Errorf("run %s is finished already", run.ID)
 	}
-	if err := run.atEnd(func() error { return WriteFileAtomic(p, []byte(strconv.Itoa(code)+"\n"), 0o644) }); err != nil {
+	if err := run.atEnd(func() error { return atomicfile.WriteFile(p, []byte(strconv.Itoa(code)+"\n"), 0o644) }); err != nil {
 		return err
 	}
 	os.Remove(run.Path(ReserveFile))
@@ -361,51 +362,6 @@ func (run *Run) Close() {
 	}
 }
 
-// WriteFileAtomic writes data to path by WriteAtomic.
-func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
-	return WriteAtomic(path, perm, func(w io.Writer) error {
-		_, err := w.Write(data)
-		return err
-	})
-}
-
-// WriteAtomic is the toolkit's one way to replace a file: what write
-// writes goes to a temporary .name.*.tmp beside path, which is synced and
-// renamed to path only when write returned nil, so that a reader sees the
-// old file or the whole new one, never a part. The temporary file's name
-// is unique, so two writers of the same path do not mix; a failed write
-// leaves nothing behind.
-func WriteAtomic(path string, perm os.FileMode, write func(io.Writer) error) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	fail := func(err error) error {
-		f.Close()
-		os.Remove(tmp)
-		return err
-	}
-	if err := write(f); err != nil {
-		return fail(err)
-	}
-	if err := f.Chmod(perm); err != nil {
-		return fail(err)
-	}
-	if err := f.Sync(); err != nil {
-		return fail(err)
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return nil
-}
-
 // WriteJSON writes v as the toolkit writes every JSON record and --json
 // report: indented two spaces, with a final newline.
 func WriteJSON(w io.Writer, v any) error {
@@ -414,13 +370,13 @@ func WriteJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-// WriteJSONFile writes v to path as WriteJSON words it, by WriteFileAtomic.
+// WriteJSONFile writes v to path as WriteJSON words it, by atomicfile.WriteFile.
 func WriteJSONFile(path string, v any, perm os.FileMode) error {
 	var b bytes.Buffer
 	if err := WriteJSON(&b, v); err != nil {
 		return err
 	}
-	return WriteFileAtomic(path, b.Bytes(), perm)
+	return atomicfile.WriteFile(path, b.Bytes(), perm)
 }
 
 // Info is what a reader knows of a run: its record, as run.json has it,
@@ -641,7 +597,7 @@ func (r *Root) Edit(id string, fn func(rec *Record, finished bool) error) error 
 	if have, err := os.ReadFile(filepath.Join(dir, ExitCodeFile)); err == nil && string(have) == want {
 		return nil
 	}
-	return WriteFileAtomic(filepath.Join(dir, ExitCodeFile), []byte(want), 0o644)
+	return atomicfile.WriteFile(filepath.Join(dir, ExitCodeFile), []byte(want), 0o644)
 }
 
 // SettleLost ends a run whose dispatch is gone (no exit_code, nobody holds

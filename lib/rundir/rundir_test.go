@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"potato-training/lib/atomicfile"
 )
 
 var potatoID = regexp.MustCompile(`^[0-9]{8}T[0-9]{6}-[0-9a-f]{6}$`)
@@ -314,7 +316,7 @@ func TestCacheList(t *testing.T) {
 	rec := done.Record()
 	rec.Trainer = "done, then changed"
 	b, _ := json.Marshal(rec)
-	if err := WriteFileAtomic(filepath.Join(done.Dir, RecordFile), b, 0o644); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(done.Dir, RecordFile), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if got := list(); got[0].Trainer != "done, then changed" || got[1].Step != "two" {

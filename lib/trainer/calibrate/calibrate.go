@@ -17,6 +17,7 @@ import (
 
 	_ "modernc.org/sqlite"
 
+	"potato-training/lib/atomicfile"
 	"potato-training/lib/bundle"
 	"potato-training/lib/config"
 	"potato-training/lib/events"
@@ -393,14 +394,14 @@ func points(ctx context.Context, db *sql.DB, project, schema string, runs []stri
 	return pts, sr, nil
 }
 
-// writeJSON writes v to path by rundir.WriteFileAtomic and returns its
+// writeJSON writes v to path by atomicfile.WriteFile and returns its
 // size; NaN (a curve point with no prediction) is written as null.
 func writeJSON(path string, v Report) (int64, error) {
 	var b bytes.Buffer
 	if err := rundir.WriteJSON(&b, nanToNull(v)); err != nil {
 		return 0, err
 	}
-	if err := rundir.WriteFileAtomic(path, b.Bytes(), 0o644); err != nil {
+	if err := atomicfile.WriteFile(path, b.Bytes(), 0o644); err != nil {
 		return 0, err
 	}
 	return int64(b.Len()), nil

@@ -18,6 +18,7 @@ import (
 	"sort"
 	"strings"
 
+	"potato-training/lib/atomicfile"
 	"potato-training/lib/rundir"
 )
 
@@ -140,21 +141,14 @@ func Write(dir string) (string, error) {
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return "", fmt.Errorf("hf: %w", err)
 		}
-		if err := rundir.WriteFileAtomic(p, files[n], 0o644); err != nil {
+		if err := atomicfile.WriteFile(p, files[n], 0o644); err != nil {
 			return "", fmt.Errorf("hf: %w", err)
 		}
 	}
 	if err := os.Chmod(tmp, 0o755); err != nil {
 		return "", fmt.Errorf("hf: %w", err)
 	}
-	if _, err := os.Lstat(tree); err == nil {
-		aside := tmp + ".damaged"
-		if err := os.Rename(tree, aside); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return "", fmt.Errorf("hf: %w", err)
-		}
-		defer os.RemoveAll(aside)
-	}
-	if err := os.Rename(tmp, tree); err != nil {
+	if err := atomicfile.ReplaceDir(tmp, tree); err != nil {
 		return "", fmt.Errorf("hf: %w", err)
 	}
 	return launcher, nil
