@@ -80,21 +80,6 @@ func (d Device) replacement() string {
 	return d.Describe()
 }
 
-// Env is what the training process's environment gets, appended after the
-// parent's so it wins. cuda:N makes GPU N the only one visible (the trainer
-// sees it as cuda:0), numbering GPUs in PCI bus order as nvidia-smi does
-// rather than CUDA's default fastest-first order, so N is the GPU that
-// nvidia-smi listed; cpu hides every GPU; mps needs nothing.
-func (d Device) Env() []string {
-	switch d.Kind {
-	case KindCUDA:
-		return []string{"CUDA_DEVICE_ORDER=PCI_BUS_ID", "CUDA_VISIBLE_DEVICES=" + strconv.Itoa(d.Index)}
-	case KindCPU:
-		return []string{"CUDA_VISIBLE_DEVICES="}
-	}
-	return nil
-}
-
 // Probe is what LocalDevice looks at. Each zero field means this machine's
 // own: nvidia-smi on PATH, runtime.GOOS, runtime.GOARCH, runtime.NumCPU().
 type Probe struct {

@@ -107,18 +107,3 @@ func TestLocalDeviceCancelled(t *testing.T) {
 		t.Error("a cancelled context should be an error")
 	}
 }
-
-func TestEnv(t *testing.T) {
-	for _, tc := range []struct {
-		d    Device
-		want []string
-	}{
-		{Device{Kind: KindCUDA, Index: 1, Name: "NVIDIA H200"}, []string{"CUDA_DEVICE_ORDER=PCI_BUS_ID", "CUDA_VISIBLE_DEVICES=1"}},
-		{Device{Kind: KindCPU, Name: "CPU", Cores: 2}, []string{"CUDA_VISIBLE_DEVICES="}},
-		{Device{Kind: KindMPS, Name: "Apple Metal"}, nil},
-	} {
-		if got := tc.d.Env(); !reflect.DeepEqual(got, tc.want) {
-			t.Errorf("%s: Env() = %q, want %q", tc.d, got, tc.want)
-		}
-	}
-}

@@ -37,11 +37,10 @@ func New() *Backend { return &Backend{} }
 
 // execution is one local run.
 type execution struct {
-	run    backend.Run
-	spec   trainer.Spec
-	device gpu.Device
-	proc   *trainer.Process
-	files  []*os.File
+	run   backend.Run
+	spec  trainer.Spec
+	proc  *trainer.Process
+	files []*os.File
 }
 
 // Prepare picks the device (SPEC L1): a requested device that is absent is
@@ -52,7 +51,7 @@ func (b *Backend) Prepare(ctx context.Context, run backend.Run) (backend.Executi
 	if err != nil {
 		return nil, err
 	}
-	e := &execution{run: run, spec: run.Spec, device: dev}
+	e := &execution{run: run, spec: run.Spec}
 	e.spec.Limits.Device = dev.String()
 	e.spec.Params = calibrateParams(run.Config, e.spec)
 	if trainer.UsesGPU(run.Spec.Trainer) {
@@ -165,8 +164,15 @@ func (e *execution) Start(ctx context.Context) (backend.Started, error) {
 		return backend.Started{}, err
 	}
 	e.files = []*os.File{stdout, stderr}
-	env := trainer.Environ(e.run.Config.Training.NumThreads, e.device.Env()...)
-	env = append(env, "POTATO_TRAINING_DEVICE="+e.device.String())
+	// The spec the process reads names the device as its environment
+	// shows it (cuda:0 once only GPU 1 is visible); run.json keeps the
+	// machine's own numbering, as on every backend.
+	spec := e.spec
+	env := trainer.Environ(0, trainer.LaunchEnv(&spec)...)
+	if err := spec.Write(e.run.SpecPath); err != nil {
+		e.closeFiles()
+		return backend.Started{}, err
+	}
 	p, err := trainer.Start(trainer.Command{Path: path, Args: args, Dir: e.run.Dir.Dir, Env: env, Stderr: stderr, RawStdout: stdout})
 	if err != nil {
 		e.closeFiles()
