@@ -382,6 +382,31 @@ func TestAbsentDeviceFallsBack(t *testing.T) {
 	}
 }
 
+// With two GPUs and device cuda:1, the training process sees only GPU 1,
+// as cuda:0, and the spec it reads says so too (trainer.LaunchEnv), as on
+// every other backend; run.json keeps the machine's numbering. The GPUs
+// are a fake nvidia-smi's: this machine has none.
+func TestLocalSpecNamesTheVisibleDevice(t *testing.T) {
+	dir, cfg := testproject.Project(t, 40, 30, "  device: cuda:1\n")
+	fake := fakebin.NvidiaSMI(t, t.TempDir(), "0, GPU-0000, NVIDIA H200, 143771, 140000, 3, 9.0\n1, GPU-1111, NVIDIA H200, 143771, 140000, 0, 9.0\n")
+	tr := trainerProgram(t, dir, `echo "visible $CUDA_VISIBLE_DEVICES device $POTATO_TRAINING_DEVICE spec $(tr -d ' \n' < "$2" | grep -o '"device":"[^"]*"')"
+`+resultLines)
+	cmd := dispatchCmd(t, "run", cfg, "--trainer", tr, "--schemas", "sentiment")
+	cmd.Env = append(cmd.Env, "PATH="+fake+":"+testcli.Binaries(t)+":"+os.Getenv("PATH"))
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := strings.TrimSpace(string(out))
+	log := runLog(t, dir, id)
+	if want := `trainer: visible 1 device cuda:0 spec "device":"cuda:0"`; !strings.Contains(log, want) {
+		t.Errorf("run log lacks %q:\n%s", want, log)
+	}
+	if info := testproject.Read(t, dir, id); info.Device != "cuda:1" {
+		t.Errorf("run.json device %q, want cuda:1", info.Device)
+	}
+}
+
 // The built-in trainer uses no GPU: with one listed by nvidia-smi, its
 // local run is recorded, and its spec written, as running on the CPU, and
 // the run log says why.
