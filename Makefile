@@ -12,7 +12,7 @@ CMDS = $(notdir $(wildcard cmd/*))
 MAN1 = $(wildcard man/*.1)
 MAN5 = $(wildcard man/*.5)
 
-.PHONY: all build test lint man screenshots demo install uninstall clean dist
+.PHONY: all build test check lint man screenshots demo install uninstall clean dist
 
 all: build
 
@@ -26,6 +26,13 @@ build:
 # The README's test command runs this: lint, then every test.
 test: lint
 	$(GO) test $(GOTEST_FLAGS) ./...
+
+# The fast tier: every test but those that start a real service (sshd,
+# SLURM, the released Potato, chromium) or a real fine-tune, each of which
+# says so in its skip; the Python trainer's unit tests included. make test
+# stays the whole suite.
+check:
+	$(GO) test -short -count=1 ./...
 
 lint:
 	@out=$$(gofmt -l cmd lib internal); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

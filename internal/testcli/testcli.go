@@ -124,12 +124,24 @@ func ExitCode(ts *testscript.TestScript, neg bool, args []string) {
 	}
 }
 
+// Short skips t under go test -short, the fast tier of make check: what
+// starts a real service (sshd, SLURM, Potato, a browser) or a real
+// fine-tune is left to make test, which runs everything. The skip says
+// which it is.
+func Short(t testing.TB, what string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf("-short: %s; make test runs it", what)
+	}
+}
+
 // SSHD returns the state directory of the test sshd that scripts/test-sshd
 // starts ($POTATO_TEST_SSHD_DIR, else /tmp/potato-test-sshd). Without it
 // the test skips, except under CI, where .ci/run starts it and a missing
 // server fails the test.
 func SSHD(t testing.TB) string {
 	t.Helper()
+	Short(t, "it logs in to the test sshd")
 	dir := os.Getenv("POTATO_TEST_SSHD_DIR")
 	if dir == "" {
 		dir = "/tmp/potato-test-sshd"
@@ -204,6 +216,7 @@ func SharedDir(t testing.TB, mode os.FileMode) string {
 // where .ci/run starts it and a missing scheduler fails the test.
 func SLURM(t testing.TB) string {
 	t.Helper()
+	Short(t, "it submits jobs to the test SLURM")
 	dir := os.Getenv("POTATO_TEST_SLURM_DIR")
 	if dir == "" {
 		dir = "/tmp/potato-test-slurm"
@@ -344,6 +357,7 @@ func (s *SyncBuffer) Bytes() []byte {
 // under CI, where it fails.
 func Venv(t testing.TB, name, code string) (python, out string) {
 	t.Helper()
+	Short(t, "it runs the Python stack "+name+" (a real fine-tune or the released Potato)")
 	venvs := os.Getenv("POTATO_TRAINING_VENVS")
 	if venvs == "" {
 		venvs = "/opt/potato-training"

@@ -34,6 +34,7 @@ var screenshots = flag.String("screenshots", "", "write the page's screenshots i
 // chromium finds Debian's chromium. Without it the test skips, except
 // under CI, where scripts/install-deps installs it.
 func chromium(t *testing.T) string {
+	testcli.Short(t, "it drives headless chromium")
 	t.Helper()
 	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
 		if p, err := exec.LookPath(name); err == nil {
