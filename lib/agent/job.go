@@ -290,22 +290,7 @@ func (j *job) train(ctx context.Context, spec trainer.Spec, specPath string, env
 // "cpu") into the training process's environment, and the spec's device
 // into the one the process sees ("cuda:0" once only GPU 1 is visible).
 func deviceEnv(spec *trainer.Spec) []string {
-	var extra []string
-	dev := spec.Limits.Device
-	switch {
-	case strings.HasPrefix(dev, "cuda:"):
-		ids := strings.TrimPrefix(dev, "cuda:")
-		extra = append(extra, "CUDA_VISIBLE_DEVICES="+ids, "CUDA_DEVICE_ORDER=PCI_BUS_ID")
-		spec.Limits.Device = "cuda:0"
-		if strings.Contains(ids, ",") {
-			spec.Limits.Device = "cuda"
-		}
-	case dev == "cpu" || dev == "":
-		extra = append(extra, "CUDA_VISIBLE_DEVICES=")
-		spec.Limits.Device = "cpu"
-	}
-	extra = append(extra, "POTATO_TRAINING_DEVICE="+spec.Limits.Device)
-	return withoutToken(trainer.Environ(spec.Limits.NumThreads, extra...))
+	return withoutToken(trainer.Environ(0, trainer.LaunchEnv(spec)...))
 }
 
 // withoutToken drops the token variable: the training process never sees

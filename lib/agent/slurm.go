@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -72,20 +71,14 @@ func slurmEnv() []string { return withoutToken(os.Environ()) }
 // device (the scheduler sets CUDA_VISIBLE_DEVICES from gres; no gres, no
 // GPU; a trainer that uses no GPU hides the job's), the thread variables and the interpreter for Python trainers.
 func jobEnv(o slurm.Options, spec *trainer.Spec, python string) []string {
-	var env []string
+	spec.Limits.Device = "cpu"
 	if o.WithGPU() && trainer.UsesGPU(spec.Trainer) {
 		spec.Limits.Device = "cuda"
-	} else {
-		spec.Limits.Device = "cpu"
-		env = append(env, "CUDA_VISIBLE_DEVICES=")
 	}
-	env = append(env, "POTATO_TRAINING_DEVICE="+spec.Limits.Device)
 	if n := o.NumThreads; n > 0 {
 		spec.Limits.NumThreads = n
-		for _, k := range []string{"MKL_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"} {
-			env = append(env, k+"="+strconv.Itoa(n))
-		}
 	}
+	env := trainer.LaunchEnv(spec)
 	if python != "" {
 		env = append(env, "POTATO_TRAINING_PYTHON="+python)
 	}

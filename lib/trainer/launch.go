@@ -8,8 +8,10 @@ import (
 // LaunchEnv is the one place where the device a backend chose becomes
 // what a training process sees, on every backend (local, the agent an ssh
 // run starts, a polling agent, a SLURM job). spec.Limits.Device holds the
-// choice: "cuda:N" or "cuda:N,M" (GPUs by nvidia-smi's index), "cuda" (the
-// scheduler already made the job's GPUs visible), "mps", "cpu" or "".
+// choice: "cuda:N" or "cuda:N,M" (GPUs by nvidia-smi's index), "cpu" or
+// "" (no GPU); anything else ("cuda" where the scheduler already made the
+// job's GPUs visible, "mps", "auto" that the trainer resolves) is passed
+// on as it is.
 //
 // It rewrites spec.Limits.Device to the device as it is named inside the
 // process's environment, so that the spec a trainer reads names a device
@@ -30,8 +32,7 @@ func LaunchEnv(spec *Spec) []string {
 		if strings.Contains(ids, ",") {
 			spec.Limits.Device = "cuda"
 		}
-	case dev == "cuda", dev == "mps":
-	default:
+	case dev == "cpu", dev == "":
 		env = append(env, "CUDA_VISIBLE_DEVICES=")
 		spec.Limits.Device = "cpu"
 	}

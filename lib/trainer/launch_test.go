@@ -19,6 +19,7 @@ func TestLaunchEnv(t *testing.T) {
 			"MKL_NUM_THREADS=4", "OMP_NUM_THREADS=4", "OPENBLAS_NUM_THREADS=4"}},
 		{"cuda", 0, "cuda", []string{"POTATO_TRAINING_DEVICE=cuda"}},
 		{"mps", 0, "mps", []string{"POTATO_TRAINING_DEVICE=mps"}},
+		{"auto", 0, "auto", []string{"POTATO_TRAINING_DEVICE=auto"}},
 		{"cpu", 2, "cpu", []string{"CUDA_VISIBLE_DEVICES=", "POTATO_TRAINING_DEVICE=cpu", "MKL_NUM_THREADS=2", "OMP_NUM_THREADS=2", "OPENBLAS_NUM_THREADS=2"}},
 		{"", 0, "cpu", []string{"CUDA_VISIBLE_DEVICES=", "POTATO_TRAINING_DEVICE=cpu"}},
 	} {
