@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"potato-training/internal/fakebin"
 	"potato-training/internal/testcli"
 	"potato-training/internal/testproject"
 	"potato-training/lib/rundir"
@@ -56,6 +57,11 @@ type bench struct {
 type rig struct {
 	name  string
 	bench func(t *testing.T, n, labelled int, keys string) *bench
+	// pinGPU makes the backend's machine show two GPUs (a fake
+	// nvidia-smi: these machines have none) and returns the keys that
+	// pin GPU 1 for a bench, and the device the training process must be
+	// told and the CUDA_VISIBLE_DEVICES it must see, as regexps.
+	pinGPU func(t *testing.T) (keys string, env []string, device, visible string)
 	// noHeartbeat and noArtifactLimit say why the behaviour does not
 	// apply to the backend; empty when it does.
 	noHeartbeat, noArtifactLimit string
@@ -66,13 +72,43 @@ type rig struct {
 const heartbeatS = 4
 
 var rigs = []rig{
-	{name: "local", bench: localBench,
+	{name: "local", bench: localBench, pinGPU: localPin,
 		noHeartbeat:     "the training process is the dispatch's own child",
 		noArtifactLimit: "the model is written in place, in the run's artifacts/"},
-	{name: "ssh", bench: sshBench},
-	{name: "slurm", bench: slurmBench},
-	{name: "agent", bench: agentBench,
+	{name: "ssh", bench: sshBench, pinGPU: sshPin},
+	{name: "slurm", bench: slurmBench, pinGPU: slurmPin},
+	{name: "agent", bench: agentBench, pinGPU: agentPin,
 		noArtifactLimit: "the model stays on the agent's machine (SPEC G8)"},
+}
+
+// twoFakeGPUs is what the fake nvidia-smi lists: GPU 1 has the more free
+// memory, so that a choice of "the freest" and a pin agree.
+const twoFakeGPUs = "0, GPU-aaaa, NVIDIA H200, 143771, 9000, 80, 9.0\n1, GPU-bbbb, NVIDIA H200, 143771, 120000, 5, 9.0\n"
+
+// localPin: device cuda:1, the fake nvidia-smi on the dispatch's PATH.
+func localPin(t *testing.T) (string, []string, string, string) {
+	fake := fakebin.NvidiaSMI(t, t.TempDir(), twoFakeGPUs)
+	return "  device: cuda:1\n", []string{"PATH=" + fake + ":" + testcli.Binaries(t) + ":" + os.Getenv("PATH")}, "cuda:0", "1"
+}
+
+// sshPin: gpus "1", the fake nvidia-smi on the host's PATH.
+func sshPin(t *testing.T) (string, []string, string, string) {
+	fakes := testcli.SharedDir(t, 0o755)
+	fakebin.NvidiaSMI(t, fakes, twoFakeGPUs)
+	return fmt.Sprintf("      gpus: \"1\"\n      env: {PATH: \"%s:/usr/local/bin:/usr/bin:/bin\"}\n", fakes), nil, "cuda:0", "1"
+}
+
+// slurmPin: gres gpu:1; the test SLURM's node has fake GPUs, and the
+// scheduler, not the toolkit, sets CUDA_VISIBLE_DEVICES to the one it
+// gives the job.
+func slurmPin(t *testing.T) (string, []string, string, string) {
+	return "      gres: \"gpu:1\"\n", nil, "cuda", `\d+`
+}
+
+// agentPin: an agent backend has no key that pins a GPU: the agent's
+// machine resolves "auto" itself, in the environment it was started in.
+func agentPin(t *testing.T) (string, []string, string, string) {
+	return "", nil, "auto", "unset"
 }
 
 func TestBackendConformance(t *testing.T) {
@@ -86,6 +122,7 @@ func TestBackendConformance(t *testing.T) {
 		{"cancel while running", conformCancelRunning},
 		{"heartbeat loss", conformHeartbeatLoss},
 		{"artifacts too large", conformArtifactsTooLarge},
+		{"device", conformDevice},
 	}
 	for _, r := range rigs {
 		t.Run(r.name, func(t *testing.T) {
@@ -112,6 +149,25 @@ func conformSuccess(t *testing.T, r rig) {
 		t.Fatalf("state %s error %q heldout %v writeback %v artifact_uri %q\n%s", info.State, info.Error, info.Heldout, info.Writeback, info.ArtifactURI, b.dump(id))
 	}
 	b.exitCode(id, 0)
+}
+
+// device: the spec a training process reads names a device that exists
+// in its own environment, and POTATO_TRAINING_DEVICE agrees, on every
+// backend: one trainer.LaunchEnv makes both. The endless trainer logs what
+// it was given, then hands the run to the built-in trainer.
+func conformDevice(t *testing.T, r rig) {
+	keys, env, device, visible := r.pinGPU(t)
+	b := r.bench(t, 120, 100, keys)
+	b.Env = append(b.Env, env...)
+	e := b.endless()
+	id := b.Detach(append(e.Args(), "--param", "events=1")...)
+	b.start()
+	info := b.Wait(id, 3*time.Minute)
+	log := b.File(id, rundir.LogFile)
+	want := regexp.MustCompile(`device: spec ` + regexp.QuoteMeta(device) + `, CUDA_VISIBLE_DEVICES=` + visible + `, POTATO_TRAINING_DEVICE=` + regexp.QuoteMeta(device) + `\n`)
+	if info.State != rundir.StateSuccess || !want.MatchString(log) {
+		t.Fatalf("state %s error %q; the run log lacks %s\n%s", info.State, info.Error, want, b.dump(id))
+	}
 }
 
 // trainer failure: a trainer's error event is the run's error and
@@ -304,7 +360,7 @@ func newBench(t *testing.T, name string, n, labelled int, block string) *bench {
 }
 
 func localBench(t *testing.T, n, labelled int, keys string) *bench {
-	b := newBench(t, "local", n, labelled, "")
+	b := newBench(t, "local", n, labelled, keys)
 	b.programs = t.TempDir()
 	b.worker = filepath.Join(b.Bin, "potato-agent")
 	return b
@@ -341,7 +397,10 @@ func agentsOf(id string) []int {
 func sshBench(t *testing.T, n, labelled int, keys string) *bench {
 	sd := testcli.SSHD(t)
 	remoteDir := testcli.SharedDir(t, 0o777)
-	b := newBench(t, "gpu", n, labelled, testcli.SSHBackend("potato-test", sd+"/ssh_config", remoteDir, heartbeatS, "      gpus: none\n"+keys))
+	if !strings.Contains(keys, "gpus:") {
+		keys = "      gpus: none\n" + keys
+	}
+	b := newBench(t, "gpu", n, labelled, testcli.SSHBackend("potato-test", sd+"/ssh_config", remoteDir, heartbeatS, keys))
 	b.programs = testcli.SharedDir(t, 0o755)
 	b.worker = remoteDir + "/code/*/potato-agent"
 	b.farSide = agentsOf
