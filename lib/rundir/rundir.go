@@ -139,6 +139,9 @@ type Record struct {
 	// Promotion is, under writeback.promote: if_better, the decision of
 	// each writeback schema of the run, by schema.
 	Promotion map[string]Promotion `json:"promotion,omitempty"`
+	// Calibration is, by schema, how the dispatch calibrated the
+	// confidences of the run's predictions (Calibration).
+	Calibration map[string]Calibration `json:"calibration,omitempty"`
 }
 
 // Promotion is the promotion gate's decision for one schema of a run:
@@ -152,6 +155,23 @@ type Promotion struct {
 	AgainstMacroF1 float64 `json:"against_macro_f1,omitempty"`
 	N              int     `json:"n"`
 	Reason         string  `json:"reason"`
+	// Bootstrap is the paired bootstrap of the two runs' macro-F1s on
+	// the N common test items; absent when there was nothing to compare.
+	Bootstrap *Bootstrap `json:"bootstrap,omitempty"`
+}
+
+// Bootstrap is a paired bootstrap of the difference of two runs'
+// macro-F1 (this run's less the published run's) on the same test items:
+// Resamples draws of the items with replacement, from Seed. Low and High
+// bound its central 95%; PWorse is the share of draws in which this run
+// scored below the published one.
+type Bootstrap struct {
+	Resamples int     `json:"resamples"`
+	Seed      uint64  `json:"seed"`
+	Diff      float64 `json:"diff"`
+	Low       float64 `json:"low"`
+	High      float64 `json:"high"`
+	PWorse    float64 `json:"p_worse"`
 }
 
 // Root is a project's training/ directory.

@@ -65,13 +65,13 @@ type Report struct {
 
 // predKeys are the fields of a line of predictions.jsonl (FORMATS.md,
 // "Predictions"), in the order of predLine's raw values.
-var predKeys = []string{"instance_id", "schema_name", "payload", "confidence"}
+var predKeys = []string{"instance_id", "schema_name", "payload", "confidence", "probs"}
 
 // predLine is one line of predictions.jsonl: the id and schema decoded, the
 // payload and confidence as raw JSON (nil when absent).
 type predLine struct {
 	id, schema string
-	raw        [4][]byte // instance_id, schema_name, payload, confidence
+	raw        [5][]byte // instance_id, schema_name, payload, confidence, probs
 }
 
 // parse scans line into p. The raw values point into line.
@@ -306,7 +306,7 @@ func (g *gates) judge(p *predLine, line []byte, n int, rep *Report) (payload []b
 		payload = g.compact.Bytes()
 	}
 	if g.multi[p.schema] {
-		if payload, err = potatoMultilabel(payload); err != nil {
+		if payload, err = potatoMultilabel(payload, p.raw[4]); err != nil {
 			return nil, nil, false, fmt.Errorf("payload of %s %s: %w", p.schema, p.id, err)
 		}
 		// Potato's form repeats the confidence for each name, so it may
@@ -357,6 +357,9 @@ func (r predRules) refusal(p *predLine) (reason, why string) {
 	name := func() string { return fmt.Sprintf("%q %q", clip(p.schema), clip(p.id)) }
 	if _, _, err := p.confidence(); err != nil || !unitOrNull(p.raw[3]) {
 		return RefusedConfidence, fmt.Sprintf("the confidence of %s is not a number in [0, 1]", name())
+	}
+	if _, err := probsOf(p.raw[4]); err != nil {
+		return RefusedConfidence, fmt.Sprintf("the probs of %s: %v", name(), err)
 	}
 	sc, known := r.schemas[p.schema]
 	if r.schemas != nil && !known {
@@ -506,13 +509,15 @@ func multilabelSchemas(bundleDir string) (map[string]bool, error) {
 // stores a prelabel that its annotation page pre-selects: the trainers'
 // {"label": "a|b", "confidence": c} (FORMATS.md: the chosen names, sorted,
 // joined by "|"; or the names as a list) becomes one entry a chosen name,
-// [{"label": "a", "confidence": c}, {"label": "b", "confidence": c}], and
-// no name chosen becomes []. Potato 2.12 reads a prelabel's label names
+// [{"label": "a", "confidence": pa}, {"label": "b", "confidence": pb}], and
+// no name chosen becomes []. Each name's confidence is its probability in
+// the prediction's probs (rawProbs, checked by refusal), or c when probs
+// has none for it. Potato 2.12 reads a prelabel's label names
 // from a string, a {"label": NAME} object or a list of either, and checks
 // the box of each name that is one of the schema's labels; "a|b" is none of
 // them, so the joined form pre-selects nothing. A payload that is not such
 // an object (a list already, null) is returned unchanged.
-func potatoMultilabel(raw []byte) ([]byte, error) {
+func potatoMultilabel(raw, rawProbs []byte) ([]byte, error) {
 	if len(raw) == 0 || raw[0] != '{' {
 		return raw, nil
 	}
@@ -543,9 +548,13 @@ func potatoMultilabel(raw []byte) ([]byte, error) {
 		Label      string          `json:"label"`
 		Confidence json.RawMessage `json:"confidence,omitempty"`
 	}
+	probs, _ := probsOf(rawProbs)
 	out := make([]entry, len(names))
 	for i, name := range names {
 		out[i] = entry{Label: name, Confidence: p.Confidence}
+		if v, ok := probs[name]; ok {
+			out[i].Confidence = strconv.AppendFloat(nil, v, 'g', -1, 64)
+		}
 	}
 	return json.Marshal(out)
 }
