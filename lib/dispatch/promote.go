@@ -154,15 +154,15 @@ func decide(st *writeback.Store, project, bdir, pred, runID string, s bundle.Sch
 		return d, nil
 	}
 	if b.PWorse >= gateConfidence {
-		d.Reason = fmt.Sprintf("not published: macro-F1 %.2f is below %.2f of run %s beyond noise on %d test items%s", c.Ours.MacroF1, c.Theirs.MacroF1, other, c.N, noise)
+		d.Reason = fmt.Sprintf("not published: macro-F1 %.2f < %.2f of run %s on %d test items, worse beyond noise%s", c.Ours.MacroF1, c.Theirs.MacroF1, other, c.N, noise)
 		return d, nil
 	}
 	d.Published = true
-	cmp := ">="
+	cmp, within := ">=", ""
 	if c.Ours.MacroF1+promoteEpsilon < c.Theirs.MacroF1 {
-		cmp = "< (within noise)"
+		cmp, within = "<", ", within noise"
 	}
-	d.Reason = fmt.Sprintf("published: macro-F1 %.2f %s %.2f of run %s on %d test items%s", c.Ours.MacroF1, cmp, c.Theirs.MacroF1, other, c.N, noise)
+	d.Reason = fmt.Sprintf("published: macro-F1 %.2f %s %.2f of run %s on %d test items%s%s", c.Ours.MacroF1, cmp, c.Theirs.MacroF1, other, c.N, within, noise)
 	return d, nil
 }
 

@@ -1,7 +1,6 @@
 package writeback
 
 import (
-	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -250,18 +249,53 @@ func (c *calSchema) fit() rundir.Calibration {
 		cal.Method = rundir.CalibrationTopLabelTemperature
 	}
 	probs := cal.Method == rundir.CalibrationTemperature
+	// The targets are smoothed as Platt's are: a right answer's is
+	// (N+ + 1)/(N+ + 2), a wrong one's 1/(N- + 2), so that a val split the
+	// model gets all right does not drive the confidences to 1.
+	var pos, neg int
+	for _, r := range c.val {
+		switch {
+		case !probs:
+			pos, neg = pos+b2i(r.correct), neg+b2i(!r.correct)
+		case r.golds != nil:
+			for _, y := range r.golds {
+				pos, neg = pos+b2i(y), neg+b2i(!y)
+			}
+		case r.gold >= 0:
+			pos++
+		}
+	}
+	hi, lo := float64(pos+1)/float64(pos+2), 1/float64(neg+2)
+	if probs && c.s.Kind == config.KindNominal {
+		lo = 1 / float64(pos+2) // spread over the other labels
+	}
+	cross := func(p float64, y bool) float64 {
+		t := lo
+		if y {
+			t = hi
+		}
+		return t*math.Log(max(p, 1e-300)) + (1-t)*math.Log(max(1-p, 1e-300))
+	}
 	nll := func(beta float64) float64 {
 		var sum float64
 		for _, r := range c.val {
 			switch {
 			case !probs:
-				sum -= logBernoulli(sigmoid(beta*logit(r.conf)), r.correct)
+				sum -= cross(sigmoid(beta*logit(r.conf)), r.correct)
 			case r.golds != nil:
 				for k, z := range r.z {
-					sum -= logBernoulli(sigmoid(beta*z), r.golds[k])
+					sum -= cross(sigmoid(beta*z), r.golds[k])
 				}
 			case r.gold >= 0:
-				sum -= math.Log(max(softmax(r.z, beta)[r.gold], 1e-300))
+				ps := softmax(r.z, beta)
+				other := lo / float64(max(len(ps)-1, 1))
+				for k, p := range ps {
+					t := other
+					if k == r.gold {
+						t = hi
+					}
+					sum -= t * math.Log(max(p, 1e-300))
+				}
 			}
 		}
 		return sum
@@ -347,140 +381,6 @@ func ece(conf []float64, right []bool) (*float64, []rundir.ReliabilityBin) {
 	return &e, bins
 }
 
-// rewriteCalibrated rewrites the predictions file with the calibrated
-// confidences of the schemas in betas (inverse temperatures), through a
-// temporary file renamed over it. It returns the lines rewritten by
-// schema.
-func rewriteCalibrated(path string, cs map[string]*calSchema, betas map[string]float64, methods map[string]string) (map[string]int, error) {
-	tmp := path + ".calibrating"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return nil, err
-	}
-	defer os.Remove(tmp)
-	defer f.Close()
-	w := bufio.NewWriterSize(f, 256<<10)
-	n := map[string]int{}
-	raw := make([][]byte, len(calKeys))
-	err = scanLines(path, func(line []byte, _ int) error {
-		if err := scanObject(line, calKeys, raw); err != nil {
-			return err
-		}
-		schema, _ := stringValue(raw[1], "schema_name")
-		beta, ok := betas[schema]
-		if ok {
-			out, changed, err := calibrateLine(line, raw, cs[schema].s.Kind, beta, methods[schema] == rundir.CalibrationTemperature)
-			if err != nil {
-				return err
-			}
-			if changed {
-				n[schema]++
-				line = out
-			}
-		}
-		if _, err := w.Write(line); err != nil {
-			return err
-		}
-		return w.WriteByte('\n')
-	})
-	if err != nil {
-		return nil, err
-	}
-	if err := w.Flush(); err != nil {
-		return nil, err
-	}
-	if err := f.Sync(); err != nil {
-		return nil, err
-	}
-	if err := f.Close(); err != nil {
-		return nil, err
-	}
-	return n, os.Rename(tmp, path)
-}
-
-// calibrateLine is a prediction line with its confidences calibrated:
-// changed is false for one that has nothing to calibrate (no probs under
-// temperature scaling, no confidence under top-label scaling).
-func calibrateLine(line []byte, raw [][]byte, kind config.Kind, beta float64, withProbs bool) ([]byte, bool, error) {
-	var conf float64
-	hasConf := false
-	if v, ok, err := (&predLine{raw: [5][]byte{3: raw[3]}}).confidence(); err == nil && ok && v >= 0 && v <= 1 {
-		conf, hasConf = v, true
-	}
-	var probs map[string]float64
-	if withProbs {
-		p, err := probsOf(raw[4])
-		if err != nil || len(p) == 0 {
-			return line, false, nil
-		}
-		probs = p
-	} else if !hasConf {
-		return line, false, nil
-	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(line, &obj); err != nil {
-		return nil, false, err
-	}
-	var newConf float64
-	if probs != nil {
-		label := labelOf(raw[2])
-		names := slices.Sorted(func(yield func(string) bool) {
-			for k := range probs {
-				if !yield(k) {
-					return
-				}
-			}
-		})
-		cal := map[string]float64{}
-		if kind == config.KindMultilabel {
-			chosen := labelSet(label)
-			newConf = 1
-			for _, n := range names {
-				p := sigmoid(beta * logit(probs[n]))
-				cal[n] = p
-				if !chosen[n] {
-					p = 1 - p
-				}
-				newConf = min(newConf, p)
-			}
-		} else {
-			z := make([]float64, len(names))
-			for k, n := range names {
-				z[k] = math.Log(max(probs[n], 1e-12))
-			}
-			ps := softmax(z, beta)
-			for k, n := range names {
-				cal[n] = ps[k]
-			}
-			c, ok := cal[label]
-			if !ok {
-				return line, false, nil
-			}
-			newConf = c
-		}
-		obj["probs"] = mustJSON(cal)
-	} else {
-		newConf = sigmoid(beta * logit(conf))
-	}
-	if hasConf {
-		obj["uncalibrated_confidence"] = raw[3]
-	} else {
-		obj["uncalibrated_confidence"] = json.RawMessage("null")
-	}
-	obj["confidence"] = mustJSON(newConf)
-	if len(raw[2]) > 0 && raw[2][0] == '{' {
-		var payload map[string]json.RawMessage
-		if err := json.Unmarshal(raw[2], &payload); err == nil {
-			if _, has := payload["confidence"]; has {
-				payload["confidence"] = mustJSON(newConf)
-				obj["payload"] = mustJSON(payload)
-			}
-		}
-	}
-	out, err := json.Marshal(obj)
-	return out, err == nil, err
-}
-
 // probsOf decodes a prediction's probs: an object of each label's
 // probability, numbers in [0, 1]; nil when absent or null.
 func probsOf(raw []byte) (map[string]float64, error) {
@@ -501,45 +401,6 @@ func probsOf(raw []byte) (map[string]float64, error) {
 		out[k] = f
 	}
 	return out, nil
-}
-
-func sigmoid(x float64) float64 {
-	if x >= 0 {
-		return 1 / (1 + math.Exp(-x))
-	}
-	e := math.Exp(x)
-	return e / (1 + e)
-}
-
-// logit of a probability clipped away from 0 and 1.
-func logit(p float64) float64 {
-	p = min(max(p, 1e-12), 1-1e-12)
-	return math.Log(p / (1 - p))
-}
-
-// softmax of beta*z.
-func softmax(z []float64, beta float64) []float64 {
-	m := math.Inf(-1)
-	for _, v := range z {
-		m = max(m, beta*v)
-	}
-	out := make([]float64, len(z))
-	var sum float64
-	for k, v := range z {
-		out[k] = math.Exp(beta*v - m)
-		sum += out[k]
-	}
-	for k := range out {
-		out[k] /= sum
-	}
-	return out
-}
-
-func logBernoulli(p float64, y bool) float64 {
-	if !y {
-		p = 1 - p
-	}
-	return math.Log(max(p, 1e-300))
 }
 
 // goldenMin is the beta in [e^lo, e^hi] that minimises f, searched by
