@@ -183,4 +183,3 @@ func b2i(b bool) int {
 	}
 	return 0
 }
-
