@@ -12,9 +12,9 @@ package rundir
 // choice: one temperature divides that confidence's logit, fitted on
 // whether the val split's choices were right), or "none" with Reason
 // saying why the confidences were left as the trainer gave them. The fit's
-// targets are smoothed as Platt's are, (N+ + 1)/(N+ + 2) for a right
-// answer and 1/(N- + 2) for a wrong one, so that a val split the model
-// gets all right does not drive the confidences to 1.
+// targets are smoothed, (N+ + 0.5)/(N+ + 1) for a right answer and
+// 0.5/(N- + 1) for a wrong one, so that a val split the model gets all
+// right does not drive the confidences to 1.
 type Calibration struct {
 	Method string `json:"method"`
 	// Temperature is the fitted temperature: above 1 the trainer was

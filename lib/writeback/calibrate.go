@@ -249,9 +249,11 @@ func (c *calSchema) fit() rundir.Calibration {
 		cal.Method = rundir.CalibrationTopLabelTemperature
 	}
 	probs := cal.Method == rundir.CalibrationTemperature
-	// The targets are smoothed as Platt's are: a right answer's is
-	// (N+ + 1)/(N+ + 2), a wrong one's 1/(N- + 2), so that a val split the
-	// model gets all right does not drive the confidences to 1.
+	// The targets are smoothed, as Platt's are but by half (Jeffreys'
+	// prior rather than Laplace's): a right answer's is (N+ + 0.5)/(N+ + 1),
+	// a wrong one's 0.5/(N- + 1), so that a val split the model gets all
+	// right does not drive the confidences to 1. Laplace's smoothing
+	// softened a well calibrated model measurably on val splits of 75.
 	var pos, neg int
 	for _, r := range c.val {
 		switch {
@@ -265,9 +267,9 @@ func (c *calSchema) fit() rundir.Calibration {
 			pos++
 		}
 	}
-	hi, lo := float64(pos+1)/float64(pos+2), 1/float64(neg+2)
+	hi, lo := (float64(pos)+0.5)/float64(pos+1), 0.5/float64(neg+1)
 	if probs && c.s.Kind == config.KindNominal {
-		lo = 1 / float64(pos+2) // spread over the other labels
+		lo = 0.5 / float64(pos+1) // spread over the other labels
 	}
 	cross := func(p float64, y bool) float64 {
 		t := lo

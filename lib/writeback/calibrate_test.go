@@ -358,3 +358,31 @@ func TestPublishRefusesBadProbs(t *testing.T) {
 		t.Errorf("first refused: %q", rep.FirstRefused)
 	}
 }
+
+// A val split the model gets all right does not drive the confidences to
+// 1: the fit's targets are smoothed, so the temperature stays off its
+// bound and a calibrated confidence stays below 1.
+func TestCalibrateAllRightStaysBelowOne(t *testing.T) {
+	bdir := simBundle(t, sentiment3, 60, 20, func(string, int) any { return "pos" })
+	var lines []any
+	for _, split := range []string{"val", "test"} {
+		for i := range map[string]int{"val": 60, "test": 20}[split] {
+			lines = append(lines, pred{fmt.Sprintf("%s%d", split, i), "sentiment", label("pos", 0.95), conf(0.95)})
+		}
+	}
+	path := filepath.Join(bdir, "predictions.jsonl")
+	writeLines(t, path, lines...)
+	cals, err := Calibrate(bdir, path, []bundle.Schema{sentiment3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cals["sentiment"]
+	if c.Method != rundir.CalibrationTopLabelTemperature || c.Temperature <= 1/maxBeta*1.01 {
+		t.Fatalf("calibration %+v", c)
+	}
+	for _, p := range readPreds(t, path) {
+		if cf := p["confidence"].(float64); cf <= 0.95 || cf > 0.995 {
+			t.Fatalf("all right at 0.95: calibrated to %v, want above 0.95 and at most 0.995 (61.5 of 62, smoothed)", cf)
+		}
+	}
+}
