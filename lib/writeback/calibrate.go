@@ -1,7 +1,6 @@
 package writeback
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -381,28 +380,6 @@ func ece(conf []float64, right []bool) (*float64, []rundir.ReliabilityBin) {
 			Confidence: mc, Accuracy: ma, N: n[b]})
 	}
 	return &e, bins
-}
-
-// probsOf decodes a prediction's probs: an object of each label's
-// probability, numbers in [0, 1]; nil when absent or null.
-func probsOf(raw []byte) (map[string]float64, error) {
-	if raw == nil || string(raw) == "null" {
-		return nil, nil
-	}
-	var m map[string]json.RawMessage
-	if raw[0] != '{' || json.Unmarshal(raw, &m) != nil {
-		return nil, errors.New("probs is not an object of each label's probability")
-	}
-	out := make(map[string]float64, len(m))
-	for k, v := range m {
-		if string(v) == "null" || !unitOrNull(v) {
-			return nil, fmt.Errorf("the probability of %q is not a number in [0, 1]", clip(k))
-		}
-		var f float64
-		_ = json.Unmarshal(v, &f)
-		out[k] = f
-	}
-	return out, nil
 }
 
 // goldenMin is the beta in [e^lo, e^hi] that minimises f, searched by

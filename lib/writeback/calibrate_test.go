@@ -386,3 +386,30 @@ func TestCalibrateAllRightStaysBelowOne(t *testing.T) {
 		}
 	}
 }
+
+// The rewrite splices a line: keys it does not know stay, white space
+// too; a line without a confidence gets one; probs keep their order and
+// keys as written.
+func TestCalibrateLineSplice(t *testing.T) {
+	rw := &lineRewriter{kind: config.KindNominal, beta: 0.5, withProbs: true}
+	line := []byte(`{"instance_id": "a\"b", "schema_name":"s","payload":{"label":"n\u00e9g"},"extra":[1,{"confidence":2}], "probs":{"pos":0.2, "n\u00e9g":0.8} }`)
+	raw := make([][]byte, len(calKeys))
+	if err := scanObject(line, calKeys, raw); err != nil {
+		t.Fatal(err)
+	}
+	out, changed, err := rw.rewrite(line, raw)
+	if err != nil || !changed {
+		t.Fatalf("%s %v %v", out, changed, err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("%s: %v", out, err)
+	}
+	want := math.Sqrt(0.8) / (math.Sqrt(0.8) + math.Sqrt(0.2))
+	probs := got["probs"].(map[string]any)
+	if got["instance_id"] != `a"b` || math.Abs(got["confidence"].(float64)-want) > 1e-12 || got["uncalibrated_confidence"] != nil ||
+		math.Abs(probs["nég"].(float64)-want) > 1e-12 || math.Abs(probs["pos"].(float64)-(1-want)) > 1e-12 ||
+		!reflect.DeepEqual(got["extra"], []any{1.0, map[string]any{"confidence": 2.0}}) || !bytes.Contains(out, []byte(`"probs":{"pos":`)) {
+		t.Errorf("rewritten: %s", out)
+	}
+}

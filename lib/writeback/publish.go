@@ -72,6 +72,7 @@ var predKeys = []string{"instance_id", "schema_name", "payload", "confidence", "
 type predLine struct {
 	id, schema string
 	raw        [5][]byte // instance_id, schema_name, payload, confidence, probs
+	probs      []probEntry
 }
 
 // parse scans line into p. The raw values point into line.
@@ -358,7 +359,7 @@ func (r predRules) refusal(p *predLine) (reason, why string) {
 	if _, _, err := p.confidence(); err != nil || !unitOrNull(p.raw[3]) {
 		return RefusedConfidence, fmt.Sprintf("the confidence of %s is not a number in [0, 1]", name())
 	}
-	if _, err := probsOf(p.raw[4]); err != nil {
+	if err := p.checkProbs(); err != nil {
 		return RefusedConfidence, fmt.Sprintf("the probs of %s: %v", name(), err)
 	}
 	sc, known := r.schemas[p.schema]
