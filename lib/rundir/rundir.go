@@ -160,20 +160,6 @@ type Promotion struct {
 	Bootstrap *Bootstrap `json:"bootstrap,omitempty"`
 }
 
-// Bootstrap is a paired bootstrap of the difference of two runs'
-// macro-F1 (this run's less the published run's) on the same test items:
-// Resamples draws of the items with replacement, from Seed. Low and High
-// bound its central 95%; PWorse is the share of draws in which this run
-// scored below the published one.
-type Bootstrap struct {
-	Resamples int     `json:"resamples"`
-	Seed      uint64  `json:"seed"`
-	Diff      float64 `json:"diff"`
-	Low       float64 `json:"low"`
-	High      float64 `json:"high"`
-	PWorse    float64 `json:"p_worse"`
-}
-
 // Root is a project's training/ directory.
 type Root struct {
 	Dir string
