@@ -658,7 +658,7 @@ func TestReleasedPotato(t *testing.T) {
 // TestReleasedPotatoModelReview: the released Potato's review queue
 // (assignment_strategy: model_review) fed by a run's prelabels. Potato
 // serves the prelabelled items least confident first, by the confidences
-// of the rows the toolkit wrote (the lowest of an item's schemas), and
+// in the payloads the toolkit wrote (the lowest of an item's), and
 // stores the verdicts reviewers post through its route in its
 // model_review_verdicts table; potato-dispatch report says the run's
 // precision as the reviewers judged it, as Potato's own API computes it.
@@ -681,8 +681,26 @@ func TestReleasedPotatoModelReview(t *testing.T) {
 	first := run()
 
 	// The rows the run wrote: each item's prelabels, and the confidence
-	// Potato ranks it by, the lowest of its rows' (a multiselect prelabel
-	// of no label carries none in its payload, so it does not count).
+	// Potato ranks it by, the lowest in its payloads: a radio prelabel's,
+	// the row's; each label of a multiselect prelabel its own calibrated
+	// probability (the run's predictions' probs), at least the row's,
+	// the lowest over all labels of the probability of the choice made
+	// (a multiselect prelabel of no label carries none, so it does not
+	// count).
+	probs := map[string]map[string]float64{}
+	for line := range strings.SplitSeq(strings.TrimSpace(r.File(first, rundir.PredictionsFile)), "\n") {
+		var pl struct {
+			ID     string             `json:"instance_id"`
+			Schema string             `json:"schema_name"`
+			Probs  map[string]float64 `json:"probs"`
+		}
+		if err := json.Unmarshal([]byte(line), &pl); err != nil || pl.Probs == nil {
+			t.Fatalf("a prediction without probs: %s (%v)", line, err)
+		}
+		if pl.Schema == "topics" {
+			probs[pl.ID] = pl.Probs
+		}
+	}
 	db := testproject.OpenDB(t, filepath.Join(p.dir, writeback.StoreName))
 	rows, err := db.Query(`SELECT instance_id, schema_name, payload, confidence FROM training_predictions WHERE run_id = ?`, first)
 	if err != nil {
@@ -708,18 +726,32 @@ func TestReleasedPotatoModelReview(t *testing.T) {
 			pre[id] = map[string][]string{}
 		}
 		pre[id][schema] = names
-		// Potato reads the confidence in the payload: it must be the row's.
+		// Potato reads the confidences in the payload.
 		var one struct{ Confidence *float64 }
-		var list []struct{ Confidence *float64 }
-		if json.Unmarshal([]byte(payload), &one) == nil && one.Confidence != nil && *one.Confidence != conf ||
-			json.Unmarshal([]byte(payload), &list) == nil && slices.ContainsFunc(list, func(e struct{ Confidence *float64 }) bool { return e.Confidence == nil || *e.Confidence != conf }) {
-			t.Fatalf("%s, %s: payload %s carries a confidence other than the row's %v", id, schema, payload, conf)
+		var list []struct {
+			Label      string
+			Confidence *float64
+		}
+		lowest := conf
+		switch {
+		case json.Unmarshal([]byte(payload), &one) == nil:
+			if one.Confidence == nil || *one.Confidence != conf {
+				t.Fatalf("%s, %s: payload %s carries a confidence other than the row's %v", id, schema, payload, conf)
+			}
+		case json.Unmarshal([]byte(payload), &list) == nil:
+			lowest = math.Inf(1)
+			for _, e := range list {
+				if e.Confidence == nil || *e.Confidence != probs[id][e.Label] || *e.Confidence < conf {
+					t.Fatalf("%s, %s: payload %s: %s carries a confidence other than its probability %v (the row's %v)", id, schema, payload, e.Label, probs[id][e.Label], conf)
+				}
+				lowest = min(lowest, *e.Confidence)
+			}
 		}
 		if len(names) == 0 {
 			continue
 		}
-		if c, seen := least[id]; !seen || conf < c {
-			least[id] = conf
+		if c, seen := least[id]; !seen || lowest < c {
+			least[id] = lowest
 		}
 	}
 	rows.Close()

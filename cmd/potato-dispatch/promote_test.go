@@ -105,6 +105,15 @@ func TestPromoteIfBetter(t *testing.T) {
 	if d := first.Promotion["sentiment"]; !d.Published || d.Reason != "published: no run's prelabels of sentiment are published yet" {
 		t.Fatalf("first run's promotion: %+v", first.Promotion)
 	}
+	// A first run records its own score, not zeros.
+	if d := first.Promotion["sentiment"]; first.Heldout == nil || d.N != first.Heldout.N || d.N == 0 || d.MacroF1 != first.Heldout.MacroF1 || d.MacroF1 < 0.5 {
+		t.Errorf("first run's promotion %+v, held-out %+v", d, first.Heldout)
+	}
+	if c, ok := first.Calibration["sentiment"]; !ok || c.ECEBefore == nil || c.Binning == "" {
+		t.Errorf("first run's calibration: %+v", first.Calibration)
+	} else {
+		t.Logf("calibration: %+v", c)
+	}
 	before := storePrelabels(t, dir, "sentiment")
 	if len(before) == 0 {
 		t.Fatal("the first run published nothing")
@@ -123,7 +132,10 @@ func TestPromoteIfBetter(t *testing.T) {
 	if d.Published || d.Against != good || d.N < 20 || d.MacroF1 > 0.3 || d.AgainstMacroF1 < 0.9 {
 		t.Fatalf("the flipped run's promotion: %+v", d)
 	}
-	if !strings.HasPrefix(d.Reason, "not published: macro-F1 0.") || !strings.Contains(d.Reason, " of run "+good+" on ") {
+	if d.Bootstrap == nil || d.Bootstrap.PWorse < 0.95 || d.Bootstrap.Resamples == 0 {
+		t.Errorf("the flipped run's bootstrap: %+v", d.Bootstrap)
+	}
+	if !strings.HasPrefix(d.Reason, "not published: macro-F1 0.") || !strings.Contains(d.Reason, " of run "+good+" on ") || !strings.Contains(d.Reason, "worse beyond noise") {
 		t.Errorf("reason %q", d.Reason)
 	}
 	if !strings.Contains(runLog(t, dir, bad), "promotion of sentiment (writeback.promote: if_better): "+d.Reason) {

@@ -135,8 +135,8 @@ var WritebackKeys = []Key{
 	{Name: "schemas", Doc: "Schemas whose predictions are written back as prelabels; none when left out."},
 	{Name: "include_unlabeled", Default: "false", Doc: "Also predict on items nobody has labelled yet."},
 	{Name: "min_confidence", Default: "0", Doc: "Predictions below this confidence (0 to 1) are not written back, nor, when it is above 0, those without a confidence."},
-	{Name: "promote", Default: "if_better", Doc: "if_better: a schema's predictions are published only when the run's held-out macro-F1 is at least that of the run published now plus margin, both scored on the same test items against today's labels; always: every successful run's are (the default of earlier versions); under either, a model that learnt nothing is not published (see potato-dispatch(1), PROMOTION)."},
-	{Name: "margin", Default: "0", Doc: "With promote: if_better, how much higher (macro-F1, 0 to 1) the new run must score; a negative margin lets a slightly worse run through."},
+	{Name: "promote", Default: "if_better", Doc: "if_better: a schema's predictions are published unless the run's held-out macro-F1 is below that of the run published now beyond noise (in at least 95% of a paired bootstrap's draws of the common test items), or, with margin set, unless it is below that run's plus margin, both scored on the same test items against today's labels; always: every successful run's are (the default of earlier versions); under either, a model that learnt nothing is not published (see potato-dispatch(1), PROMOTION)."},
+	{Name: "margin", Doc: "With promote: if_better, a fixed gate instead of the paired bootstrap: how much higher (macro-F1, -1 to 1) the new run must score; 0 asks for at least as high, a negative margin lets a slightly worse run through. Unset, a run is held back only when it is worse beyond noise."},
 }
 
 // AutoRetrainKeys are the keys of model_training.auto_retrain.

@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -18,24 +19,33 @@ import (
 // run that predicts what the published run predicts ties with it.
 const promoteEpsilon = 1e-9
 
+// gateConfidence is how sure the paired bootstrap must be that a run is
+// worse than the published one for the gate, without an explicit margin,
+// to hold it back.
+const gateConfidence = 0.95
+
 // promotion is the promotion gate: of the writeback schemas, those whose
 // prelabels the run publishes, and the decision of each it holds back or,
 // under writeback.promote: if_better, compares; with the check of
-// learnt of each schema it got to.
+// learnt of each schema it got to. scores are the run's held-out scores,
+// which a first run's decision records.
 //
 // Under if_better a schema is published when no other run's prelabels of
 // it are in the store, when no test item has a prediction of both runs
-// (there is nothing to compare them on), or when the run's macro-F1 is at
-// least the published run's plus margin; both are scored against the gold
-// labels of this run's test split (today's labels) on the test items both
-// runs predicted. The published run's predictions are the rows it holds
-// in the store, so a run that is gone from disk is still judged. Under
-// promote: always every schema gets that far.
+// (there is nothing to compare them on), or when the run is not worse
+// beyond noise: without writeback.margin, unless in at least 95% of a
+// paired bootstrap's draws of the common test items its macro-F1 is below
+// the published run's; with margin set, when its macro-F1 is at least the
+// published run's plus margin. Both are scored against the gold labels of
+// this run's test split (today's labels) on the test items both runs
+// predicted. The published run's predictions are the rows it holds in the
+// store, so a run that is gone from disk is still judged. Under promote:
+// always every schema gets that far.
 //
 // Then, whatever promote says, a schema whose model learnt nothing the
 // val split shows (learnt) is not published, and its decision says why;
 // one the comparison held back keeps the comparison's reason.
-func promotion(cfg *config.Config, bdir, pred, runID string, m bundle.Manifest) ([]string, map[string]rundir.Promotion, []learntCheck, error) {
+func promotion(cfg *config.Config, bdir, pred, runID string, m bundle.Manifest, scores map[string]writeback.SchemaScore) ([]string, map[string]rundir.Promotion, []learntCheck, error) {
 	wb := cfg.Training.Writeback
 	kinds := map[string]bundle.Schema{}
 	for _, s := range m.Schemas {
@@ -52,7 +62,8 @@ func promotion(cfg *config.Config, bdir, pred, runID string, m bundle.Manifest) 
 					publish = append(publish, name) // not this run's: Publish skips it
 					continue
 				}
-				d, err := decide(st, cfg.TaskName, bdir, pred, runID, s, wb.Margin)
+				_, marginSet := wb.Lines["margin"]
+				d, err := decide(st, cfg.TaskName, bdir, pred, runID, s, gateRule{margin: wb.Margin, set: marginSet}, scores[name])
 				if err != nil {
 					return err
 				}
@@ -97,14 +108,23 @@ func promotion(cfg *config.Config, bdir, pred, runID string, m bundle.Manifest) 
 	return kept, decisions, checks, nil
 }
 
-// decide is the gate's decision for one schema.
-func decide(st *writeback.Store, project, bdir, pred, runID string, s bundle.Schema, margin float64) (rundir.Promotion, error) {
+// gateRule is writeback.margin: set, the fixed margin; else the paired
+// bootstrap.
+type gateRule struct {
+	margin float64
+	set    bool
+}
+
+// decide is the gate's decision for one schema; own is the run's
+// held-out score of it.
+func decide(st *writeback.Store, project, bdir, pred, runID string, s bundle.Schema, rule gateRule, own writeback.SchemaScore) (rundir.Promotion, error) {
 	other, err := st.PublishedRunOf(project, s.Name, runID)
 	if err != nil {
 		return rundir.Promotion{}, err
 	}
 	if other == "" {
-		return rundir.Promotion{Published: true, Reason: "published: no run's prelabels of " + s.Name + " are published yet"}, nil
+		return rundir.Promotion{Published: true, MacroF1: own.MacroF1, N: own.N,
+			Reason: "published: no run's prelabels of " + s.Name + " are published yet"}, nil
 	}
 	labels, err := st.StoredLabels(project, other, s)
 	if err != nil {
@@ -115,16 +135,34 @@ func decide(st *writeback.Store, project, bdir, pred, runID string, s bundle.Sch
 		return rundir.Promotion{}, err
 	}
 	d := rundir.Promotion{Against: other, N: c.N, MacroF1: c.Ours.MacroF1, AgainstMacroF1: c.Theirs.MacroF1}
-	switch {
-	case c.N == 0:
+	if c.N == 0 {
 		d.Published = true
 		d.Reason = fmt.Sprintf("published: no test item of %s has a prelabel of run %s to compare on (%d test items)", s.Name, other, c.NTest)
-	case c.Ours.MacroF1+promoteEpsilon >= c.Theirs.MacroF1+margin:
-		d.Published = true
-		d.Reason = fmt.Sprintf("published: macro-F1 %.2f >= %.2f of run %s%s on %d test items", c.Ours.MacroF1, c.Theirs.MacroF1, other, marginText(margin), c.N)
-	default:
-		d.Reason = fmt.Sprintf("not published: macro-F1 %.2f < %.2f of run %s%s on %d test items", c.Ours.MacroF1, c.Theirs.MacroF1, other, marginText(margin), c.N)
+		return d, nil
 	}
+	b := c.Bootstrap(writeback.GateResamples, writeback.GateSeed)
+	d.Bootstrap = &b
+	noise := fmt.Sprintf(" (paired bootstrap: difference %+.3f, 95%% interval %+.3f to %+.3f, worse in %.0f%% of %d draws)",
+		b.Diff, b.Low, b.High, 100*b.PWorse, b.Resamples)
+	if rule.set {
+		if c.Ours.MacroF1+promoteEpsilon >= c.Theirs.MacroF1+rule.margin {
+			d.Published = true
+			d.Reason = fmt.Sprintf("published: macro-F1 %.2f >= %.2f of run %s%s on %d test items%s", c.Ours.MacroF1, c.Theirs.MacroF1, other, marginText(rule.margin), c.N, noise)
+		} else {
+			d.Reason = fmt.Sprintf("not published: macro-F1 %.2f < %.2f of run %s%s on %d test items%s", c.Ours.MacroF1, c.Theirs.MacroF1, other, marginText(rule.margin), c.N, noise)
+		}
+		return d, nil
+	}
+	if b.PWorse >= gateConfidence {
+		d.Reason = fmt.Sprintf("not published: macro-F1 %.2f < %.2f of run %s on %d test items, worse beyond noise%s", c.Ours.MacroF1, c.Theirs.MacroF1, other, c.N, noise)
+		return d, nil
+	}
+	d.Published = true
+	cmp, within := ">=", ""
+	if c.Ours.MacroF1+promoteEpsilon < c.Theirs.MacroF1 {
+		cmp, within = "<", ", within noise"
+	}
+	d.Reason = fmt.Sprintf("published: macro-F1 %.2f %s %.2f of run %s on %d test items%s%s", c.Ours.MacroF1, cmp, c.Theirs.MacroF1, other, c.N, within, noise)
 	return d, nil
 }
 
@@ -175,6 +213,17 @@ func (d *dispatcher) noteDefaultPromote(decisions map[string]rundir.Promotion) {
 	d.logf("%s", promoteDefaultNote)
 }
 
+// heldoutScores are the held-out scores run.json records.
+func heldoutScores(rec rundir.Record) map[string]writeback.SchemaScore {
+	var scores map[string]writeback.SchemaScore
+	if raw, ok := rec.Metrics["heldout"]; ok {
+		if b, err := json.Marshal(raw); err == nil {
+			_ = json.Unmarshal(b, &scores)
+		}
+	}
+	return scores
+}
+
 func marginText(m float64) string {
 	if m == 0 {
 		return ""
@@ -188,7 +237,7 @@ func marginText(m float64) string {
 // back or compares.
 func gatedSchemas(cfg *config.Config, bdir, pred string, rec *rundir.Record, m bundle.Manifest) ([]string, error) {
 	if rec.Promotion == nil {
-		schemas, decisions, _, err := promotion(cfg, bdir, pred, rec.RunID, m)
+		schemas, decisions, _, err := promotion(cfg, bdir, pred, rec.RunID, m, heldoutScores(*rec))
 		if err == nil && decisions != nil {
 			rec.Promotion = decisions
 		}

@@ -34,6 +34,9 @@ func (d *dispatcher) writeBack(m bundle.Manifest) error {
 		return fmt.Errorf("the trainer reported a result but no predictions file: %w", err)
 	}
 	bdir := d.run.Path(rundir.BundleDir)
+	if cals := calibrate(bdir, pred, m, d.logf); cals != nil {
+		d.set(func(r *rundir.Record) { r.Calibration = cals })
+	}
 	scores, err := writeback.Score(bdir, pred, m.Schemas)
 	if err != nil {
 		return fmt.Errorf("held-out score: %w", err)
@@ -46,7 +49,7 @@ func (d *dispatcher) writeBack(m bundle.Manifest) error {
 
 	rec := d.run.Record()
 	d.logPreview(bdir, pred, rec)
-	schemas, decisions, checks, err := promotion(d.cfg, bdir, pred, rec.RunID, m)
+	schemas, decisions, checks, err := promotion(d.cfg, bdir, pred, rec.RunID, m, scores)
 	if err != nil {
 		return err
 	}
@@ -74,6 +77,27 @@ func (d *dispatcher) writeBack(m bundle.Manifest) error {
 		d.logf("%s", prelabelsShown)
 	}
 	return nil
+}
+
+// calibrate calibrates the confidences of a run's predictions on its val
+// split, rewriting the predictions file (writeback.Calibrate), before
+// they are scored, gated and published: what min_confidence filters and
+// Potato's store holds is the calibrated confidence. A failure leaves the
+// trainer's confidences, says so in the log, and returns nil; the
+// scoring that follows reports a predictions file it cannot read.
+func calibrate(bdir, pred string, m bundle.Manifest, logf func(string, ...any)) map[string]rundir.Calibration {
+	cals, err := writeback.Calibrate(bdir, pred, m.Schemas)
+	if err != nil {
+		logf("calibration: %v: the confidences stay as the trainer gave them", err)
+		return nil
+	}
+	for _, name := range slices.Sorted(maps.Keys(cals)) {
+		logf("%s", writeback.CalibrationNote(name, cals[name]))
+	}
+	if len(cals) == 0 {
+		return nil
+	}
+	return cals
 }
 
 // prelabelsShown says when annotators see the prelabels written: Potato
@@ -177,6 +201,12 @@ func Writeback(configPath, id string) (string, error) {
 					return fmt.Errorf("run %s: held-out score: %w", id, err)
 				}
 				setHeldout(rec, m, scores)
+			}
+			if rec.WritebackPending && rec.Calibration == nil {
+				logf := func(format string, args ...any) { appendLog(root, id, fmt.Sprintf(format, args...)) }
+				if cals := calibrate(bdir, pred, m, logf); cals != nil {
+					rec.Calibration = cals
+				}
 			}
 			schemas, err := gatedSchemas(cfg, bdir, pred, rec, m)
 			if err != nil {

@@ -140,6 +140,9 @@ type Record struct {
 	// Promotion is, under writeback.promote: if_better, the decision of
 	// each writeback schema of the run, by schema.
 	Promotion map[string]Promotion `json:"promotion,omitempty"`
+	// Calibration is, by schema, how the dispatch calibrated the
+	// confidences of the run's predictions (Calibration).
+	Calibration map[string]Calibration `json:"calibration,omitempty"`
 }
 
 // Promotion is the promotion gate's decision for one schema of a run:
@@ -153,6 +156,9 @@ type Promotion struct {
 	AgainstMacroF1 float64 `json:"against_macro_f1,omitempty"`
 	N              int     `json:"n"`
 	Reason         string  `json:"reason"`
+	// Bootstrap is the paired bootstrap of the two runs' macro-F1s on
+	// the N common test items; absent when there was nothing to compare.
+	Bootstrap *Bootstrap `json:"bootstrap,omitempty"`
 }
 
 // Root is a project's training/ directory.

@@ -22,8 +22,9 @@ import (
 )
 
 // modelTrainer sends metric events, one name of them hostile markup, and
-// predicts each test item's own label but every EVERY-th, which it flips,
-// and "positive" for every unlabeled item.
+// predicts each test and val item's own label but every EVERY-th, which
+// it flips, all at confidence 0.9, and "positive" for every unlabeled
+// item.
 const modelTrainer = `mkdir -p artifacts
 set -- 1.2 0.6 0.4 0.3
 for i in 1 2 3 4; do
@@ -40,7 +41,7 @@ awk -v every=EVERY 'match($0, /"instance_id":"[^"]*"/) {
   l = substr($0, RSTART + 13, RLENGTH - 14); n++
   if (n % every == 0) l = (l == "positive" ? "negative" : "positive")
   printf "{\"instance_id\":\"%s\",\"schema_name\":\"sentiment\",\"payload\":{\"label\":\"%s\",\"confidence\":0.9},\"confidence\":0.9}\n", id, l
-}' bundle/test.jsonl > artifacts/predictions.jsonl
+}' bundle/test.jsonl bundle/val.jsonl > artifacts/predictions.jsonl
 grep -o '"instance_id":"[^"]*"' bundle/unlabeled.jsonl | sed 's/.*:"//; s/"$//' | while read id; do
   echo "{\"instance_id\":\"$id\",\"schema_name\":\"sentiment\",\"payload\":{\"label\":\"positive\",\"confidence\":0.9},\"confidence\":0.9}"
 done >> artifacts/predictions.jsonl
@@ -169,6 +170,45 @@ func TestRunPageModel(t *testing.T) {
 			t.Errorf("line %q of %q: points %q are not the events' %v", l.Split, l.Name, l.Points, ev)
 		}
 	}
+	// The reliability diagram. The val split's 16 answers are too few to
+	// calibrate on: the diagram draws the test split's bins as trained,
+	// beside the diagonal, and says why there is no other line.
+	cal, ok := b.e.info(good).Calibration["sentiment"]
+	if !ok || cal.Method != rundir.CalibrationNone || cal.ECEBefore == nil || len(cal.Before) == 0 {
+		t.Fatalf("run.json's calibration: %+v", b.e.info(good).Calibration)
+	}
+	diagram := func(bins map[string][]rundir.ReliabilityBin, says string) {
+		t.Helper()
+		b.waitJS("the reliability diagram", `document.querySelector('#calibration polyline[data-series="before"]') !== null && document.getElementById('calibration').innerText.includes(`+strconv.Quote(says)+`)`)
+		for _, series := range []string{"before", "after"} {
+			got := eval[[]string](b, `Array.from(document.querySelectorAll('#calibration polyline[data-schema="sentiment"][data-series="`+series+`"]')).map(p => p.getAttribute('points'))`)
+			if len(bins[series]) == 0 {
+				if len(got) != 0 {
+					t.Errorf("%s: drawn without bins", series)
+				}
+				continue
+			}
+			if len(got) != 1 || len(strings.Fields(got[0])) != len(bins[series]) {
+				t.Errorf("%s: drawn %q, %d bins in run.json", series, got, len(bins[series]))
+			}
+		}
+		if got := b.text("document.getElementById('calibration').innerText"); !strings.Contains(got, "perfect calibration") {
+			t.Errorf("the calibration section says:\n%s", got)
+		}
+	}
+	diagram(map[string][]rundir.ReliabilityBin{"before": cal.Before}, "Not calibrated: 16 val items")
+	// A calibrated run's record draws both.
+	after := 0.02
+	cal.Method, cal.Temperature, cal.ECEAfter, cal.Reason = rundir.CalibrationTopLabelTemperature, 1.8, &after, ""
+	cal.After = []rundir.ReliabilityBin{{Lo: 0.7, Hi: 0.8, Confidence: 0.76, Accuracy: 0.7647, N: 17}}
+	if err := b.e.s.Root.Edit(good, func(rec *rundir.Record, _ bool) error {
+		rec.Calibration = map[string]rundir.Calibration{"sentiment": cal}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	b.do("the run page again", chromedp.Navigate(b.url+pagePath+"/runs/"+good), chromedp.WaitVisible(chromedp.ID("record")))
+	diagram(map[string][]rundir.ReliabilityBin{"before": cal.Before, "after": cal.After}, "Calibrated by top label temperature 1.8")
 	noScript := func(where string) {
 		t.Helper()
 		if eval[bool](b, `window.pwned !== undefined || document.querySelectorAll('main img, main b').length > 0`) {

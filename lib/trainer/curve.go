@@ -141,7 +141,7 @@ func fitCurvePoint(ctx context.Context, spec Spec, params Values, s bundle.Schem
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		label, conf := predict(model, s, x.text)
+		label, conf, _ := predict(model, s, x.text)
 		if err := enc.Encode(curvePrediction{x.id, s.Name, payload{label, conf}, conf, p, d, len(train)}); err != nil {
 			return err
 		}

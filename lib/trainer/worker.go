@@ -300,8 +300,8 @@ func fitTfidf(ctx context.Context, spec Spec, params Values, ev *events.Writer) 
 				if err := ctx.Err(); err != nil {
 					return err
 				}
-				label, conf := predict(model, s, x.text)
-				if err := enc.Encode(prediction{x.id, s.Name, payload{label, conf}, conf}); err != nil {
+				label, conf, probs := predict(model, s, x.text)
+				if err := enc.Encode(prediction{x.id, s.Name, payload{label, conf}, conf, probs}); err != nil {
 					return err
 				}
 				res.NPredictions++
@@ -339,17 +339,28 @@ type prediction struct {
 	SchemaName string  `json:"schema_name"`
 	Payload    payload `json:"payload"`
 	Confidence float64 `json:"confidence"`
+	// Probs is every label's probability (potato-events(5)): softmax
+	// probabilities of a nominal schema, a multilabel schema's
+	// independent sigmoid ones. The dispatch calibrates them.
+	Probs map[string]float32 `json:"probs,omitempty"`
 }
 
-// predict gives the label and its confidence; a multilabel label is the
-// sorted chosen names joined by "|" (FORMATS.md).
-func predict(m *tfidf.Model, s bundle.Schema, text string) (string, float64) {
-	if s.Kind == config.KindMultilabel {
-		chosen, conf := m.PredictMultilabel(text, 0.5)
-		sort.Strings(chosen)
-		return strings.Join(chosen, "|"), conf
+// predict gives the label, its confidence and every label's probability;
+// a multilabel label is the sorted chosen names joined by "|"
+// (FORMATS.md).
+func predict(m *tfidf.Model, s bundle.Schema, text string) (string, float64, map[string]float32) {
+	p := m.Probabilities(text)
+	probs := make(map[string]float32, len(p))
+	for c, v := range p {
+		probs[m.Label(c)] = float32(v)
 	}
-	return m.PredictNominal(text)
+	if s.Kind == config.KindMultilabel {
+		chosen, conf := m.MultilabelOf(p, 0.5)
+		sort.Strings(chosen)
+		return strings.Join(chosen, "|"), conf, probs
+	}
+	label, conf := m.NominalOf(p)
+	return label, conf, probs
 }
 
 func goldLabel(t any) (string, bool) {

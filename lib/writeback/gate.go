@@ -55,6 +55,10 @@ type Comparison struct {
 	// N is the number of test items both runs predicted, out of NTest
 	// with a gold label.
 	N, NTest int
+	// gold, ours and theirs are the labels on the common items, for
+	// Bootstrap.
+	gold, ours, theirs map[string]string
+	kind               config.Kind
 }
 
 // CompareOnCommon scores, for one schema, this run's predictions
@@ -100,6 +104,7 @@ func CompareOnCommon(bundleDir, predictionsPath string, s bundle.Schema, other m
 		}
 	}
 	c.N = len(common)
+	c.gold, c.ours, c.theirs, c.kind = common, mine, theirs, s.Kind
 	if s.Kind == config.KindMultilabel {
 		c.Ours, c.Theirs = scoreMultilabel(common, mine), scoreMultilabel(common, theirs)
 	} else {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"potato-training/lib/config"
@@ -252,4 +253,103 @@ func PrelabelLabels(kind config.Kind, payload []byte) (names []string, ok bool) 
 func mustJSON(v any) []byte {
 	b, _ := json.Marshal(v)
 	return b
+}
+
+// labelNames are the label names a payload's label gives: a nominal
+// schema's one string; a multilabel schema's names, from a "|"-joined
+// string or a list of strings or {"label": NAME} objects, empty names
+// left out. ok is false for any other form or kind.
+func labelNames(kind config.Kind, raw json.RawMessage) (names []string, ok bool) {
+	var one string
+	switch kind {
+	case config.KindNominal:
+		if json.Unmarshal(raw, &one) != nil {
+			return nil, false
+		}
+		return []string{one}, true
+	case config.KindMultilabel:
+		if json.Unmarshal(raw, &one) == nil {
+			for n := range strings.SplitSeq(one, "|") {
+				if n != "" {
+					names = append(names, n)
+				}
+			}
+			return names, true
+		}
+		var list []json.RawMessage
+		if json.Unmarshal(raw, &list) != nil {
+			return nil, false
+		}
+		for _, e := range list {
+			var obj struct {
+				Label *string `json:"label"`
+			}
+			switch {
+			case json.Unmarshal(e, &one) == nil:
+			case json.Unmarshal(e, &obj) == nil && obj.Label != nil:
+				one = *obj.Label
+			default:
+				return nil, false
+			}
+			if one != "" {
+				names = append(names, one)
+			}
+		}
+		return names, true
+	}
+	return nil, false
+}
+
+// potatoMultilabel rewrites a multilabel prediction's payload as Potato
+// stores a prelabel that its annotation page pre-selects: the trainers'
+// {"label": "a|b", "confidence": c} (FORMATS.md: the chosen names, sorted,
+// joined by "|"; or the names as a list) becomes one entry a chosen name,
+// [{"label": "a", "confidence": pa}, {"label": "b", "confidence": pb}], and
+// no name chosen becomes []. Each name's confidence is its probability in
+// the prediction's probs (rawProbs, checked by refusal), or c when probs
+// has none for it. Potato 2.12 reads a prelabel's label names
+// from a string, a {"label": NAME} object or a list of either, and checks
+// the box of each name that is one of the schema's labels; "a|b" is none of
+// them, so the joined form pre-selects nothing. A payload that is not such
+// an object (a list already, null) is returned unchanged.
+func potatoMultilabel(raw, rawProbs []byte) ([]byte, error) {
+	if len(raw) == 0 || raw[0] != '{' {
+		return raw, nil
+	}
+	var p struct {
+		Label      json.RawMessage `json:"label"`
+		Confidence json.RawMessage `json:"confidence"`
+	}
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return nil, err
+	}
+	var names []string
+	var joined string
+	switch {
+	case p.Label == nil:
+		return raw, nil
+	case json.Unmarshal(p.Label, &joined) == nil:
+		for name := range strings.SplitSeq(joined, "|") {
+			if name != "" {
+				names = append(names, name)
+			}
+		}
+	case json.Unmarshal(p.Label, &names) == nil:
+		names = slices.DeleteFunc(names, func(n string) bool { return n == "" })
+	default:
+		return raw, nil
+	}
+	type entry struct {
+		Label      string          `json:"label"`
+		Confidence json.RawMessage `json:"confidence,omitempty"`
+	}
+	probs, _ := probsOf(rawProbs)
+	out := make([]entry, len(names))
+	for i, name := range names {
+		out[i] = entry{Label: name, Confidence: p.Confidence}
+		if v, ok := probs[name]; ok {
+			out[i].Confidence = strconv.AppendFloat(nil, v, 'g', -1, 64)
+		}
+	}
+	return json.Marshal(out)
 }

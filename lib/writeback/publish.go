@@ -65,13 +65,14 @@ type Report struct {
 
 // predKeys are the fields of a line of predictions.jsonl (FORMATS.md,
 // "Predictions"), in the order of predLine's raw values.
-var predKeys = []string{"instance_id", "schema_name", "payload", "confidence"}
+var predKeys = []string{"instance_id", "schema_name", "payload", "confidence", "probs"}
 
 // predLine is one line of predictions.jsonl: the id and schema decoded, the
 // payload and confidence as raw JSON (nil when absent).
 type predLine struct {
 	id, schema string
-	raw        [4][]byte // instance_id, schema_name, payload, confidence
+	raw        [5][]byte // instance_id, schema_name, payload, confidence, probs
+	probs      []probEntry
 }
 
 // parse scans line into p. The raw values point into line.
@@ -306,7 +307,7 @@ func (g *gates) judge(p *predLine, line []byte, n int, rep *Report) (payload []b
 		payload = g.compact.Bytes()
 	}
 	if g.multi[p.schema] {
-		if payload, err = potatoMultilabel(payload); err != nil {
+		if payload, err = potatoMultilabel(payload, p.raw[4]); err != nil {
 			return nil, nil, false, fmt.Errorf("payload of %s %s: %w", p.schema, p.id, err)
 		}
 		// Potato's form repeats the confidence for each name, so it may
@@ -357,6 +358,9 @@ func (r predRules) refusal(p *predLine) (reason, why string) {
 	name := func() string { return fmt.Sprintf("%q %q", clip(p.schema), clip(p.id)) }
 	if _, _, err := p.confidence(); err != nil || !unitOrNull(p.raw[3]) {
 		return RefusedConfidence, fmt.Sprintf("the confidence of %s is not a number in [0, 1]", name())
+	}
+	if err := p.checkProbs(); err != nil {
+		return RefusedConfidence, fmt.Sprintf("the probs of %s: %v", name(), err)
 	}
 	sc, known := r.schemas[p.schema]
 	if r.schemas != nil && !known {
@@ -438,51 +442,6 @@ func unitOrNull(raw json.RawMessage) bool {
 	return c >= 0 && c <= 1
 }
 
-// labelNames are the label names a payload's label gives: a nominal
-// schema's one string; a multilabel schema's names, from a "|"-joined
-// string or a list of strings or {"label": NAME} objects, empty names
-// left out. ok is false for any other form or kind.
-func labelNames(kind config.Kind, raw json.RawMessage) (names []string, ok bool) {
-	var one string
-	switch kind {
-	case config.KindNominal:
-		if json.Unmarshal(raw, &one) != nil {
-			return nil, false
-		}
-		return []string{one}, true
-	case config.KindMultilabel:
-		if json.Unmarshal(raw, &one) == nil {
-			for n := range strings.SplitSeq(one, "|") {
-				if n != "" {
-					names = append(names, n)
-				}
-			}
-			return names, true
-		}
-		var list []json.RawMessage
-		if json.Unmarshal(raw, &list) != nil {
-			return nil, false
-		}
-		for _, e := range list {
-			var obj struct {
-				Label *string `json:"label"`
-			}
-			switch {
-			case json.Unmarshal(e, &one) == nil:
-			case json.Unmarshal(e, &obj) == nil && obj.Label != nil:
-				one = *obj.Label
-			default:
-				return nil, false
-			}
-			if one != "" {
-				names = append(names, one)
-			}
-		}
-		return names, true
-	}
-	return nil, false
-}
-
 // multilabelSchemas are the schemas of kind multilabel in the bundle's
 // manifest; none for a bundle without one.
 func multilabelSchemas(bundleDir string) (map[string]bool, error) {
@@ -500,54 +459,6 @@ func multilabelSchemas(bundleDir string) (map[string]bool, error) {
 		}
 	}
 	return out, nil
-}
-
-// potatoMultilabel rewrites a multilabel prediction's payload as Potato
-// stores a prelabel that its annotation page pre-selects: the trainers'
-// {"label": "a|b", "confidence": c} (FORMATS.md: the chosen names, sorted,
-// joined by "|"; or the names as a list) becomes one entry a chosen name,
-// [{"label": "a", "confidence": c}, {"label": "b", "confidence": c}], and
-// no name chosen becomes []. Potato 2.12 reads a prelabel's label names
-// from a string, a {"label": NAME} object or a list of either, and checks
-// the box of each name that is one of the schema's labels; "a|b" is none of
-// them, so the joined form pre-selects nothing. A payload that is not such
-// an object (a list already, null) is returned unchanged.
-func potatoMultilabel(raw []byte) ([]byte, error) {
-	if len(raw) == 0 || raw[0] != '{' {
-		return raw, nil
-	}
-	var p struct {
-		Label      json.RawMessage `json:"label"`
-		Confidence json.RawMessage `json:"confidence"`
-	}
-	if err := json.Unmarshal(raw, &p); err != nil {
-		return nil, err
-	}
-	var names []string
-	var joined string
-	switch {
-	case p.Label == nil:
-		return raw, nil
-	case json.Unmarshal(p.Label, &joined) == nil:
-		for name := range strings.SplitSeq(joined, "|") {
-			if name != "" {
-				names = append(names, name)
-			}
-		}
-	case json.Unmarshal(p.Label, &names) == nil:
-		names = slices.DeleteFunc(names, func(n string) bool { return n == "" })
-	default:
-		return raw, nil
-	}
-	type entry struct {
-		Label      string          `json:"label"`
-		Confidence json.RawMessage `json:"confidence,omitempty"`
-	}
-	out := make([]entry, len(names))
-	for i, name := range names {
-		out[i] = entry{Label: name, Confidence: p.Confidence}
-	}
-	return json.Marshal(out)
 }
 
 // idSet is a set of instance ids held as sorted 64-bit hashes: an eighth

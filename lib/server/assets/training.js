@@ -272,6 +272,27 @@
     return f;
   }
 
+  // reliabilityChart is a schema's reliability diagram (run.json's
+  // calibration): on the test split, each bin's mean confidence against
+  // the share right, before and after calibration, beside the diagonal a
+  // calibrated model follows.
+  function reliabilityChart(name, c) {
+    const pts = (bins) => (bins || []).map((b) => [b.confidence, b.accuracy]);
+    const series = [{ label: "perfect calibration", points: [[0, 0], [1, 1]], data: { schema: name, series: "diagonal" } }];
+    const ece = (v) => (typeof v === "number" ? " (ECE " + num(v) + ")" : "");
+    if (c.bins_before && c.bins_before.length) series.push({ label: "as trained" + ece(c.ece_before), points: pts(c.bins_before), data: { schema: name, series: "before" } });
+    if (c.bins_after && c.bins_after.length) series.push({ label: "calibrated" + ece(c.ece_after), points: pts(c.bins_after), data: { schema: name, series: "after" } });
+    const unit = c.unit === "label_decision" ? "label decisions" : "test items";
+    const f = lineChart(name + ": reliability on " + (c.n_test || 0) + " " + unit, "confidence (" + (c.binning || "bins") + ")", series, true);
+    f.dataset.schema = name;
+    const says = c.method === "none"
+      ? "Not calibrated: " + (c.reason || "")
+      : "Calibrated by " + c.method.replace(/_/g, " ") + " " + num(c.temperature) + ", fitted on " + c.n_val + " val items; expected calibration error " +
+        num(c.ece_before) + " before, " + num(c.ece_after) + " after.";
+    f.appendChild(el("p", says, "sentence"));
+    return f;
+  }
+
   // promotions are the gate's sentences of the schemas not published.
   function promotions(r) {
     const p = r.promotion || {};
@@ -658,6 +679,11 @@
       const p = r.promotion || {};
       $("promotion").replaceChildren(...Object.keys(p).sort().map((n) => el("li", n + ": " + p[n].reason, p[n].published ? "published" : "not-published")));
       $("promotion").hidden = Object.keys(p).length === 0;
+      const cal = r.calibration || {};
+      const rc = $("calibration");
+      const rcs = Object.keys(cal).sort().filter((n) => (cal[n].bins_before || []).length > 0);
+      rc.hidden = rcs.length === 0;
+      if (rcs.length) rc.replaceChildren(el("h3", "Confidence calibration"), ...rcs.map((n) => reliabilityChart(n, cal[n])));
       const cv = r.curve;
       const lc = $("learning-curve");
       lc.hidden = !cv;

@@ -93,8 +93,12 @@ func (m *Model) Predict(text string) []Score {
 // PredictNominal returns the most probable label for text and its
 // probability; the first in label order wins a tie.
 func (m *Model) PredictNominal(text string) (label string, p float64) {
+	return m.NominalOf(m.Probabilities(text))
+}
+
+// NominalOf is PredictNominal of the probabilities Probabilities gave.
+func (m *Model) NominalOf(probs []float64) (label string, p float64) {
 	best := 0
-	probs := m.Probabilities(text)
 	for c, v := range probs {
 		if v > probs[best] {
 			best = c
@@ -110,8 +114,14 @@ func (m *Model) PredictNominal(text string) (label string, p float64) {
 // high only when every label is clearly in or clearly out, which is what
 // a caller that writes back only confident predictions needs.
 func (m *Model) PredictMultilabel(text string, threshold float64) (chosen []string, confidence float64) {
+	return m.MultilabelOf(m.Probabilities(text), threshold)
+}
+
+// MultilabelOf is PredictMultilabel of the probabilities Probabilities
+// gave.
+func (m *Model) MultilabelOf(probs []float64, threshold float64) (chosen []string, confidence float64) {
 	confidence = 1
-	for c, p := range m.Probabilities(text) {
+	for c, p := range probs {
 		if p >= threshold {
 			chosen = append(chosen, m.labels[c])
 		} else {
@@ -121,6 +131,9 @@ func (m *Model) PredictMultilabel(text string, threshold float64) (chosen []stri
 	}
 	return chosen, confidence
 }
+
+// Label is the name of label c, in the order of Labels.
+func (m *Model) Label(c int) string { return m.labels[c] }
 
 // Model file format: the names of Save's JSON document.
 const (

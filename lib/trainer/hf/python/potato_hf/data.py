@@ -90,7 +90,8 @@ def prediction_row(instance_id, schema_name, probs, labels, multilabel, threshol
     """One line of predictions.jsonl. Nominal: the most probable label and
     its softmax probability. Multilabel: the labels of probability at least
     threshold, sorted, joined by "|", and as confidence the lowest, over all
-    labels, of the probability of the choice made for it."""
+    labels, of the probability of the choice made for it. probs has every
+    label's probability."""
     if multilabel:
         chosen = sorted(l for l, p in zip(labels, probs) if p >= threshold)
         conf = min([p if p >= threshold else 1.0 - p for p in probs] or [1.0])
@@ -99,8 +100,12 @@ def prediction_row(instance_id, schema_name, probs, labels, multilabel, threshol
         best = max(range(len(probs)), key=lambda i: probs[i])
         label, conf = labels[best], probs[best]
     conf = float(conf)
+    # Every label's probability, to six significant digits, which the
+    # dispatch calibrates (potato-events(5), "probs").
+    every = {l: float("%.6g" % p) for l, p in zip(labels, probs)}
     return {"instance_id": instance_id, "schema_name": schema_name,
-            "payload": {"label": label, "confidence": conf}, "confidence": conf}
+            "payload": {"label": label, "confidence": conf}, "confidence": conf,
+            "probs": every}
 
 
 def softmax(xs):

@@ -65,13 +65,17 @@ class TestPredictions(unittest.TestCase):
         self.assertEqual(row["payload"]["label"], "b")
         self.assertAlmostEqual(row["confidence"], probs[1])
         self.assertEqual(row["payload"]["confidence"], row["confidence"])
-        self.assertEqual(sorted(row), ["confidence", "instance_id", "payload", "schema_name"])
+        self.assertEqual(sorted(row), ["confidence", "instance_id", "payload", "probs", "schema_name"])
         self.assertAlmostEqual(sum(probs), 1.0)
+        self.assertEqual(sorted(row["probs"]), ["a", "b", "c"])
+        for i, name in enumerate(["a", "b", "c"]):
+            self.assertAlmostEqual(row["probs"][name], probs[i], places=5)
 
     def test_multilabel(self):
         row = data.prediction_row("i1", "m", [0.9, 0.2, 0.6], ["z", "a", "b"], True)
         self.assertEqual(row["payload"]["label"], "b|z")
         self.assertAlmostEqual(row["confidence"], 0.6)
+        self.assertEqual(row["probs"], {"z": 0.9, "a": 0.2, "b": 0.6})
         none = data.prediction_row("i2", "m", [0.1, 0.3], ["x", "y"], True)
         self.assertEqual(none["payload"]["label"], "")
         self.assertAlmostEqual(none["confidence"], 0.7)
