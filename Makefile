@@ -12,7 +12,7 @@ CMDS = $(notdir $(wildcard cmd/*))
 MAN1 = $(wildcard man/*.1)
 MAN5 = $(wildcard man/*.5)
 
-.PHONY: all build test check lint man screenshots demo install uninstall clean dist
+.PHONY: all build test testbin check lint man screenshots demo install uninstall clean dist
 
 all: build
 
@@ -24,15 +24,21 @@ build:
 	for a in $(AGENT_ARCHES); do CGO_ENABLED=0 GOOS=linux GOARCH=$$a $(GO) build -o bin/linux-$$a/potato-agent ./cmd/potato-agent || exit 1; done
 
 # The README's test command runs this: lint, then every test.
-test: lint
-	$(GO) test $(GOTEST_FLAGS) ./...
+test: lint testbin
+	POTATO_TEST_BIN=$(TESTBIN) $(GO) test $(GOTEST_FLAGS) ./...
+
+# The binaries the tests run, with the potatotest tag's seams, built once
+# for every test package (internal/testcli.Binaries).
+TESTBIN = $(CURDIR)/.testbin
+testbin:
+	$(GO) build -tags potatotest -o $(TESTBIN)/ ./cmd/...
 
 # The fast tier: every test but those that start a real service (sshd,
 # SLURM, the released Potato, chromium) or a real fine-tune, each of which
 # says so in its skip; the Python trainer's unit tests included. make test
 # stays the whole suite.
-check:
-	$(GO) test -short -count=1 ./...
+check: testbin
+	POTATO_TEST_BIN=$(TESTBIN) $(GO) test -short -count=1 ./...
 
 lint:
 	@out=$$(gofmt -l cmd lib internal); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
@@ -73,7 +79,7 @@ uninstall:
 	for m in $(notdir $(MAN5)); do rm -f $(MANDIR)/man5/$$m; done
 
 clean:
-	rm -rf bin
+	rm -rf bin .testbin
 
 # make dist: for each platform of DIST_PLATFORMS, a tarball
 # dist/potato-training-VERSION-OS-ARCH.tar.gz (the tree make install

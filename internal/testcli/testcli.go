@@ -48,8 +48,19 @@ var (
 
 // Binaries builds every command under cmd/ once per test process into a
 // temporary directory and returns it.
+//
+// make check and make test build them once, into .testbin/, and name that
+// directory in $POTATO_TEST_BIN, so that each test package does not link
+// them again; the tests use it as they find it.
 func Binaries(t testing.TB) string {
 	buildOnce.Do(func() {
+		if dir := os.Getenv("POTATO_TEST_BIN"); dir != "" {
+			if _, err := os.Stat(filepath.Join(dir, "potato-dispatch")); err != nil {
+				buildErr = fmt.Errorf("POTATO_TEST_BIN=%s: %v: run make testbin", dir, err)
+			}
+			binDir = dir
+			return
+		}
 		binDir, buildErr = os.MkdirTemp("", "potato-bin-")
 		if buildErr != nil {
 			return
