@@ -16,9 +16,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"unicode/utf8"
 
 	"potato-training/lib/config"
+	"potato-training/lib/jsonscan"
 )
 
 // Source says where a project's items and annotations are.
@@ -238,14 +238,10 @@ func jsonString(raw json.RawMessage) (string, bool) {
 	if raw[0] != '"' {
 		return string(raw), true
 	}
-	if inner := raw[1 : len(raw)-1]; bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
-		return string(inner), true
+	if s, ok := jsonscan.String(raw); ok {
+		return s, true
 	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return string(raw), true
-	}
-	return s, true
+	return string(raw), true
 }
 
 // readCSV reads a CSV or TSV file whose first row names the fields.
