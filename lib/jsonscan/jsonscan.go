@@ -11,6 +11,7 @@ package jsonscan
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -221,6 +222,14 @@ func (s *scanner) array() error {
 func (s *scanner) str() error {
 	b, i := s.b, s.i+1
 	for i < len(b) {
+		// Eight plain bytes at a time: the texts of items are most of
+		// what is scanned.
+		for i+8 <= len(b) && plainWord(binary.LittleEndian.Uint64(b[i:])) {
+			i += 8
+		}
+		if i >= len(b) {
+			break
+		}
 		c := b[i]
 		if plainStringByte[c] {
 			i++
@@ -269,6 +278,16 @@ var plainStringByte = func() (t [256]bool) {
 	}
 	return t
 }()
+
+// plainWord reports whether the eight bytes of x are all plainStringByte:
+// none below 0x20, none a quote or a backslash. (x - 0x01·n) & ^x & 0x80
+// in every byte is the classic test for a byte of x below n (n ≤ 0x80);
+// a byte equal to q is a zero byte of x ^ q.
+func plainWord(x uint64) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	below := func(x, n uint64) uint64 { return (x - ones*n) & ^x & highs }
+	return below(x, 0x20)|below(x^(ones*'"'), 1)|below(x^(ones*'\\'), 1) == 0
+}
 
 func isHex(c byte) bool {
 	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // String decodes raw, the raw JSON of a string as Object leaves it (its
@@ -25,7 +26,10 @@ func String(raw []byte) (s string, ok bool) {
 	if i == len(in) {
 		return string(in), true
 	}
-	return string(appendUnquoted(make([]byte, 0, len(in)), in, i)), true
+	out := appendUnquoted(make([]byte, 0, len(in)), in, i)
+	// out is new and never written again: the string may be its bytes,
+	// as strings.Builder makes its string, rather than a copy of them.
+	return unsafe.String(unsafe.SliceData(out), len(out)), true
 }
 
 // appendUnquoted appends the decoded string body in to out; in[:i] is

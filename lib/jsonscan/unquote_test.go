@@ -1,6 +1,7 @@
 package jsonscan
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"testing"
 )
@@ -50,4 +51,21 @@ func FuzzString(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) { checkString(t, raw) })
+}
+
+// plainWord agrees with plainStringByte for every byte at every place of
+// a word, among plain bytes and among bytes that are not.
+func TestPlainWord(t *testing.T) {
+	for _, fill := range []byte{'a', 0x20, 0xff, 0x80, 0x21, 0x5d, 0x1f} {
+		for v := range 256 {
+			for p := range 8 {
+				w := [8]byte{fill, fill, fill, fill, fill, fill, fill, fill}
+				w[p] = byte(v)
+				want := plainStringByte[v] && plainStringByte[fill]
+				if got := plainWord(binary.LittleEndian.Uint64(w[:])); got != want {
+					t.Fatalf("plainWord(%q) = %v, want %v", w, got, want)
+				}
+			}
+		}
+	}
 }

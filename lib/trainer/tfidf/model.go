@@ -61,10 +61,13 @@ func (m *Model) Probabilities(text string) []float64 {
 	// features in the order the text first has them (vector sorts them,
 	// which prediction has no need of).
 	var norm float64
+	xs := s.val[:0]
 	for i, f := range feats {
 		x := m.vocab.weight(counts[i], f)
 		norm += x * x
+		xs = append(xs, float32(x))
 	}
+	s.val = xs
 	var inv float64
 	if norm > 0 {
 		inv = 1 / math.Sqrt(norm)
@@ -73,8 +76,7 @@ func (m *Model) Probabilities(text string) []float64 {
 		z[c] = float64(b)
 	}
 	for i, f := range feats {
-		x := float32(m.vocab.weight(counts[i], f))
-		v := float64(x)
+		v := float64(xs[i])
 		if inv > 0 {
 			v = float64(float32(v * inv))
 		}
