@@ -325,13 +325,22 @@ func readRules(bundleDir string) (predRules, error) {
 	if err != nil {
 		return predRules{}, err
 	}
-	r := predRules{items: newIDSet(0)}
-	for _, f := range files {
-		if err := addIDs(r.items, f.path); err != nil {
-			return predRules{}, fmt.Errorf("%s split: %w", f.split, err)
+	r := predRules{items: cachedItems(files)}
+	if r.items == nil {
+		// The key is taken before the files are read: a file changed
+		// while they are read is read again next time.
+		key, keep := itemsKey(files)
+		r.items = newIDSet(0)
+		for _, f := range files {
+			if err := addIDs(r.items, f.path); err != nil {
+				return predRules{}, fmt.Errorf("%s split: %w", f.split, err)
+			}
+		}
+		r.items.sort()
+		if keep {
+			keepItems(key, r.items)
 		}
 	}
-	r.items.sort()
 	m, err := bundle.ReadManifest(bundleDir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
