@@ -57,26 +57,35 @@ var ErrTooDeep = errors.New("nested too deep")
 // as encoding/json's own limit (10000) does. Errors are a *SyntaxError or
 // ErrTooDeep.
 func Object(b []byte, keys []string, vals [][]byte, maxDepth int) error {
+	_, err := ObjectOthers(b, keys, vals, maxDepth)
+	return err
+}
+
+// ObjectOthers is Object, and counts the members of the object whose key
+// is none of keys (every member when keys is empty): a reader that must
+// refuse a key it does not know learns that it met one.
+func ObjectOthers(b []byte, keys []string, vals [][]byte, maxDepth int) (others int, err error) {
 	clear(vals)
 	s := scanner{b: b, max: maxDepth}
 	s.space()
 	if s.i >= len(s.b) || s.b[s.i] != '{' {
-		return s.fail(WantObject)
+		return 0, s.fail(WantObject)
 	}
 	if err := s.object(keys, vals); err != nil {
-		return err
+		return 0, err
 	}
 	s.space()
 	if s.i < len(s.b) {
-		return s.fail(WantEnd)
+		return 0, s.fail(WantEnd)
 	}
-	return nil
+	return s.others, nil
 }
 
 type scanner struct {
 	b          []byte
 	i          int
 	depth, max int
+	others     int // members of the outer object not among the keys
 }
 
 func (s *scanner) fail(want Want) error {
@@ -145,12 +154,16 @@ func (s *scanner) object(keys []string, vals [][]byte) error {
 		if err := s.value(); err != nil {
 			return err
 		}
-		if len(keys) > 0 {
-			name := keyText(s.b[k0:k1])
+		if s.depth == 1 {
+			name, known := keyText(s.b[k0:k1]), false
 			for k, want := range keys {
 				if string(name) == want {
 					vals[k] = s.b[v0:s.i]
+					known = true
 				}
+			}
+			if !known {
+				s.others++
 			}
 		}
 		s.space()
