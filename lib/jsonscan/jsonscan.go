@@ -11,6 +11,7 @@ package jsonscan
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -56,26 +57,35 @@ var ErrTooDeep = errors.New("nested too deep")
 // as encoding/json's own limit (10000) does. Errors are a *SyntaxError or
 // ErrTooDeep.
 func Object(b []byte, keys []string, vals [][]byte, maxDepth int) error {
+	_, err := ObjectOthers(b, keys, vals, maxDepth)
+	return err
+}
+
+// ObjectOthers is Object, and counts the members of the object whose key
+// is none of keys (every member when keys is empty): a reader that must
+// refuse a key it does not know learns that it met one.
+func ObjectOthers(b []byte, keys []string, vals [][]byte, maxDepth int) (others int, err error) {
 	clear(vals)
 	s := scanner{b: b, max: maxDepth}
 	s.space()
 	if s.i >= len(s.b) || s.b[s.i] != '{' {
-		return s.fail(WantObject)
+		return 0, s.fail(WantObject)
 	}
 	if err := s.object(keys, vals); err != nil {
-		return err
+		return 0, err
 	}
 	s.space()
 	if s.i < len(s.b) {
-		return s.fail(WantEnd)
+		return 0, s.fail(WantEnd)
 	}
-	return nil
+	return s.others, nil
 }
 
 type scanner struct {
 	b          []byte
 	i          int
 	depth, max int
+	others     int // members of the outer object not among the keys
 }
 
 func (s *scanner) fail(want Want) error {
@@ -144,12 +154,16 @@ func (s *scanner) object(keys []string, vals [][]byte) error {
 		if err := s.value(); err != nil {
 			return err
 		}
-		if len(keys) > 0 {
-			name := keyText(s.b[k0:k1])
+		if s.depth == 1 {
+			name, known := keyText(s.b[k0:k1]), false
 			for k, want := range keys {
 				if string(name) == want {
 					vals[k] = s.b[v0:s.i]
+					known = true
 				}
+			}
+			if !known {
+				s.others++
 			}
 		}
 		s.space()
@@ -221,6 +235,14 @@ func (s *scanner) array() error {
 func (s *scanner) str() error {
 	b, i := s.b, s.i+1
 	for i < len(b) {
+		// Eight plain bytes at a time: the texts of items are most of
+		// what is scanned.
+		for i+8 <= len(b) && plainWord(binary.LittleEndian.Uint64(b[i:])) {
+			i += 8
+		}
+		if i >= len(b) {
+			break
+		}
 		c := b[i]
 		if plainStringByte[c] {
 			i++
@@ -269,6 +291,16 @@ var plainStringByte = func() (t [256]bool) {
 	}
 	return t
 }()
+
+// plainWord reports whether the eight bytes of x are all plainStringByte:
+// none below 0x20, none a quote or a backslash. (x - 0x01·n) & ^x & 0x80
+// in every byte is the classic test for a byte of x below n (n ≤ 0x80);
+// a byte equal to q is a zero byte of x ^ q.
+func plainWord(x uint64) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	below := func(x, n uint64) uint64 { return (x - ones*n) & ^x & highs }
+	return below(x, 0x20)|below(x^(ones*'"'), 1)|below(x^(ones*'\\'), 1) == 0
+}
 
 func isHex(c byte) bool {
 	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'

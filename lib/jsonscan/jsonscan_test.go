@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -39,6 +41,16 @@ func checkScan(t *testing.T, in []byte) {
 		if want, ok := m[key]; !bytes.Equal(raw[k], want) || ok != (raw[k] != nil) {
 			t.Errorf("Object(%q): %s = %q, want %q", in, key, raw[k], want)
 		}
+	}
+	// ObjectOthers: some member is of another key exactly when the decoded
+	// object has a key that is not one of scanKeys.
+	others, _ := ObjectOthers(in, scanKeys, raw, encodingJSONDepth)
+	stray := false
+	for k := range m {
+		stray = stray || !slices.Contains(scanKeys, k)
+	}
+	if (others > 0) != stray {
+		t.Errorf("ObjectOthers(%q) = %d; encoding/json's keys %v", in, others, slices.Collect(maps.Keys(m)))
 	}
 }
 

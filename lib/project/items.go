@@ -7,7 +7,6 @@ package project
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/csv"
 	"encoding/json"
 	"errors"
@@ -16,9 +15,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"unicode/utf8"
 
 	"potato-training/lib/config"
+	"potato-training/lib/jsonscan"
 )
 
 // Source says where a project's items and annotations are.
@@ -142,6 +141,21 @@ func (r *itemReader) emit(path string, line int, it Item, hasID bool) error {
 // line, as Potato writes them; an object may also span lines). In a .json
 // file the first byte that is not white space tells which: '[' is an array.
 func (r *itemReader) readJSON(path string, f io.Reader, mayBeArray bool) error {
+	keys := append([]string{r.idKey, r.textKey}, r.fields...)
+	d := newObjDecoder(r, path, keys)
+	defer d.close()
+	err := r.cutJSON(path, f, mayBeArray, d)
+	// The items before the place of an error come first, as they would
+	// from one goroutine; so does an error of theirs.
+	if ferr := d.flush(); ferr != nil {
+		return ferr
+	}
+	return err
+}
+
+// cutJSON cuts the objects of a data file (see readJSON) and hands each to
+// d, with the line it starts on.
+func (r *itemReader) cutJSON(path string, f io.Reader, mayBeArray bool, d *objDecoder) error {
 	s := newJSONStream(f)
 	fail := func(line int, format string, args ...any) error {
 		return fmt.Errorf("%s: line %d: %s", path, line, fmt.Sprintf(format, args...))
@@ -157,8 +171,6 @@ func (r *itemReader) readJSON(path string, f io.Reader, mayBeArray bool) error {
 	if array {
 		s.pos++
 	}
-	keys := append([]string{r.idKey, r.textKey}, r.fields...)
-	vals := make([][]byte, len(keys))
 	for n := 0; ; n++ {
 		c, ok = s.peek()
 		if array {
@@ -194,26 +206,7 @@ func (r *itemReader) readJSON(path string, f io.Reader, mayBeArray bool) error {
 		if err != nil {
 			return fail(line, "invalid JSON: %v", err)
 		}
-		if err := scanObject(obj, keys, vals); err != nil {
-			var se *jsonSyntaxError
-			if errors.As(err, &se) {
-				line += bytes.Count(obj[:se.Offset], []byte("\n"))
-			}
-			return fail(line, "invalid JSON: %v", err)
-		}
-		var it Item
-		var hasID bool
-		it.ID, hasID = jsonString(vals[0])
-		it.Text, _ = jsonString(vals[1])
-		if len(r.fields) > 0 {
-			it.Fields = make(map[string]string, len(r.fields))
-			for i, k := range r.fields {
-				if v, ok := jsonString(vals[2+i]); ok {
-					it.Fields[k] = v
-				}
-			}
-		}
-		if err := r.emit(path, line, it, hasID); err != nil {
+		if err := d.add(obj, line); err != nil {
 			return err
 		}
 	}
@@ -238,14 +231,10 @@ func jsonString(raw json.RawMessage) (string, bool) {
 	if raw[0] != '"' {
 		return string(raw), true
 	}
-	if inner := raw[1 : len(raw)-1]; bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
-		return string(inner), true
+	if s, ok := jsonscan.String(raw); ok {
+		return s, true
 	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return string(raw), true
-	}
-	return s, true
+	return string(raw), true
 }
 
 // readCSV reads a CSV or TSV file whose first row names the fields.

@@ -3,7 +3,6 @@ package trainer
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -142,36 +141,26 @@ type example struct {
 	targets map[string]any
 }
 
-// readSplit reads a split of the bundle in dir, path as the manifest
-// names it: a path that leaves the bundle is refused (bad_bundle), since
-// the manifest may come from the far side of a network.
+// readSplit reads a split of the bundle in dir into memory (openSplit):
+// a split the fit needs, of labelled items.
 func readSplit(dir, name, path string) ([]example, error) {
-	f, err := bundle.OpenSplit(dir, path)
-	if err != nil {
-		if errors.Is(err, bundle.ErrOutside) {
-			return nil, &fitError{events.ExitBadSpec, events.CodeBadBundle, fmt.Sprintf("bundle: split %q: path %q leaves the bundle directory", name, path)}
-		}
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, nil
-		}
+	f, err := openSplit(dir, name, path)
+	if f == nil || err != nil {
 		return nil, err
 	}
 	defer f.Close()
 	var out []example
 	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 1<<16), 64<<20)
+	sc.Buffer(make([]byte, 0, 1<<16), maxRowBytes)
+	vals := make([][]byte, len(rowKeys))
 	n := 0
 	for sc.Scan() {
 		n++
-		var row struct {
-			InstanceID string         `json:"instance_id"`
-			Text       string         `json:"text"`
-			Targets    map[string]any `json:"targets"`
+		x, err := parseRow(sc.Bytes(), vals, true)
+		if err != nil {
+			return nil, badRow(path, n, err)
 		}
-		if err := json.Unmarshal(sc.Bytes(), &row); err != nil {
-			return nil, &fitError{events.ExitBadSpec, events.CodeBadBundle, fmt.Sprintf("%s:%d: %v", filepath.Base(path), n, err)}
-		}
-		out = append(out, example{row.InstanceID, row.Text, row.Targets})
+		out = append(out, x)
 	}
 	return out, sc.Err()
 }
@@ -230,15 +219,21 @@ func fitTfidf(ctx context.Context, spec Spec, params Values, ev *events.Writer) 
 		return &fitError{events.ExitBadSpec, events.CodeBadBundle, err.Error()}
 	}
 	_ = ev.Emit(events.Status("loading", "reading the bundle"))
+	// Every split but unlabeled holds labelled items, which the fit needs;
+	// unlabeled.jsonl, which may hold a million items, is only streamed
+	// (predictSplit).
 	splits := map[string][]example{}
 	var names []string
 	for name, sf := range m.Splits {
+		names = append(names, name)
+		if name == bundle.UnlabeledSplit {
+			continue
+		}
 		xs, err := readSplit(spec.BundleDir, name, sf.Path)
 		if err != nil {
 			return err
 		}
 		splits[name] = xs
-		names = append(names, name)
 	}
 	sort.Strings(names)
 	if len(spec.Curve) > 0 {
@@ -247,16 +242,9 @@ func fitTfidf(ctx context.Context, spec Spec, params Values, ev *events.Writer) 
 	if err := os.MkdirAll(spec.Workdir, 0o755); err != nil {
 		return err
 	}
-	predPath := filepath.Join(spec.Workdir, "predictions.jsonl")
-	pf, err := os.Create(predPath)
-	if err != nil {
-		return err
-	}
-	defer pf.Close()
-	pw := bufio.NewWriter(pf)
-	enc := json.NewEncoder(pw)
 	res := events.Result{Status: "success", Metrics: map[string]float64{}, LabelOrder: map[string][]string{},
 		PredictionsFile: "predictions.jsonl", ModelVersion: "tfidf-logreg/1"}
+	var models []schemaModel
 	for si, s := range spec.Schemas {
 		if err := tfidfSchema(s); err != nil {
 			return err
@@ -291,42 +279,58 @@ func fitTfidf(ctx context.Context, spec Spec, params Values, ev *events.Writer) 
 			return err
 		}
 		res.LabelOrder[s.Name] = model.Labels()
-		for _, name := range names {
-			if name == "train" {
-				continue
-			}
-			correct, n := 0, 0
-			for _, x := range splits[name] {
-				if err := ctx.Err(); err != nil {
-					return err
+		models = append(models, schemaModel{s, model})
+	}
+	// The fit's items are no longer needed while the pool is predicted.
+	splits = nil
+	if err := writePredictions(ctx, spec, m, names, models, &res, ev); err != nil {
+		return err
+	}
+	res.Metrics["fit_seconds"] = time.Since(start).Seconds()
+	return ev.Emit(events.ResultEvent(res))
+}
+
+// writePredictions writes predictions.jsonl: every model's prediction for
+// every item of every split but train, the splits in the order of names,
+// each streamed (predictSplit).
+func writePredictions(ctx context.Context, spec Spec, m bundle.Manifest, names []string, models []schemaModel, res *events.Result, ev *events.Writer) error {
+	pf, err := os.Create(filepath.Join(spec.Workdir, "predictions.jsonl"))
+	if err != nil {
+		return err
+	}
+	defer pf.Close()
+	pw := bufio.NewWriterSize(pf, 1<<20)
+	for _, name := range names {
+		if name == "train" {
+			continue
+		}
+		path := m.Splits[name].Path
+		f, err := openSplit(spec.BundleDir, name, path)
+		if err != nil {
+			return err
+		}
+		if f == nil {
+			continue
+		}
+		_ = ev.Emit(events.Status("predicting", fmt.Sprintf("predicting the %s split", name)))
+		tally, err := predictSplit(ctx, f, name, path, models, predictThreads(spec), pw)
+		f.Close()
+		if err != nil {
+			return err
+		}
+		res.NPredictions += tally.predictions
+		if name == "val" {
+			for i, sm := range models {
+				if tally.n[i] > 0 {
+					res.Metrics[sm.schema.Name+"/val_accuracy"] = float64(tally.correct[i]) / float64(tally.n[i])
 				}
-				label, conf, probs := predict(model, s, x.text)
-				if err := enc.Encode(prediction{x.id, s.Name, payload{label, conf}, conf, probs}); err != nil {
-					return err
-				}
-				res.NPredictions++
-				if name == "val" {
-					if gold, ok := goldLabel(x.targets[s.Name]); ok {
-						n++
-						if gold == label {
-							correct++
-						}
-					}
-				}
-			}
-			if name == "val" && n > 0 {
-				res.Metrics[s.Name+"/val_accuracy"] = float64(correct) / float64(n)
 			}
 		}
 	}
 	if err := pw.Flush(); err != nil {
 		return err
 	}
-	if err := pf.Sync(); err != nil {
-		return err
-	}
-	res.Metrics["fit_seconds"] = time.Since(start).Seconds()
-	return ev.Emit(events.ResultEvent(res))
+	return pf.Sync()
 }
 
 type payload struct {

@@ -90,8 +90,6 @@ type edit struct {
 	text       []byte
 }
 
-var payloadKeys = []string{"label", "confidence"}
-
 // rewrite is a prediction line with its confidences calibrated; changed
 // is false for one that has nothing to calibrate (no probs under
 // temperature scaling, no confidence under top-label scaling, probs

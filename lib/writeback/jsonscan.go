@@ -1,8 +1,6 @@
 package writeback
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -73,12 +71,6 @@ func stringValue(raw []byte, field string) (string, error) {
 	if raw[0] != '"' {
 		return "", fmt.Errorf("%s is not a string", field)
 	}
-	if bytes.IndexByte(raw, '\\') < 0 {
-		return string(raw[1 : len(raw)-1]), nil
-	}
-	var v string
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return "", fmt.Errorf("%s: %w", field, err)
-	}
+	v, _ := jsonscan.String(raw)
 	return v, nil
 }

@@ -6,9 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"io/fs"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -326,13 +324,22 @@ func readRules(bundleDir string) (predRules, error) {
 	if err != nil {
 		return predRules{}, err
 	}
-	r := predRules{items: newIDSet(0)}
-	for _, f := range files {
-		if err := addIDs(r.items, f.path); err != nil {
-			return predRules{}, fmt.Errorf("%s split: %w", f.split, err)
+	r := predRules{items: cachedItems(files)}
+	if r.items == nil {
+		// The key is taken before the files are read: a file changed
+		// while they are read is read again next time.
+		key, keep := itemsKey(files)
+		r.items = newIDSet(0)
+		for _, f := range files {
+			if err := addIDs(r.items, f.path); err != nil {
+				return predRules{}, fmt.Errorf("%s split: %w", f.split, err)
+			}
+		}
+		r.items.sort()
+		if keep {
+			keepItems(key, r.items)
 		}
 	}
-	r.items.sort()
 	m, err := bundle.ReadManifest(bundleDir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -345,101 +352,6 @@ func readRules(bundleDir string) (predRules, error) {
 		}
 	}
 	return r, nil
-}
-
-// refusal says why p breaks the rules: the reason, one of the Refused*
-// constants, and a sentence that names the prediction; "" when it keeps
-// them.
-func (r predRules) refusal(p *predLine) (reason, why string) {
-	if !r.items.has(p.id) {
-		return RefusedItem, fmt.Sprintf("%q is not an item of the bundle", clip(p.id))
-	}
-	// name is the prediction in a message, made only for one.
-	name := func() string { return fmt.Sprintf("%q %q", clip(p.schema), clip(p.id)) }
-	if _, _, err := p.confidence(); err != nil || !unitOrNull(p.raw[3]) {
-		return RefusedConfidence, fmt.Sprintf("the confidence of %s is not a number in [0, 1]", name())
-	}
-	if err := p.checkProbs(); err != nil {
-		return RefusedConfidence, fmt.Sprintf("the probs of %s: %v", name(), err)
-	}
-	sc, known := r.schemas[p.schema]
-	if r.schemas != nil && !known {
-		return RefusedSchema, fmt.Sprintf("%q is not a schema of the bundle", clip(p.schema))
-	}
-	raw := p.raw[2]
-	if raw == nil || string(raw) == "null" {
-		return RefusedLabel, fmt.Sprintf("the payload of %s names no label", name())
-	}
-	if len(raw) > MaxPayload {
-		return RefusedSize, tooLarge(p, len(raw))
-	}
-	// Potato reads label and confidence of the payload, and of each
-	// entry of a list that is the payload or its label; a key beside them
-	// is stored for nothing, and Go's decoder would match "Label" to label
-	// where Potato does not.
-	object := func(raw []byte) (obj map[string]json.RawMessage, reason, why string) {
-		if json.Unmarshal(raw, &obj) != nil {
-			return nil, RefusedLabel, fmt.Sprintf("the payload of %s names no label", name())
-		}
-		var stray []string
-		for k := range obj {
-			if !prelabelKeys[k] {
-				stray = append(stray, k)
-			}
-		}
-		if len(stray) > 0 {
-			return nil, RefusedKeys, fmt.Sprintf("the payload of %s has the key %q, which a prelabel does not have (only label and confidence)", name(), clip(slices.Min(stray)))
-		}
-		if !unitOrNull(obj["confidence"]) {
-			return nil, RefusedConfidence, fmt.Sprintf("the payload's confidence of %s is not a number in [0, 1]", name())
-		}
-		return obj, "", ""
-	}
-	label := json.RawMessage(raw)
-	if raw[0] == '{' {
-		obj, reason, why := object(raw)
-		if reason != "" {
-			return reason, why
-		}
-		if label = obj["label"]; label == nil {
-			return RefusedLabel, fmt.Sprintf("the payload of %s names no label", name())
-		}
-	}
-	var list []json.RawMessage
-	if label[0] == '[' && json.Unmarshal(label, &list) == nil {
-		for _, e := range list {
-			if e[0] == '{' {
-				if _, reason, why := object(e); reason != "" {
-					return reason, why
-				}
-			}
-		}
-	}
-	if r.schemas == nil {
-		return "", ""
-	}
-	names, ok := labelNames(sc.Kind, label)
-	if !ok {
-		return RefusedLabel, fmt.Sprintf("the payload of %s is not a label of a %s schema", name(), sc.Kind)
-	}
-	for _, n := range names {
-		if !slices.Contains(sc.Labels, n) {
-			return RefusedLabel, fmt.Sprintf("%q is not a label of %q", clip(n), p.schema)
-		}
-	}
-	return "", ""
-}
-
-// unitOrNull says whether raw JSON is absent, null, or a number in [0, 1].
-func unitOrNull(raw json.RawMessage) bool {
-	if raw == nil || string(raw) == "null" {
-		return true
-	}
-	var c float64
-	if raw[0] != '-' && (raw[0] < '0' || raw[0] > '9') || json.Unmarshal(raw, &c) != nil {
-		return false
-	}
-	return c >= 0 && c <= 1
 }
 
 // multilabelSchemas are the schemas of kind multilabel in the bundle's
@@ -459,73 +371,6 @@ func multilabelSchemas(bundleDir string) (map[string]bool, error) {
 		}
 	}
 	return out, nil
-}
-
-// idSet is a set of instance ids held as sorted 64-bit hashes: an eighth
-// of the memory of the strings, no allocation per id, and quicker to build
-// than a map. A hash collision can only make an id look present, so a set
-// of train ids may skip a prediction it should have published (for a
-// million-item bundle, about one chance in fifty million a publish) and
-// never lets a train item through.
-type idSet struct {
-	seed maphash.Seed
-	h    []uint64
-}
-
-func newIDSet(n int) *idSet {
-	return &idSet{seed: maphash.MakeSeed(), h: make([]uint64, 0, n)}
-}
-
-// add adds an id; sort must be called after the last add, before has.
-func (s *idSet) add(id string) { s.h = append(s.h, maphash.String(s.seed, id)) }
-
-func (s *idSet) sort() {
-	slices.Sort(s.h)
-	s.h = slices.Compact(s.h)
-}
-
-func (s *idSet) has(id string) bool {
-	_, ok := slices.BinarySearch(s.h, maphash.String(s.seed, id))
-	return ok
-}
-
-func (s *idSet) len() int { return len(s.h) }
-
-// trainIDs reads the instance ids of the bundle's train split. A bundle
-// whose manifest lists no train split has none; a bundle without a manifest
-// must have train.jsonl, since publishing without knowing the train split
-// could publish a train item.
-func trainIDs(bundleDir string) (*idSet, error) {
-	path, n, err := splitPath(bundleDir, "train")
-	if err != nil || path == "" {
-		return newIDSet(0), err
-	}
-	ids := newIDSet(n)
-	if err := addIDs(ids, path); err != nil {
-		return nil, fmt.Errorf("train split: %w", err)
-	}
-	ids.sort()
-	return ids, nil
-}
-
-// addIDs adds the instance_id of each line of the split file at path to
-// ids, unsorted.
-func addIDs(ids *idSet, path string) error {
-	keys := []string{"instance_id"}
-	raw := make([][]byte, 1)
-	return scanLines(path, func(line []byte, _ int) error {
-		if err := scanObject(line, keys, raw); err != nil {
-			return err
-		}
-		if err := checkID(raw[0]); err != nil {
-			return err
-		}
-		id, err := stringValue(raw[0], "instance_id")
-		if err == nil {
-			ids.add(id)
-		}
-		return err
-	})
 }
 
 // predInserter upserts prelabels, reusing the prepared statement for a

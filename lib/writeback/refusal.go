@@ -1,8 +1,12 @@
 package writeback
 
 import (
+	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
+
+	"potato-training/lib/jsonscan"
 )
 
 // MaxPayload bounds a prelabel's payload, in bytes, as the prediction
@@ -16,6 +20,9 @@ const MaxPayload = 64 << 10
 // Potato 2.12 reads a label name from label and shows confidence. A
 // payload with any other key is refused rather than stored.
 var prelabelKeys = map[string]bool{"label": true, "confidence": true}
+
+// payloadKeys are prelabelKeys in the order refusal scans them.
+var payloadKeys = []string{"label", "confidence"}
 
 // The reasons a prediction is refused, the keys of Report.RefusedBy.
 const (
@@ -97,4 +104,110 @@ func clip(s string) string {
 		i--
 	}
 	return s[:i] + "..."
+}
+
+// refusal says why p breaks the rules: the reason, one of the Refused*
+// constants, and a sentence that names the prediction; "" when it keeps
+// them.
+func (r predRules) refusal(p *predLine) (reason, why string) {
+	if !r.items.has(p.id) {
+		return RefusedItem, fmt.Sprintf("%q is not an item of the bundle", clip(p.id))
+	}
+	// name is the prediction in a message, made only for one.
+	name := func() string { return fmt.Sprintf("%q %q", clip(p.schema), clip(p.id)) }
+	if _, _, err := p.confidence(); err != nil || !unitOrNull(p.raw[3]) {
+		return RefusedConfidence, fmt.Sprintf("the confidence of %s is not a number in [0, 1]", name())
+	}
+	if err := p.checkProbs(); err != nil {
+		return RefusedConfidence, fmt.Sprintf("the probs of %s: %v", name(), err)
+	}
+	sc, known := r.schemas[p.schema]
+	if r.schemas != nil && !known {
+		return RefusedSchema, fmt.Sprintf("%q is not a schema of the bundle", clip(p.schema))
+	}
+	raw := p.raw[2]
+	if raw == nil || string(raw) == "null" {
+		return RefusedLabel, fmt.Sprintf("the payload of %s names no label", name())
+	}
+	if len(raw) > MaxPayload {
+		return RefusedSize, tooLarge(p, len(raw))
+	}
+	// Potato reads label and confidence of the payload, and of each
+	// entry of a list that is the payload or its label; a key beside them
+	// is stored for nothing, and Go's decoder would match "Label" to label
+	// where Potato does not.
+	object := func(raw []byte) (label json.RawMessage, reason, why string) {
+		// A million predictions have payloads of label and confidence
+		// alone: jsonscan finds those without a map a line. Any other key
+		// takes the long way, for the message that names it.
+		vals := [2][]byte{}
+		if others, err := jsonscan.ObjectOthers(raw, payloadKeys, vals[:], maxDepth); err == nil && others == 0 {
+			if !unitOrNull(vals[1]) {
+				return nil, RefusedConfidence, fmt.Sprintf("the payload's confidence of %s is not a number in [0, 1]", name())
+			}
+			return vals[0], "", ""
+		}
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(raw, &obj) != nil {
+			return nil, RefusedLabel, fmt.Sprintf("the payload of %s names no label", name())
+		}
+		var stray []string
+		for k := range obj {
+			if !prelabelKeys[k] {
+				stray = append(stray, k)
+			}
+		}
+		if len(stray) > 0 {
+			return nil, RefusedKeys, fmt.Sprintf("the payload of %s has the key %q, which a prelabel does not have (only label and confidence)", name(), clip(slices.Min(stray)))
+		}
+		if !unitOrNull(obj["confidence"]) {
+			return nil, RefusedConfidence, fmt.Sprintf("the payload's confidence of %s is not a number in [0, 1]", name())
+		}
+		return obj["label"], "", ""
+	}
+	label := json.RawMessage(raw)
+	if raw[0] == '{' {
+		var reason, why string
+		if label, reason, why = object(raw); reason != "" {
+			return reason, why
+		}
+		if label == nil {
+			return RefusedLabel, fmt.Sprintf("the payload of %s names no label", name())
+		}
+	}
+	var list []json.RawMessage
+	if label[0] == '[' && json.Unmarshal(label, &list) == nil {
+		for _, e := range list {
+			if e[0] == '{' {
+				if _, reason, why := object(e); reason != "" {
+					return reason, why
+				}
+			}
+		}
+	}
+	if r.schemas == nil {
+		return "", ""
+	}
+	names, ok := labelNames(sc.Kind, label)
+	if !ok {
+		return RefusedLabel, fmt.Sprintf("the payload of %s is not a label of a %s schema", name(), sc.Kind)
+	}
+	for _, n := range names {
+		if !slices.Contains(sc.Labels, n) {
+			return RefusedLabel, fmt.Sprintf("%q is not a label of %q", clip(n), p.schema)
+		}
+	}
+	return "", ""
+}
+
+// unitOrNull says whether raw JSON is absent, null, or a number in [0, 1].
+func unitOrNull(raw json.RawMessage) bool {
+	if raw == nil || string(raw) == "null" {
+		return true
+	}
+	var c float64
+	if raw[0] != '-' && (raw[0] < '0' || raw[0] > '9') || json.Unmarshal(raw, &c) != nil {
+		return false
+	}
+	return c >= 0 && c <= 1
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"sync"
 )
 
 // Model is a trained tfidf-logreg model. Its methods are safe for
@@ -51,15 +52,34 @@ func (m *Model) Options() Options { return m.options }
 // order of Labels: softmax probabilities summing to 1 for a nominal model,
 // independent sigmoid probabilities for a multilabel one.
 func (m *Model) Probabilities(text string) []float64 {
-	var s scratch
-	idx, val := m.vocab.vector(m.vocab.wordIDs(text, &s), &s)
+	s := scratchPool.Get().(*scratch)
+	defer scratchPool.Put(s)
+	feats, counts := m.vocab.termCounts(m.vocab.wordIDs(text, s), s)
 	k := len(m.labels)
 	z := make([]float64, k)
+	// The row's TF-IDF values, scaled to unit norm as vector does; the
+	// features in the order the text first has them (vector sorts them,
+	// which prediction has no need of).
+	var norm float64
+	xs := s.val[:0]
+	for i, f := range feats {
+		x := m.vocab.weight(counts[i], f)
+		norm += x * x
+		xs = append(xs, float32(x))
+	}
+	s.val = xs
+	var inv float64
+	if norm > 0 {
+		inv = 1 / math.Sqrt(norm)
+	}
 	for c, b := range m.b {
 		z[c] = float64(b)
 	}
-	for n, f := range idx {
-		v := float64(val[n])
+	for i, f := range feats {
+		v := float64(xs[i])
+		if inv > 0 {
+			v = float64(float32(v * inv))
+		}
 		w := m.w[int(f)*k : int(f+1)*k]
 		for c := range z {
 			z[c] += v * float64(w[c])
@@ -77,6 +97,10 @@ func (m *Model) Probabilities(text string) []float64 {
 	}
 	return z
 }
+
+// scratchPool holds the working memory of Probabilities, which a
+// prediction of every item of a large split calls once an item a schema.
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
 
 // Predict returns every label's probability for text (see Probabilities),
 // highest first, equal ones in label order.

@@ -295,6 +295,10 @@ type scratch struct {
 	feats []int32
 	idx   []int32
 	val   []float32
+	// termCounts': the count of each feature, zero but while in use, and
+	// the features counted and their counts, in order of first occurrence.
+	seen   []int32
+	counts []int32
 }
 
 // vector returns the L2-normalised TF-IDF row of a document given as word
@@ -341,6 +345,53 @@ func (v *vocabulary) vector(ids []int32, s *scratch) ([]int32, []float32) {
 	}
 	s.idx, s.val = idx, val
 	return idx, val
+}
+
+// termCounts returns the features of a document given as word ids, each
+// once in the order of its first occurrence, and how often each occurs:
+// what vector weighs, without its sort. The slices alias s.
+func (v *vocabulary) termCounts(ids []int32, s *scratch) (feats, counts []int32) {
+	if len(s.seen) < len(v.idf) {
+		s.seen = make([]int32, len(v.idf))
+	}
+	feats, counts = s.feats[:0], s.counts[:0]
+	add := func(f int32) {
+		if at := s.seen[f]; at > 0 {
+			counts[at-1]++
+			return
+		}
+		feats = append(feats, f)
+		counts = append(counts, 1)
+		s.seen[f] = int32(len(feats))
+	}
+	for j, a := range ids {
+		if a < 0 {
+			continue
+		}
+		if f := v.uni[a]; f >= 0 {
+			add(f)
+		}
+		if j > 0 && ids[j-1] >= 0 {
+			if f, ok := v.bi[pairKey(ids[j-1], a)]; ok {
+				add(f)
+			}
+		}
+	}
+	for _, f := range feats {
+		s.seen[f] = 0
+	}
+	s.feats, s.counts = feats, counts
+	return feats, counts
+}
+
+// weight is the TF-IDF value of feature f occurring n times, before the
+// row's scaling, as vector computes it.
+func (v *vocabulary) weight(n int32, f int32) float64 {
+	tf := float64(n)
+	if v.sublinear {
+		tf = 1 + math.Log(tf)
+	}
+	return tf * v.idf[f]
 }
 
 // vectorize builds the rows of n documents, doc(i, s) giving document i's
