@@ -262,10 +262,11 @@ func slurmUp(conf string) error {
 }
 
 // Main runs a package's tests and then removes the binaries Binaries
-// built, so test runs leave nothing behind; use it as TestMain.
+// built, so test runs leave nothing behind; use it as TestMain. The
+// binaries of $POTATO_TEST_BIN are the Makefile's, and stay.
 func Main(m *testing.M) int {
 	code := m.Run()
-	if binDir != "" {
+	if binDir != "" && os.Getenv("POTATO_TEST_BIN") == "" {
 		os.RemoveAll(binDir)
 	}
 	return code
