@@ -4,12 +4,14 @@
 //
 // For each corpus (SMS spam, TREC question types, BBC news topics, read
 // from the packages of requirements/corpora.txt), a fixed-seed draw of
-// train, val and test items is made into a bundle; tfidf-logreg fits it at
-// its defaults (trainer.RunWorker, as potato-agent worker runs it), and
+// train, val and test items, stratified by label, is made into a bundle;
+// tfidf-logreg fits it at its defaults (trainer.RunWorker, as
+// potato-agent worker runs it), and
 // hf-text-classification (its script, run as the dispatch runs it, on the
 // packaged all-MiniLM-L6-v2 on the CPU) at its defaults and at each
 // setting of the grid. Every model is scored on the same test items:
-// macro-F1 with a 95% band of a bootstrap of those items, and, paired on
+// macro-F1 with a 95% band of a bootstrap of those items (stratified by
+// label), and, paired on
 // the same resamples, the defaults' difference to the grid's best setting
 // and to tfidf-logreg. The verdict line of each corpus holds the defaults
 // to the goal: within 0.02 macro-F1 of the grid's best, and ahead of
@@ -110,7 +112,7 @@ func main() {
 	}
 	fmt.Printf("hf-text-classification on all-MiniLM-L6-v2 (CPU, %d threads) against tfidf-logreg; seed %d; %d train, %d val, %d test items per corpus\n",
 		*threads, *seed, *nTrain, *nVal, *nTest)
-	fmt.Printf("macro-F1 [95%% band: %d bootstrap resamples of the test items]; differences paired on the same resamples\n", *resamples)
+	fmt.Printf("macro-F1 [95%% band: %d bootstrap resamples of the test items, stratified by label]; differences paired on the same resamples\n", *resamples)
 	for _, name := range strings.Split(*only, ",") {
 		c := readCorpus(*data, strings.TrimSpace(name))
 		dir := filepath.Join(*work, c.name)
@@ -237,8 +239,9 @@ func readCorpus(data, name string) corpus {
 	return c
 }
 
-// split draws test, val and train items, in that order, from a seeded
-// shuffle of the corpus.
+// split draws test, val and train items from a seeded shuffle of the
+// corpus, each stratified: every label gets its share of each (largest
+// remainders), so that a rare label has its items in the test split too.
 func split(items []item, seed int64, nTrain, nVal, nTest int) (train, val, test []item) {
 	xs := slices.Clone(items)
 	r := rand.New(rand.NewPCG(uint64(seed), 0x5eed))
@@ -246,7 +249,51 @@ func split(items []item, seed int64, nTrain, nVal, nTest int) (train, val, test 
 	if nTest+nVal+nTrain > len(xs) {
 		tb.Fatalf("%d items: fewer than the %d asked for", len(xs), nTest+nVal+nTrain)
 	}
-	return xs[nTest+nVal : nTest+nVal+nTrain], xs[nTest : nTest+nVal], xs[:nTest]
+	byLabel := map[string][]item{}
+	var labels []string
+	for _, x := range xs {
+		if _, ok := byLabel[x.label]; !ok {
+			labels = append(labels, x.label)
+		}
+		byLabel[x.label] = append(byLabel[x.label], x)
+	}
+	sort.Strings(labels)
+	take := func(n int) []item {
+		left := 0
+		for _, l := range labels {
+			left += len(byLabel[l])
+		}
+		quota := map[string]int{}
+		type rem struct {
+			l string
+			f float64
+		}
+		var rems []rem
+		got := 0
+		for _, l := range labels {
+			exact := float64(n) * float64(len(byLabel[l])) / float64(left)
+			quota[l] = int(exact)
+			got += quota[l]
+			rems = append(rems, rem{l, exact - float64(quota[l])})
+		}
+		sort.SliceStable(rems, func(i, j int) bool { return rems[i].f > rems[j].f })
+		for i := 0; got < n; i++ {
+			quota[rems[i%len(rems)].l]++
+			got++
+		}
+		var out []item
+		for _, l := range labels {
+			k := min(quota[l], len(byLabel[l]))
+			out = append(out, byLabel[l][:k]...)
+			byLabel[l] = byLabel[l][k:]
+		}
+		r.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+		return out
+	}
+	test = take(nTest)
+	val = take(nVal)
+	train = take(nTrain)
+	return train, val, test
 }
 
 func labelsOf(items []item) []string {

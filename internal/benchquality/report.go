@@ -88,10 +88,27 @@ func report(c corpus, nTrain, nVal int, gold, labels []string, rows []row, seed 
 	rng := rand.New(rand.NewPCG(uint64(seed), 0xb007))
 	draws := make([][]float64, len(rows))
 	var dBest, dTfidf []float64
-	idx := make([]int, len(gold))
+	// A stratified bootstrap: each label's test items are resampled among
+	// themselves, so that every resample holds each label as often as the
+	// test split does (macro-F1 weighs a label of one item as much as one
+	// of a hundred; a resample without it would score another average).
+	strata := map[string][]int{}
+	for i, g := range gold {
+		strata[g] = append(strata[g], i)
+	}
+	var order []string
+	for l := range strata {
+		order = append(order, l)
+	}
+	sort.Strings(order)
+	idx := make([]int, 0, len(gold))
 	for range resamples {
-		for i := range idx {
-			idx[i] = rng.IntN(len(gold))
+		idx = idx[:0]
+		for _, l := range order {
+			s := strata[l]
+			for range s {
+				idx = append(idx, s[rng.IntN(len(s))])
+			}
 		}
 		f := make([]float64, len(rows))
 		for j, r := range rows {
