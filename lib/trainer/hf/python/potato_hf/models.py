@@ -11,8 +11,8 @@ import zlib
 from .artifacts import write_json
 from .hub import pretrained
 from .packages import release
-from .spec import (AUTO_MAX_LENGTH_CAP, AUTO_MAX_LENGTH_CAP_CPU, AUTO_MAX_LENGTH_PERCENTILE, EXIT_BAD_SPEC, EXIT_MODEL_UNAVAILABLE,
-                   TrainerError, auto_max_length, head_tail, is_builtin)
+from .spec import (AUTO_MAX_LENGTH_CAP, AUTO_MAX_LENGTH_CAP_CPU, AUTO_MAX_LENGTH_PERCENTILE, EXIT_BAD_SPEC,
+                   EXIT_MODEL_UNAVAILABLE, TrainerError, auto_max_length, head_tail, is_builtin)
 
 # Files that mean a model directory holds a tokenizer of its own.
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt",
