@@ -16,8 +16,13 @@ type row struct {
 	secs float64
 }
 
-// Goal is the most macro-F1 the defaults may trail the grid's best by.
-const Goal = 0.02
+// Goal is the most macro-F1 the defaults may trail the grid's best by;
+// LearnsCut the share of the majority label's errors (1 - its accuracy)
+// the defaults must remove to be said to learn.
+const (
+	Goal      = 0.02
+	LearnsCut = 0.5
+)
 
 // macroF1 is the mean over labels of F1 on the test items at idx (each
 // index once per time it is drawn); a label neither in the gold nor
@@ -143,10 +148,13 @@ func report(c corpus, nTrain, nVal int, gold, labels []string, rows []row, seed 
 	lo, hi := band(dTfidf)
 	fmt.Printf("  defaults - tfidf-logreg:   %+.3f [%+.3f, %+.3f]\n", point[def]-point[tfidf], lo, hi)
 	verdict := []string{}
-	if defAcc-majAcc >= 0.1 {
-		verdict = append(verdict, fmt.Sprintf("learns (accuracy %.3f, majority %.3f)", defAcc, majAcc))
+	// Learns: at least half of the majority label's errors gone (on 88%
+	// ham, 0.94 accuracy or more; on 6 even labels, 0.58).
+	cut := (defAcc - majAcc) / (1 - majAcc)
+	if cut >= LearnsCut {
+		verdict = append(verdict, fmt.Sprintf("learns (accuracy %.3f, majority %.3f: %.0f%% of its errors gone)", defAcc, majAcc, 100*cut))
 	} else {
-		verdict = append(verdict, fmt.Sprintf("LEARNS TOO LITTLE (accuracy %.3f, majority %.3f)", defAcc, majAcc))
+		verdict = append(verdict, fmt.Sprintf("LEARNS TOO LITTLE (accuracy %.3f, majority %.3f: %.0f%% of its errors gone, under %.0f%%)", defAcc, majAcc, 100*cut, 100*LearnsCut))
 	}
 	if best >= 0 {
 		lo, hi := band(dBest)
