@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"potato-training/lib/bundle"
+	"potato-training/lib/curve"
 	"potato-training/lib/rundir"
 	"potato-training/lib/trainer/calibrate"
 	"potato-training/lib/trainer/hf"
@@ -121,9 +122,10 @@ var registry = []Info{
 	// dozen items show a clear rise in most subsets where 3 show it in
 	// fewer than half (scripts/bench-curve).
 	{Name: "tfidf-logreg", Builtin: true, Kinds: []string{"nominal", "multilabel"}, Available: true, Curve: true, CurveDraws: 8, Params: tfidfParams},
-	// hf-text-classification fits draw 0 alone: its curve's draws' part
-	// is one draw's scatter about its line (curve.Judge).
-	{Name: hf.Name, Kinds: []string{"nominal", "multilabel"}, Available: true, GPU: true, Curve: true, CurveDraws: 1, Params: hfParams},
+	// hf-text-classification fits curve.DefaultDraws: a fit is minutes
+	// where tfidf-logreg's is a moment, so fewer than its 8, but more than
+	// one, whose judge has only the draw's scatter about its line.
+	{Name: hf.Name, Kinds: []string{"nominal", "multilabel"}, Available: true, GPU: true, Curve: true, CurveDraws: curve.DefaultDraws, Params: hfParams},
 	{Name: calibrate.Name, LocalOnly: true, Builtin: true, Kinds: []string{"nominal"}, Available: true,
 		NoPredictions: true, LocalReason: "it reads the annotation server's own files (Potato's store, project.sqlite, and the annotations)",
 		Params: calibrateParams},
@@ -178,12 +180,14 @@ var hfParams = Params{
 	{Name: "target_modules", Kind: KindList, DefaultNote: "peft's choice for the model", Help: "the modules LoRA adapts"},
 	{Name: "epochs", Kind: KindInt, DefaultNote: "3, more on a small train split (enough for about 100 steps, at most 10); 8 for builtin:ngram", Range: AtLeast(1), Help: "the most passes over the training items"},
 	{Name: "batch_size", Kind: KindInt, DefaultNote: "16; 32 for builtin:ngram", Range: AtLeast(1), Help: "items per step"},
-	{Name: "learning_rate", Kind: KindFloat, DefaultNote: "1e-3 with LoRA, 2e-5 without, 0.01 for builtin:ngram", Range: Above(0), Help: "the step size"},
+	{Name: "learning_rate", Kind: KindFloat, DefaultNote: "by the model's size: 1e-3 with LoRA, 2e-5 without, for a model of BERT-base's 110 million parameters, divided by the square root of how many times larger a larger model is (at least 1e-4 with LoRA, 5e-6 without), and without LoRA multiplied by it for a smaller model (at most 1e-4); 0.01 for builtin:ngram", Range: Above(0), Help: "the step size"},
 	{Name: "head_learning_rate", Kind: KindFloat, DefaultNote: "0.01; learning_rate for builtin:ngram", Range: Above(0), Help: "the step size of the new classification head"},
 	{Name: "weight_decay", Kind: KindFloat, Default: "0.01", Help: "AdamW's weight decay"},
 	{Name: "warmup_ratio", Kind: KindFloat, Default: "0.06", Help: "the share of steps the learning rate warms up over"},
-	{Name: "max_length", Kind: KindInt, Default: "128", Range: AtLeast(1), Help: "tokens per item, the rest cut"},
-	{Name: "patience", Kind: KindInt, Default: "1", Help: "epochs without improvement on the val split before training stops"},
+	{Name: "max_length", Kind: KindInt, DefaultNote: "the 95th percentile of the token lengths of the train split's items, rounded up to a multiple of 8, at least 16, at most the model's limit and 256 on a GPU, 128 on the CPU; 128 words for builtin:ngram", Range: AtLeast(1), Help: "tokens per item, special tokens included; a longer item is cut as truncation says"},
+	{Name: "truncation", Kind: KindString, Default: "head_tail", Choices: []string{"head_tail", "head"}, Help: "how an item longer than max_length is cut: head_tail keeps its first quarter and its last three quarters of max_length's tokens, head its first tokens"},
+	{Name: "patience", Kind: KindInt, Default: "1", Help: "epochs without improvement of the val loss before training stops (the best epoch's weights kept); below 0 trains every epoch"},
+	{Name: "class_weights", Kind: KindString, Default: "auto", Choices: []string{"auto", "balanced", "none"}, Help: "weighs a nominal schema's loss by each label's inverse frequency in the train split, clipped to [0.1, 10]: auto when its most frequent label has 3 or more times the items of its least frequent, balanced always (for a multilabel schema, each label's positives by negatives over positives, at most 10), none never"},
 	{Name: "precision", Kind: KindString, Default: "auto", Choices: []string{"auto", "fp32", "bf16", "fp16"}, Help: "the training precision on a CUDA GPU"},
 	{Name: "threshold", Kind: KindFloat, Default: "0.5", Range: &Range{Min: 0, Max: 1, MinOpen: true, MaxOpen: true}, Help: "a multilabel schema's decision threshold"},
 	{Name: "max_grad_norm", Kind: KindFloat, Default: "1.0", Range: AtLeast(0), Help: "gradient clipping; 0 for none"},

@@ -15,8 +15,8 @@ import (
 // (model=builtin:ngram, on a CPU torch) over the real emails, a small
 // train split (48 labelled emails, 392 test emails): every point is
 // scored on the same test emails, each fitted on the items the order of
-// potato-events(5) gives, the curve rises from 25% to 100%, and the run
-// keeps no model.
+// potato-events(5) gives, in each of the trainer's 3 default draws, the
+// curve rises from 25% to 100%, and the run keeps no model.
 func TestDispatchCurve(t *testing.T) {
 	py := torchPython(t)
 	dir := t.TempDir()
@@ -36,8 +36,8 @@ func TestDispatchCurve(t *testing.T) {
 		t.Fatalf("curve %+v", info.Curve)
 	}
 	s := info.Curve.Schemas[0]
-	if s.NTest != 392 || len(s.Points) != 4 {
-		t.Fatalf("%d test items, %d points", s.NTest, len(s.Points))
+	if s.NTest != 392 || len(s.Points) != 4 || s.Draws != 3 {
+		t.Fatalf("%d test items, %d points, %d draws: want 392, 4 and the trainer's default 3", s.NTest, len(s.Points), s.Draws)
 	}
 	for _, p := range s.Points {
 		if p.NTrain != curve.Size(s.NTrainSplit, p.Percent) || p.NMissing != 0 {

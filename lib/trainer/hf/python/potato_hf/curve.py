@@ -10,6 +10,8 @@ import math
 from .spec import EXIT_BAD_SPEC, TrainerError
 
 MAX_POINTS = 20
+# lib/curve's MaxDraws.
+MAX_DRAWS = 20
 
 
 def check_points(points):
@@ -21,6 +23,21 @@ def check_points(points):
         return
     raise TrainerError(EXIT_BAD_SPEC, "bad_spec",
                        "curve %r: give 2 to %d rising percentages of the train split in (0, 100]" % (points, MAX_POINTS))
+
+
+def check_draws(draws):
+    """spec.json's curve_draws: absent or 0 is one draw; else 1 to
+    MAX_DRAWS, as lib/curve's CheckDraws."""
+    if draws in (None, 0):
+        return 1
+    if isinstance(draws, int) and not isinstance(draws, bool) and 1 <= draws <= MAX_DRAWS:
+        return draws
+    raise TrainerError(EXIT_BAD_SPEC, "bad_spec", "curve_draws: a curve has 1 to %d draws, not %r" % (MAX_DRAWS, draws))
+
+
+def draw_seed(seed, d):
+    """The seed whose order draw d takes: seed + d (lib/curve's DrawSeed)."""
+    return seed + d
 
 
 def order(seed, ids):
@@ -50,10 +67,11 @@ def label(p):
 
 class TaggedFile:
     """Passes on to f the prediction lines of the test items alone, each
-    with curve_point and n_train; counts them in written."""
+    with curve_point, curve_draw and n_train; counts them in written."""
 
-    def __init__(self, f, point, n_train, test_ids):
+    def __init__(self, f, point, n_train, test_ids, draw=0):
         self.f, self.point, self.n_train, self.test_ids = f, point, n_train, test_ids
+        self.draw = draw
         self.written = 0
 
     def write(self, line):
@@ -61,6 +79,7 @@ class TaggedFile:
         if row["instance_id"] not in self.test_ids:
             return
         row["curve_point"] = self.point
+        row["curve_draw"] = self.draw
         row["n_train"] = self.n_train
         self.f.write(json.dumps(row, separators=(",", ":"), ensure_ascii=False) + "\n")
         self.written += 1

@@ -21,7 +21,8 @@ from .device import choose_precision, grad_scaler, is_oom, resolve_device, set_s
 from .models import TokenizerCache, load_model
 from .packages import check_versions, import_packages, needed_packages
 from .spec import (AUTO_EPOCHS_MAX, AUTO_EPOCHS_STEPS, Cancelled, EXIT_BAD_SPEC, EXIT_OUT_OF_MEMORY, TRAINER,
-                   TrainerError, check_schemas, epochs_for, is_builtin, parse_params)
+                   TrainerError, check_schemas, class_weights, epochs_for, is_builtin, learning_rate_for,
+                   parse_params)
 
 
 class Stop:
@@ -151,6 +152,8 @@ def train(spec, ev, stop, env=None):
     metrics, orders, n_pred = {}, {}, 0
     clock = {"done": 0, "real": 0, "fit_s": 0.0, "last": 0.0, "t0": time.time()}
     tok_cache = TokenizerCache()
+    tok_cache.train_texts = [r["text"] for r in splits.get("train", [])]
+    tok_cache.device_type = device.type
     start = time.time()
     oom = None
     saved = []  # (partial, final) directories of the models
@@ -189,7 +192,7 @@ def train(spec, ev, stop, env=None):
         gc.collect()
         if device.type == "cuda":
             torch.cuda.empty_cache()
-        knobs = "batch_size %d and max_length %d" % (bs, params["max_length"])
+        knobs = "batch_size %d and max_length %d" % (bs, tok_cache.max_length or params["max_length"] or 0)
         if is_builtin(params["model"]):
             knobs += ", buckets %d, embed_dim %d" % (params["buckets"], params["embed_dim"])
         raise TrainerError(EXIT_OUT_OF_MEMORY, "out_of_memory",
@@ -201,24 +204,29 @@ def train(spec, ev, stop, env=None):
 
 
 def curve_plans(spec, plans, bs, params, seed, splits):
-    """A curve's plans: for each schema, one fit per point, on the point's
-    items (curve.subset). A point too small to fit fails the run, and so
-    does a bundle without a test split to score the points on."""
+    """A curve's plans: for each schema, each draw d of spec.json's
+    curve_draws (absent: one) and each point, one fit on the point's items
+    in the order of seed + d (curve.subset). A point too small to fit
+    fails the run, and so does a bundle without a test split to score the
+    points on."""
     points = spec["curve"]
     curve.check_points(points)
+    draws = curve.check_draws(spec.get("curve_draws"))
     if not splits.get("test"):
         raise TrainerError(EXIT_BAD_SPEC, "validation_failed", "curve: the bundle has no test split to score the points on")
     out, total = [], 0
     for s, labels, train_ex, _ in plans:
-        for p in points:
-            sub = curve.subset(train_ex, seed, p)
-            if len(sub) < 2 or (s["kind"] == "nominal" and len({t for _, _, t in sub}) < 2):
-                raise TrainerError(EXIT_BAD_SPEC, "validation_failed",
-                                   "schema %s: curve point %s%% has %d labelled training items: %s needs at least "
-                                   "2 items and 2 labels; give later points" % (s["name"], curve.label(p), len(sub), TRAINER))
-            steps = math.ceil(len(sub) / bs) * epochs_for(params, len(sub))
-            out.append((s, labels, sub, steps, p))
-            total += steps
+        for d in range(draws):
+            for p in points:
+                sub = curve.subset(train_ex, curve.draw_seed(seed, d), p)
+                if len(sub) < 2 or (s["kind"] == "nominal" and len({t for _, _, t in sub}) < 2):
+                    at = "curve point %s%%" % curve.label(p) + (", draw %d," % d if draws > 1 else "")
+                    raise TrainerError(EXIT_BAD_SPEC, "validation_failed",
+                                       "schema %s: %s has %d labelled training items: %s needs at least "
+                                       "2 items and 2 labels; give later points" % (s["name"], at, len(sub), TRAINER))
+                steps = math.ceil(len(sub) / bs) * epochs_for(params, len(sub))
+                out.append((s, labels, sub, steps, (p, d, draws)))
+                total += steps
     return out, total
 
 
@@ -226,11 +234,13 @@ def fit_point(point, torch, device, amp, precision, params, spec, s, labels, tra
               mods, env, ev, stop, tok_cache, clock, metrics, pf, seed, versions):
     """Fits a schema's model at one point of a curve, as fit_schema fits a
     run's, and writes its predictions of the test split, tagged with the
-    point (curve.TaggedFile); the model is not kept."""
+    point and the draw (curve.TaggedFile); the model is not kept."""
+    point, draw, draws = point
     test = splits.get("test", [])
-    tagged = curve.TaggedFile(pf, point, len(train_ex), {r["instance_id"] for r in test})
+    tagged = curve.TaggedFile(pf, point, len(train_ex), {r["instance_id"] for r in test}, draw)
     scratch = []
-    ev.log("info", "curve: %s at %s%% of the train split, %d items" % (s["name"], curve.label(point), len(train_ex)))
+    ev.log("info", "curve: %s at %s%% of the train split, %d items%s" % (
+        s["name"], curve.label(point), len(train_ex), ", draw %d of %d" % (draw + 1, draws) if draws > 1 else ""))
     fit_schema(torch, device, amp, precision, params, spec, s, labels, train_ex, steps, total_steps,
                {"val": splits.get("val", []), "test": test}, mods, env, ev, stop, tok_cache, clock, metrics, tagged,
                seed, versions, scratch)
@@ -261,6 +271,13 @@ def fit_schema(torch, device, amp, precision, params, spec, s, labels, train_ex,
     loaded = load_model(params, labels, multi, mods, env, ev, tok_cache)
     ev.log("info", "%s: %s" % (name, loaded.describe))
     model = loaded.model
+    if params.get("auto_learning_rate"):
+        n_params = sum(p.numel() for p in model.parameters())
+        lr = learning_rate_for(params["lora"], n_params)
+        ev.log("info", "%s: learning rate %g for %s of a model of %.0f million parameters (--param "
+               "learning_rate=X sets it)" % (name, lr, "LoRA" if params["lora"] else "full fine-tuning",
+                                              n_params / 1e6))
+        params = dict(params, learning_rate=lr)
     model.to(device)
     encode, pad_id = loaded.encode, loaded.pad_id
     tr_ids = encode([t for _, t, _ in train_ex])
@@ -282,7 +299,14 @@ def fit_schema(torch, device, amp, precision, params, spec, s, labels, train_ex,
     opt = torch.optim.AdamW(groups, lr=params["learning_rate"], weight_decay=params["weight_decay"])
     sched = linear_schedule(torch, opt, int(params["warmup_ratio"] * steps), steps)
     scaler = grad_scaler(torch) if precision == "fp16" else None
-    loss_fn = torch.nn.BCEWithLogitsLoss() if multi else torch.nn.CrossEntropyLoss()
+    weights, why = class_weights(params["class_weights"], [y for _, _, y in train_ex], len(labels), multi)
+    if weights is not None:
+        ev.log("info", "%s: class weights %s: %s (--param class_weights=none for none)" % (
+            name, ", ".join("%s %.2f" % (l, w) for l, w in zip(labels, weights)), why))
+        w = torch.tensor(weights, dtype=torch.float, device=device)
+        loss_fn = torch.nn.BCEWithLogitsLoss(pos_weight=w) if multi else torch.nn.CrossEntropyLoss(weight=w)
+    else:
+        loss_fn = torch.nn.BCEWithLogitsLoss() if multi else torch.nn.CrossEntropyLoss()
     gen = random.Random(seed)
     threshold = params["threshold"]
 

@@ -11,7 +11,8 @@ import zlib
 from .artifacts import write_json
 from .hub import pretrained
 from .packages import release
-from .spec import EXIT_BAD_SPEC, EXIT_MODEL_UNAVAILABLE, TrainerError, is_builtin
+from .spec import (AUTO_MAX_LENGTH_CAP, AUTO_MAX_LENGTH_CAP_CPU, AUTO_MAX_LENGTH_PERCENTILE, EXIT_BAD_SPEC,
+                   EXIT_MODEL_UNAVAILABLE, TrainerError, auto_max_length, head_tail, is_builtin)
 
 # Files that mean a model directory holds a tokenizer of its own.
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt",
@@ -80,10 +81,14 @@ class HashTokenizer:
     def word_id(self, word):
         return self.first + zlib.crc32(word.encode("utf-8")) % (self.vocab_size - self.first)
 
-    def encode(self, text, max_length):
+    def encode(self, text, max_length=None, truncation="head"):
+        """[CLS], the words' ids (cut by head_tail to max_length with
+        [CLS] and [SEP]; all of them without max_length), [SEP]."""
         ids = [self.word_id(w) for w in self.WORD.findall(text.lower())]
-        ids = [self.cls_id] + ids[:max(0, max_length - 2)] + [self.sep_id]
-        return ids[:max_length]
+        if max_length is not None:
+            ids = head_tail(ids, max(0, max_length - 2), truncation)
+        ids = [self.cls_id] + ids + [self.sep_id]
+        return ids if max_length is None else ids[:max_length]
 
     def settings(self):
         return {"format": self.FORMAT, "v": 1, "vocab_size": self.vocab_size, "lowercase": True,
@@ -112,15 +117,15 @@ class NgramFeaturizer:
 
     WORD = re.compile(r"\w+|[^\w\s]", re.UNICODE)
 
-    def __init__(self, buckets, word_ngrams=2, char_ngrams=0, max_length=128):
+    def __init__(self, buckets, word_ngrams=2, char_ngrams=0, max_length=128, truncation="head"):
         self.buckets, self.word_ngrams, self.char_ngrams = buckets, word_ngrams, char_ngrams
-        self.max_length = max_length
+        self.max_length, self.truncation = max_length, truncation
 
     def _id(self, s):
         return 2 + zlib.crc32(s.encode("utf-8")) % (self.buckets - 2)
 
     def encode(self, text):
-        words = self.WORD.findall((text or "").lower())[:self.max_length]
+        words = head_tail(self.WORD.findall((text or "").lower()), self.max_length, self.truncation)
         ids = []
         for n in range(1, self.word_ngrams + 1):
             for i in range(len(words) - n + 1):
@@ -137,7 +142,7 @@ class NgramFeaturizer:
         return {"format": "potato-ngram-features", "v": 1, "buckets": self.buckets, "lowercase": True,
                 "pattern": self.WORD.pattern, "hash": "crc32", "offset": 2, "pad_id": 0, "empty_id": 1,
                 "word_ngrams": self.word_ngrams, "char_ngrams": self.char_ngrams,
-                "max_length": self.max_length}
+                "max_length": self.max_length, "truncation": self.truncation}
 
 
 def ngram_model_class(torch):
@@ -176,7 +181,8 @@ class Loaded:
 
 
 def load_builtin(params, labels, multi, torch):
-    feats = NgramFeaturizer(params["buckets"], params["word_ngrams"], params["char_ngrams"], params["max_length"])
+    feats = NgramFeaturizer(params["buckets"], params["word_ngrams"], params["char_ngrams"], params["max_length"],
+                            params["truncation"])
     model = ngram_model_class(torch)(params["buckets"], params["embed_dim"], len(labels))
 
     def save(out_dir):
@@ -190,7 +196,8 @@ def load_builtin(params, labels, multi, torch):
 
     n = sum(p.numel() for p in model.parameters())
     return Loaded(model, lambda texts: [feats.encode(t) for t in texts], 0, save,
-                  {"base_model": params["model"], "lora": None, "max_length": params["max_length"]},
+                  {"base_model": params["model"], "lora": None, "max_length": params["max_length"],
+                   "truncation": params["truncation"]},
                   "builtin:ngram: %d buckets of %d dimensions, word n-grams to %d%s, %d parameters" % (
                       params["buckets"], params["embed_dim"], params["word_ngrams"],
                       ", char %d-grams" % params["char_ngrams"] if params["char_ngrams"] else "", n))
@@ -273,8 +280,34 @@ def lora_targets(model, config, explicit, torch, conv1d=None):
 
 
 class TokenizerCache:
-    """The run's transformers tokenizer (or hashing fallback), loaded once."""
+    """The run's transformers tokenizer (or hashing fallback), loaded once,
+    and the texts of the train split, whose token lengths set max_length
+    when the param is left out (choose_max_length), and the device's type
+    (cpu, cuda, mps), which caps it."""
     value = None
+    train_texts = ()
+    max_length = None
+    device_type = "cpu"
+
+
+def choose_max_length(params, config, lengths, tokenizer_max, ev, device_type="cpu"):
+    """max_length: the param's (at most the model's limit, with a warning
+    when lowered), or by default auto_max_length of the train split's
+    token lengths, at most the device's cap and the model's limit (no
+    warning)."""
+    if params["max_length"] is not None:
+        return clamp_max_length(params["max_length"], config, tokenizer_max)
+    cap = AUTO_MAX_LENGTH_CAP_CPU if device_type == "cpu" else AUTO_MAX_LENGTH_CAP
+    limit, _ = clamp_max_length(cap, config, tokenizer_max)
+    n, pct = auto_max_length(lengths, limit)
+    longer = sum(1 for x in lengths if x > n)
+    ev.log("info", "max_length %d: the %dth percentile of the token lengths of the train split's %d items is %d, "
+           "rounded up to a multiple of 8, at most %d%s%s; %d items are longer and are cut (%s)%s" % (
+               n, AUTO_MAX_LENGTH_PERCENTILE, len(lengths), pct, cap, " on the CPU" if device_type == "cpu" else "",
+               " and the model's %d" % limit if limit < cap else "", longer,
+               "their first quarter and last three quarters kept" if params["truncation"] == "head_tail"
+               else "their first tokens kept", " (--param max_length=N sets it)"))
+    return n, ""
 
 
 def load_transformers(params, labels, multi, torch, transformers, peft, env, ev, cache):
@@ -297,12 +330,13 @@ def load_transformers(params, labels, multi, torch, transformers, peft, env, ev,
             pad = config.pad_token_id if getattr(config, "pad_token_id", None) is not None else 0
             unk, cls, sep = [i for i in range(5) if i != pad][:3]
             tok = HashTokenizer(config.vocab_size, pad_id=pad, unk_id=unk, cls_id=cls, sep_id=sep)
-            max_len, why = clamp_max_length(params["max_length"], config)
+            max_len, why = choose_max_length(params, config, [len(tok.encode(t)) for t in cache.train_texts],
+                                             None, ev, cache.device_type)
             ev.log("info", "%s has no tokenizer and no weights: using the hashing tokenizer over its %d-word "
                    "vocabulary" % (src, config.vocab_size))
 
             def encode(texts):
-                return [tok.encode(t, max_len) for t in texts]
+                return [tok.encode(t, max_len, params["truncation"]) for t in texts]
 
             def save_tok(d):
                 write_json(os.path.join(d, "hash-tokenizer.json"), tok.settings())
@@ -317,18 +351,31 @@ def load_transformers(params, labels, multi, torch, transformers, peft, env, ev,
             if hf_tok.pad_token is None:
                 raise TrainerError(EXIT_BAD_SPEC, "bad_spec", "the tokenizer of %s has no pad, eos or unk token to "
                                    "pad batches with" % src)
-            max_len, why = clamp_max_length(params["max_length"], config, getattr(hf_tok, "model_max_length", None))
             fill = hf_tok.unk_token_id if getattr(hf_tok, "unk_token_id", None) is not None else hf_tok.pad_token_id
+            # The special tokens ([CLS], [SEP]) the tokenizer puts around an
+            # item's own: those of a probe's ids that are not its own.
+            probe = hf_tok(["a"], add_special_tokens=True)["input_ids"][0]
+            own = hf_tok(["a"], add_special_tokens=False)["input_ids"][0]
+            at = next((i for i in range(len(probe) - len(own) + 1) if list(probe[i:i + len(own)]) == list(own)), 0)
+            prefix, suffix = list(probe[:at]), list(probe[at + len(own):])
 
-            def encode(texts):
+            def tokens(texts):
                 texts = [t if t else " " for t in texts]
                 if not texts:
                     return []
-                ids = hf_tok(texts, truncation=True, max_length=max_len)["input_ids"]
-                return [list(x) or [fill] for x in ids]
+                return hf_tok(texts, add_special_tokens=False, truncation=False, verbose=False)["input_ids"]
+            max_len, why = choose_max_length(
+                params, config, [len(x) + len(prefix) + len(suffix) for x in tokens(cache.train_texts)],
+                getattr(hf_tok, "model_max_length", None), ev, cache.device_type)
+
+            def encode(texts):
+                # The item's tokens cut by head_tail, between the special tokens.
+                budget = max(0, max_len - len(prefix) - len(suffix))
+                return [(prefix + head_tail(x, budget, params["truncation"]) + suffix) or [fill] for x in tokens(texts)]
             cache.value = (encode, hf_tok.pad_token_id, hf_tok.save_pretrained, max_len, why, "the model's")
         if cache.value[4]:
             ev.log("warning", cache.value[4])
+        cache.max_length = cache.value[3]
     encode, pad_id, save_tok, max_len, _, tok_kind = cache.value
     if getattr(config, "pad_token_id", None) is None:
         config.pad_token_id = pad_id
@@ -380,7 +427,8 @@ def load_transformers(params, labels, multi, torch, transformers, peft, env, ev,
 
     what = "LoRA on %s (%s)" % (",".join(lora["target_modules"]), lora["why"]) if lora else "full fine-tuning"
     return Loaded(model, encode, pad_id, save,
-                  {"base_model": src, "lora": lora, "max_length": max_len, "tokenizer": tok_kind},
+                  {"base_model": src, "lora": lora, "max_length": max_len, "truncation": params["truncation"],
+                   "tokenizer": tok_kind},
                   "%s: %s, %d trainable parameters" % (src, what, n_train), head_params)
 
 

@@ -87,7 +87,11 @@ class TestTransformersLoader(unittest.TestCase):
             self.assertEqual(model.config.id2label, {0: "spam", 1: "ham"})
             row = splits["test"][0]
             card = load_json(os.path.join(out, "model_card.json"))
-            ids = tok([row["text"]], truncation=True, max_length=card["max_length"])["input_ids"]
+            # The trainer's cut (model_card.json's truncation): the text's
+            # head and tail between [CLS] and [SEP].
+            own = tok([row["text"]], add_special_tokens=False)["input_ids"][0]
+            ids = [[tok.index[tok.cls_token]] + spec.head_tail(own, card["max_length"] - 2, card["truncation"])
+                   + [tok.index[tok.sep_token]]]
             with torch.no_grad():
                 logits = model(input_ids=torch.tensor(ids), attention_mask=torch.ones(1, len(ids[0]), dtype=torch.long)).logits
             probs = data.softmax(logits[0].tolist())

@@ -102,11 +102,12 @@ class WordTokenizer:
     def unk_token_id(self):
         return self.index.get(self.unk_token)
 
-    def __call__(self, texts, truncation=False, max_length=None, **kw):
+    def __call__(self, texts, truncation=False, max_length=None, add_special_tokens=True, **kw):
         out = []
         for t in texts:
             ids = [self.index.get(w, self.unk_token_id) for w in re.findall(r"\w+|[^\w\s]", t.lower())]
-            ids = [self.index[self.cls_token]] + ids + [self.index[self.sep_token]]
+            if add_special_tokens:
+                ids = [self.index[self.cls_token]] + ids + [self.index[self.sep_token]]
             if truncation and max_length:
                 ids = ids[:max_length - 1] + [self.index[self.sep_token]] if len(ids) > max_length else ids
             out.append(ids)
