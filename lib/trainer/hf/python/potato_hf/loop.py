@@ -12,6 +12,7 @@ import os
 import random
 import shutil
 import signal
+import sys
 import time
 
 from . import curve
@@ -81,7 +82,8 @@ class Encoded:
     """Encoded texts held as tensors on the device, padded once: the token
     ids (int32, pad_id after each text's end) and each text's length. A
     batch is a gather of its rows cut to its longest text (rows, pieces),
-    with no per-row Python work and no copy from the host. An empty text
+    with no per-row Python work and no copy of the texts from the host
+    (only the batch's row numbers). An empty text
     is the one token pad_id, attended to."""
 
     def __init__(self, torch, device, ids_list, pad_id):
@@ -257,9 +259,28 @@ def train(spec, ev, stop, env=None):
     metrics["fit_seconds"] = time.time() - start
     metrics["steps_per_s"] = clock["real"] / max(clock["fit_s"], 1e-9)
     metrics["steps"] = clock["real"]
+    metrics["examples_per_s"] = clock.get("examples", 0) / max(clock["fit_s"], 1e-9)
+    metrics.update(peak_memory(torch, device))
     if clock.get("pred_n"):
         metrics["predict_items_per_s"] = clock["pred_n"] / max(clock["pred_s"], 1e-9)
     ev.result(metrics, orders, "predictions.jsonl", n_pred, precision=precision, device=device_name)
+
+
+def peak_memory(torch, device):
+    """The run's peak memory, in MiB: the process's resident set, and on a
+    CUDA device the most its tensors took (allocated) and the caching
+    allocator held (reserved)."""
+    out = {}
+    try:
+        import resource
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        out["peak_rss_mib"] = rss / 2**20 if sys.platform == "darwin" else rss / 2**10
+    except ImportError:
+        pass
+    if device.type == "cuda":
+        out["gpu_peak_allocated_mib"] = torch.cuda.max_memory_allocated(device) / 2**20
+        out["gpu_peak_reserved_mib"] = torch.cuda.max_memory_reserved(device) / 2**20
+    return out
 
 
 def curve_plans(spec, plans, bs, params, seed, splits):
@@ -408,6 +429,7 @@ def fit_schema(torch, device, amp, precision, params, spec, s, labels, train_ex,
             n += len(idx)
             clock["done"] += 1
             clock["real"] += 1
+            clock["examples"] = clock.get("examples", 0) + len(idx)
             now = time.time()
             if now - clock["last"] >= 0.2 or clock["done"] == total_steps:
                 clock["last"] = now
