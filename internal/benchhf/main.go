@@ -49,12 +49,14 @@ import (
 const tb = benchkit.T("benchhf")
 
 // The trainer's batch size, which the references are given too, and the
-// LoRA both train: reference.py's targets and one learning
-// rate, which ours is given in place of its defaults (every linear layer
-// of the encoder, and a head at a rate of its own).
+// LoRA both train: reference.py's targets and one learning rate, which
+// ours is given in place of its defaults (every linear layer of the
+// encoder, and a head at a rate of its own). 1e-3, the trainer's rate of
+// LoRA adapters: at 2e-4 neither side moves from chance on these few
+// steps (held-out accuracy 0.59 seen), and their scores compare nothing.
 const (
 	batch   = 16
-	lr      = "0.0002"
+	lr      = "0.001"
 	targets = "query,value"
 )
 
