@@ -177,6 +177,7 @@ var hfParams = Params{
 	{Name: "lora_r", Kind: KindInt, Default: "8", Range: AtLeast(1), Help: "the LoRA rank"},
 	{Name: "lora_alpha", Kind: KindInt, Default: "16", Range: AtLeast(1), Help: "the LoRA scaling"},
 	{Name: "lora_dropout", Kind: KindFloat, Default: "0.1", Range: &Range{Min: 0, Max: 1, MaxOpen: true}, Help: "the LoRA dropout"},
+	{Name: "attention_dropout", Kind: KindFloat, Default: "0", Range: &Range{Min: 0, Max: 1, MaxOpen: true}, Help: "the dropout of a transformers model's attention probabilities while training, in place of its config's (0: the fused attention kernel runs)"},
 	{Name: "target_modules", Kind: KindList, DefaultNote: "peft's choice for the model", Help: "the modules LoRA adapts"},
 	{Name: "epochs", Kind: KindInt, DefaultNote: "3, more on a small train split (enough for about 100 steps, at most 10); 8 for builtin:ngram", Range: AtLeast(1), Help: "the most passes over the training items"},
 	{Name: "batch_size", Kind: KindInt, DefaultNote: "16; 32 for builtin:ngram", Range: AtLeast(1), Help: "items per step"},

@@ -9,9 +9,18 @@ import os
 from .spec import EXIT_BAD_SPEC, TrainerError
 
 
+# The splits read_bundle holds in memory: the rows a fit learns and is
+# checked on. Every other split (test, unlabeled: the pool to prelabel,
+# which may be millions of items) is a SplitFile, read again a chunk at a
+# time when it is predicted.
+IN_MEMORY_SPLITS = ("train", "val")
+
+
 def read_bundle(bundle_dir):
-    """manifest.json and every split file: (manifest, {split: [row]}).
-    A row is {instance_id, text, targets}."""
+    """manifest.json and every split file: (manifest, {split: rows}). A row
+    is {instance_id, text, targets}. The splits of IN_MEMORY_SPLITS are
+    lists; the others SplitFiles. Every line of every split is checked
+    here, before anything is fitted, so a bad line fails the run at once."""
     path = os.path.join(bundle_dir, "manifest.json")
     try:
         with open(path, encoding="utf-8") as f:
@@ -26,24 +35,58 @@ def read_bundle(bundle_dir):
         if os.path.isabs(rel) or ".." in rel.replace("\\", "/").split("/"):
             raise TrainerError(EXIT_BAD_SPEC, "bad_bundle",
                                "bundle: split %r: path %r leaves the bundle directory" % (name, rel))
-        rows = []
         p = os.path.join(bundle_dir, rel)
-        if os.path.exists(p):
-            with open(p, encoding="utf-8") as f:
-                for n, line in enumerate(f, 1):
-                    if not line.strip():
-                        continue
-                    try:
-                        row = json.loads(line)
-                    except ValueError as e:
-                        raise TrainerError(EXIT_BAD_SPEC, "bad_bundle", "%s:%d: %s" % (os.path.basename(p), n, e))
-                    if not isinstance(row, dict) or not isinstance(row.get("instance_id"), str):
-                        raise TrainerError(EXIT_BAD_SPEC, "bad_bundle",
-                                           "%s:%d: no instance_id" % (os.path.basename(p), n))
-                    rows.append({"instance_id": row["instance_id"], "text": row.get("text") or "",
-                                 "targets": row.get("targets") or {}})
-        splits[name] = rows
+        if not os.path.exists(p):
+            splits[name] = []
+        elif name in IN_MEMORY_SPLITS:
+            splits[name] = list(split_rows(p))
+        else:
+            splits[name] = SplitFile(p, sum(1 for _ in split_rows(p)))
     return manifest, splits
+
+
+def split_rows(path):
+    """The rows of a split file, one at a time."""
+    base = os.path.basename(path)
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except ValueError as e:
+                raise TrainerError(EXIT_BAD_SPEC, "bad_bundle", "%s:%d: %s" % (base, n, e))
+            if not isinstance(row, dict) or not isinstance(row.get("instance_id"), str):
+                raise TrainerError(EXIT_BAD_SPEC, "bad_bundle", "%s:%d: no instance_id" % (base, n))
+            yield {"instance_id": row["instance_id"], "text": row.get("text") or "",
+                   "targets": row.get("targets") or {}}
+
+
+class SplitFile:
+    """A split that stays in its file: its rows in file order each time it
+    is iterated (split_rows), len the rows read_bundle counted."""
+
+    def __init__(self, path, n):
+        self.path, self.n = path, n
+
+    def __len__(self):
+        return self.n
+
+    def __iter__(self):
+        return split_rows(self.path)
+
+
+def chunks(rows, size):
+    """The rows (a list or a SplitFile) as lists of at most size: at most
+    one chunk of a SplitFile is in memory at a time."""
+    chunk = []
+    for row in rows:
+        chunk.append(row)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
 
 
 def label_order(schema, manifest, train_rows):

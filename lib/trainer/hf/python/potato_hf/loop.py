@@ -12,11 +12,12 @@ import os
 import random
 import shutil
 import signal
+import sys
 import time
 
 from . import curve
 from .artifacts import model_card, publish, remove_partial, save_model
-from .data import examples, label_order, prediction_row, read_bundle, sigmoid, softmax
+from .data import chunks, examples, label_order, prediction_row, read_bundle
 from .device import choose_precision, grad_scaler, is_oom, resolve_device, set_seed
 from .models import TokenizerCache, load_model
 from .packages import check_versions, import_packages, needed_packages
@@ -78,17 +79,78 @@ class BestState:
                 p.copy_(b.to(p.device))
 
 
-def batches(torch, device, ids_list, order, bs, pad_id):
+class Encoded:
+    """Encoded texts held as tensors on the device, padded once: the token
+    ids (int32, pad_id after each text's end) and each text's length. A
+    batch is a gather of its rows cut to its longest text (rows, pieces),
+    with no per-row Python work and no copy of the texts from the host
+    (only the batch's row numbers). An empty text
+    is the one token pad_id, attended to."""
+
+    def __init__(self, torch, device, ids_list, pad_id):
+        self.torch, self.device = torch, device
+        self.lengths = [max(1, len(x)) for x in ids_list]
+        width = max(self.lengths, default=1)
+        ids = torch.full((len(ids_list), width), pad_id, dtype=torch.int32)
+        if ids_list:
+            lens = torch.tensor(self.lengths)
+            mask = torch.arange(width)[None, :] < lens[:, None]
+            ids[mask] = torch.tensor([t for x in ids_list for t in (x or [pad_id])], dtype=torch.int32)
+        self.ids = ids.to(device)
+        self.lens = torch.tensor(self.lengths).to(device)
+
+    def __len__(self):
+        return len(self.lengths)
+
+    def rows(self, idx):
+        """The batch of rows idx (a list): (the rows' index tensor on the
+        device, input_ids, attention_mask), width the longest of them."""
+        torch = self.torch
+        width = max(self.lengths[j] for j in idx)
+        sel = torch.tensor(idx).to(self.device)
+        return sel, self.ids[sel, :width].long(), self.mask(self.lens[sel], width)
+
+    def pieces(self, start, stop):
+        """Rows start to stop, which are in order of length (predict):
+        a slice, no gather."""
+        width = max(self.lengths[start:stop])
+        return self.ids[start:stop, :width].long(), self.mask(self.lens[start:stop], width)
+
+    def mask(self, lens, width):
+        return (self.torch.arange(width, device=self.device)[None, :] < lens[:, None]).long()
+
+
+def batches(enc, order, bs):
+    """(idx, sel, input_ids, attention_mask) of each batch of bs rows of
+    enc in order (Encoded.rows)."""
     for i in range(0, len(order), bs):
         idx = order[i:i + bs]
-        width = max(1, max(len(ids_list[j]) for j in idx))
-        inp = torch.full((len(idx), width), pad_id, dtype=torch.long)
-        att = torch.zeros((len(idx), width), dtype=torch.long)
-        for r, j in enumerate(idx):
-            seq = ids_list[j] or [pad_id]
-            inp[r, :len(seq)] = torch.tensor(seq, dtype=torch.long)
-            att[r, :len(seq)] = 1
-        yield idx, inp.to(device), att.to(device)
+        yield (idx,) + enc.rows(idx)
+
+
+# A megabatch of length-grouped training batches (grouped_order): the
+# rows sorted by length together, as transformers' group_by_length does.
+GROUP_BATCHES = 50
+
+
+def grouped_order(lengths, bs, gen):
+    """An epoch's order of the training rows: shuffled, then each run of
+    GROUP_BATCHES * bs rows sorted by length and cut into batches of bs,
+    and the batches shuffled, the one shorter than bs, if any, last. A
+    batch holds texts of about one length, so it is padded little, and
+    there are as many batches as without grouping (ceil(rows / bs))."""
+    order = list(range(len(lengths)))
+    gen.shuffle(order)
+    mega = GROUP_BATCHES * bs
+    groups = []
+    for i in range(0, len(order), mega):
+        run = sorted(order[i:i + mega], key=lambda j: lengths[j])
+        groups.extend(run[k:k + bs] for k in range(0, len(run), bs))
+    gen.shuffle(groups)
+    # The one short batch last, so that cutting the order into batches of
+    # bs cuts along the groups.
+    groups.sort(key=lambda g: len(g) < bs)
+    return [j for g in groups for j in g]
 
 
 def train(spec, ev, stop, env=None):
@@ -200,7 +262,28 @@ def train(spec, ev, stop, env=None):
     metrics["fit_seconds"] = time.time() - start
     metrics["steps_per_s"] = clock["real"] / max(clock["fit_s"], 1e-9)
     metrics["steps"] = clock["real"]
+    metrics["examples_per_s"] = clock.get("examples", 0) / max(clock["fit_s"], 1e-9)
+    metrics.update(peak_memory(torch, device))
+    if clock.get("pred_n"):
+        metrics["predict_items_per_s"] = clock["pred_n"] / max(clock["pred_s"], 1e-9)
     ev.result(metrics, orders, "predictions.jsonl", n_pred, precision=precision, device=device_name)
+
+
+def peak_memory(torch, device):
+    """The run's peak memory, in MiB: the process's resident set, and on a
+    CUDA device the most its tensors took (allocated) and the caching
+    allocator held (reserved)."""
+    out = {}
+    try:
+        import resource
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        out["peak_rss_mib"] = rss / 2**20 if sys.platform == "darwin" else rss / 2**10
+    except ImportError:
+        pass
+    if device.type == "cuda":
+        out["gpu_peak_allocated_mib"] = torch.cuda.max_memory_allocated(device) / 2**20
+        out["gpu_peak_reserved_mib"] = torch.cuda.max_memory_reserved(device) / 2**20
+    return out
 
 
 def curve_plans(spec, plans, bs, params, seed, splits):
@@ -280,11 +363,12 @@ def fit_schema(torch, device, amp, precision, params, spec, s, labels, train_ex,
         params = dict(params, learning_rate=lr)
     model.to(device)
     encode, pad_id = loaded.encode, loaded.pad_id
-    tr_ids = encode([t for _, t, _ in train_ex])
-    va_ids = encode([t for _, t, _ in val_ex])
+    # Tokenized once, held on the device for every epoch.
+    tr_enc = Encoded(torch, device, encode([t for _, t, _ in train_ex]), pad_id)
+    va_enc = Encoded(torch, device, encode([t for _, t, _ in val_ex]), pad_id)
     ydt = torch.float if multi else torch.long
-    tr_y = torch.tensor([y for _, _, y in train_ex], dtype=ydt)
-    va_y = torch.tensor([y for _, _, y in val_ex], dtype=ydt) if val_ex else None
+    tr_y = torch.tensor([y for _, _, y in train_ex], dtype=ydt).to(device)
+    va_y = torch.tensor([y for _, _, y in val_ex], dtype=ydt).to(device) if val_ex else None
     trainable = [p for p in model.parameters() if p.requires_grad]
     # The new classification head learns at its own rate (spec.py).
     head_ids = {id(p) for p in loaded.head}
@@ -318,17 +402,17 @@ def fit_schema(torch, device, amp, precision, params, spec, s, labels, train_ex,
             out = model(input_ids=inp, attention_mask=att)
         return getattr(out, "logits", out).float()
 
-    def by_length(ids_list):
-        return sorted(range(len(ids_list)), key=lambda j: len(ids_list[j]))
+    def by_length(enc):
+        return sorted(range(len(enc)), key=lambda j: enc.lengths[j])
 
-    def evaluate(ids_list, y):
+    def evaluate(enc, y):
         model.eval()
         tot, n, correct = 0.0, 0, 0
         with torch.no_grad():
-            for idx, inp, att in batches(torch, device, ids_list, by_length(ids_list), bs, pad_id):
+            for idx, sel, inp, att in batches(enc, by_length(enc), bs):
                 stop.check()
                 logits = forward(inp, att)
-                yy = y[idx].to(device)
+                yy = y[sel]
                 tot += loss_fn(logits, yy).item() * len(idx)
                 n += len(idx)
                 if multi:
@@ -341,17 +425,15 @@ def fit_schema(torch, device, amp, precision, params, spec, s, labels, train_ex,
 
     best = BestState(model, torch, device)
     best_loss, bad_epochs, best_epoch, kept = float("inf"), 0, 0, False
-    per_epoch = math.ceil(len(tr_ids) / bs)
+    per_epoch = math.ceil(len(tr_enc) / bs)
     for epoch in range(1, params["epochs"] + 1):
         model.train()
-        order = list(range(len(tr_ids)))
-        gen.shuffle(order)
         tot, n = 0.0, 0
         t_epoch = time.time()
-        for idx, inp, att in batches(torch, device, tr_ids, order, bs, pad_id):
+        for idx, sel, inp, att in batches(tr_enc, grouped_order(tr_enc.lengths, bs, gen), bs):
             stop.check()
             logits = forward(inp, att)
-            loss = loss_fn(logits, tr_y[idx].to(device))
+            loss = loss_fn(logits, tr_y[sel])
             opt.zero_grad(set_to_none=True)
             if scaler is not None:
                 scaler.scale(loss).backward()
@@ -366,20 +448,22 @@ def fit_schema(torch, device, amp, precision, params, spec, s, labels, train_ex,
                     torch.nn.utils.clip_grad_norm_(trainable, params["max_grad_norm"])
                 opt.step()
             sched.step()
-            tot += loss.item() * len(idx)
+            # Summed on the device: no wait for the device each step.
+            tot = tot + loss.detach() * len(idx)
             n += len(idx)
             clock["done"] += 1
             clock["real"] += 1
+            clock["examples"] = clock.get("examples", 0) + len(idx)
             now = time.time()
             if now - clock["last"] >= 0.2 or clock["done"] == total_steps:
                 clock["last"] = now
                 rate = clock["done"] / max(now - clock["t0"], 1e-9)
                 ev.progress("fit", clock["done"], total_steps, (total_steps - clock["done"]) / rate)
         clock["fit_s"] += time.time() - t_epoch
-        ev.metric("train", name + "/loss", tot / max(n, 1), epoch)
+        ev.metric("train", name + "/loss", float(tot) / max(n, 1), epoch)
         if not val_ex:
             continue
-        vloss, vacc = evaluate(va_ids, va_y)
+        vloss, vacc = evaluate(va_enc, va_y)
         ev.metric("val", name + "/loss", vloss, epoch)
         ev.metric("val", name + "/accuracy", vacc, epoch)
         if vloss < best_loss:
@@ -404,10 +488,10 @@ def fit_schema(torch, device, amp, precision, params, spec, s, labels, train_ex,
         metrics[name + "/best_epoch"] = best_epoch
     vacc = None
     if val_ex:
-        vloss, vacc = evaluate(va_ids, va_y)
+        vloss, vacc = evaluate(va_enc, va_y)
         metrics[name + "/val_loss"] = vloss
         metrics[name + "/val_accuracy"] = vacc
-    del best, opt, sched, scaler
+    del best, opt, sched, scaler, tr_enc, va_enc, tr_y, va_y
 
     model.eval()
     card = model_card(spec, s, params, labels, loaded, {
@@ -415,30 +499,54 @@ def fit_schema(torch, device, amp, precision, params, spec, s, labels, train_ex,
         "best_epoch": best_epoch or None, "val_accuracy": vacc, "packages": versions})
     saved.append(save_model(spec["workdir"], loaded, card))
 
+    if loaded.card.get("lora") and not params["merge"] and hasattr(model, "merge_adapter"):
+        # Saved as an adapter; predicted with the adapter merged into the
+        # weights it adapts: one matrix product a layer, not three.
+        try:
+            model.merge_adapter()
+        except Exception as e:
+            ev.log("warning", "%s: predicting with the adapter unmerged: merging it failed: %s" % (name, e))
     ev.status("predicting", "predicting %s" % name)
-    return predict(torch, device, forward, loaded, splits, s, labels, params, stop, pf)
+    return predict(torch, device, forward, loaded, splits, s, labels, params, stop, pf, clock)
 
 
-def predict(torch, device, forward, loaded, splits, s, labels, params, stop, pf):
+# The rows of a split read, tokenized and predicted at a time: the memory
+# of prediction is a chunk's, whatever the size of the split.
+PREDICT_CHUNK = 4096
+
+
+def predict(torch, device, forward, loaded, splits, s, labels, params, stop, pf, clock):
     """Writes to pf the predictions of forward for schema s on every split
-    but train (prediction_row), and returns how many."""
+    but train (prediction_row), and returns how many. A split is read a
+    chunk (PREDICT_CHUNK rows) at a time, which is sorted by length and
+    predicted in batches of batch_size under inference mode; its lines
+    are written in that order (predictions.jsonl is keyed by instance_id,
+    in no order). Adds the items and seconds to clock's pred_n and
+    pred_s."""
     name, multi, threshold, bs = s["name"], s["kind"] == "multilabel", params["threshold"], params["batch_size"]
     n_pred = 0
+    t0 = time.time()
     for split in sorted(splits):
         if split == "train":
             continue
-        rows = splits[split]
-        ids = loaded.encode([r["text"] for r in rows])
-        with torch.no_grad():
-            for idx, inp, att in batches(torch, device, ids, list(range(len(ids))), bs, loaded.pad_id):
-                stop.check()
-                logits = forward(inp, att).cpu()
-                for r, j in enumerate(idx):
-                    row = logits[r].tolist()
-                    probs = [sigmoid(x) for x in row] if multi else softmax(row)
-                    pf.write(json.dumps(prediction_row(rows[j]["instance_id"], name, probs, labels,
-                                                       multi, threshold),
-                                        separators=(",", ":"), ensure_ascii=False) + "\n")
-                    n_pred += 1
+        for rows in chunks(splits[split], PREDICT_CHUNK):
+            ids = loaded.encode([r["text"] for r in rows])
+            order = sorted(range(len(ids)), key=lambda j: len(ids[j]))
+            enc = Encoded(torch, device, [ids[j] for j in order], loaded.pad_id)
+            del ids
+            with torch.inference_mode():
+                for start in range(0, len(order), bs):
+                    stop.check()
+                    inp, att = enc.pieces(start, start + bs)
+                    # Probabilities in float64 on the host, as the rows'
+                    # confidences are.
+                    logits = forward(inp, att).cpu().double()
+                    probs = (torch.sigmoid(logits) if multi else torch.softmax(logits, dim=-1)).tolist()
+                    for j, p in zip(order[start:start + bs], probs):
+                        pf.write(json.dumps(prediction_row(rows[j]["instance_id"], name, p, labels, multi, threshold),
+                                            separators=(",", ":"), ensure_ascii=False) + "\n")
+            n_pred += len(rows)
+            del enc
+    clock["pred_n"] = clock.get("pred_n", 0) + n_pred
+    clock["pred_s"] = clock.get("pred_s", 0.0) + time.time() - t0
     return n_pred
-

@@ -59,6 +59,14 @@ LORA_EXTRA = {mt: BERT_DENSE for mt, t in LORA_TARGETS.items() if t is BERT_LIKE
 LORA_FALLBACK_NAMES = ("query", "value", "q_proj", "v_proj", "q_lin", "v_lin",
                        "c_attn", "Wqkv", "qkv", "query_key_value", "q", "v")
 HEAD_NAMES = ("classifier", "score", "pre_classifier", "classification_head")
+# The config keys of the dropout of the attention's probabilities, as
+# architectures name it; param attention_dropout (0 by default) sets the
+# one a model has while it is built, and its saved config keeps its own.
+# With it, PyTorch's fused attention (scaled_dot_product_attention) runs
+# while training; without it, on a CPU, the probabilities are computed
+# whole and a random mask drawn over them, about a quarter of a step of
+# all-MiniLM-L6-v2 at max_length 128 (scripts/bench-hf).
+ATTENTION_DROPOUT_KEYS = ("attention_probs_dropout_prob", "attention_dropout", "attn_pdrop")
 
 
 class HashTokenizer:
@@ -380,12 +388,21 @@ def load_transformers(params, labels, multi, torch, transformers, peft, env, ev,
     if getattr(config, "pad_token_id", None) is None:
         config.pad_token_id = pad_id
 
+    own = {k: getattr(config, k) for k in ATTENTION_DROPOUT_KEYS if type(getattr(config, k, None)) in (int, float)}
+    for k in own:
+        setattr(config, k, params["attention_dropout"])
+    if any(v != params["attention_dropout"] for v in own.values()):
+        ev.log("info", "attention dropout %g, not the model's %g (--param attention_dropout=P sets it)"
+               % (params["attention_dropout"], max(own.values())))
     if random_init:
         model = transformers.AutoModelForSequenceClassification.from_config(config)
         ev.log("info", "%s holds no weights: built from its config with random weights" % src)
     else:
         model = pretrained(transformers.AutoModelForSequenceClassification.from_pretrained, src, env,
                            config=config, ignore_mismatched_sizes=True, **_dtype_kw(transformers, torch))
+    for c in {id(config): config, id(model.config): model.config}.values():
+        for k, v in own.items():
+            setattr(c, k, v)
     model.float()
     lora = None
     if params["lora"]:

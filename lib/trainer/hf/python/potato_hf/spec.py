@@ -198,6 +198,7 @@ PARAMS = {
     "lora_r": ("int", 8),
     "lora_alpha": ("int", 16),
     "lora_dropout": ("float", 0.1),
+    "attention_dropout": ("float", 0.0),  # models.ATTENTION_DROPOUT_KEYS
     "target_modules": ("list", None),
     "epochs": ("int", None),  # 3, more on a small train split (epochs_for); 8 for builtin:ngram
     "batch_size": ("int", None),  # 16; 32 for builtin:ngram
@@ -283,8 +284,9 @@ def parse_params(raw):
         raise _bad_param("char_ngrams", raw.get("char_ngrams"), "0 (none) or more")
     if out["max_grad_norm"] < 0:
         raise _bad_param("max_grad_norm", raw.get("max_grad_norm"), "0 (no clipping) or more")
-    if not 0 <= out["lora_dropout"] < 1:
-        raise _bad_param("lora_dropout", raw.get("lora_dropout"), "at least 0 and below 1")
+    for key in ("lora_dropout", "attention_dropout"):
+        if not 0 <= out[key] < 1:
+            raise _bad_param(key, raw.get(key), "at least 0 and below 1")
     if out["learning_rate"] is None:
         out["learning_rate"] = 0.01 if builtin else (LORA_LEARNING_RATE if out["lora"] else 2e-5)
     elif out["learning_rate"] <= 0:

@@ -21,13 +21,39 @@ class TestBundle(unittest.TestCase):
             }, labels={"s": ["extra", "mid", "neg", "pos"]})
             manifest, splits = data.read_bundle(d)
             self.assertEqual(sorted(splits), ["train", "unlabeled", "val"])
-            self.assertEqual(splits["unlabeled"][0]["targets"], {})
+            # Splits but train and val stay in their files, read when
+            # iterated, as many times as asked.
+            self.assertIsInstance(splits["unlabeled"], data.SplitFile)
+            self.assertEqual(len(splits["unlabeled"]), 1)
+            self.assertEqual(list(splits["unlabeled"]), list(splits["unlabeled"]))
+            self.assertEqual(list(splits["unlabeled"])[0]["targets"], {})
+            self.assertEqual(splits["val"][0]["instance_id"], "v")
             schema = {"name": "s", "kind": "nominal", "labels": ["pos", "neg"]}
             order = data.label_order(schema, manifest, splits["train"])
             self.assertEqual(order, ["pos", "neg", "extra", "mid", "zzz"])
             ex = data.examples(splits["train"], schema, order)
             self.assertEqual(ex, [("a", "good", 0), ("b", "bad", 4), ("c", "meh", 3)])
             self.assertEqual(data.examples(splits["unlabeled"], schema, order), [])
+
+    def test_bad_line_of_a_file_split(self):
+        # A bad line of a split kept in its file fails read_bundle, before
+        # any fit, as one of train does.
+        with tempfile.TemporaryDirectory() as d:
+            write_bundle(d, {"train": [{"instance_id": "a", "text": "t", "targets": {}}],
+                             "unlabeled": [{"instance_id": "u", "text": "t"}]})
+            with open(os.path.join(d, "unlabeled.jsonl"), "a") as f:
+                f.write('{"text": "no id"}\n')
+            with self.assertRaises(spec.TrainerError) as cm:
+                data.read_bundle(d)
+            self.assertIn("unlabeled.jsonl:2: no instance_id", cm.exception.message)
+
+    def test_chunks(self):
+        with tempfile.TemporaryDirectory() as d:
+            write_bundle(d, {"train": [], "unlabeled": [{"instance_id": str(i), "text": "t"} for i in range(7)]})
+            _, splits = data.read_bundle(d)
+            got = [[r["instance_id"] for r in c] for c in data.chunks(splits["unlabeled"], 3)]
+            self.assertEqual(got, [["0", "1", "2"], ["3", "4", "5"], ["6"]])
+            self.assertEqual(list(data.chunks([], 3)), [])
 
     def test_multilabel_examples(self):
         schema = {"name": "m", "kind": "multilabel", "labels": ["x", "y", "z"]}

@@ -187,10 +187,77 @@ class TestBuiltinLoop(unittest.TestCase):
 
     def test_batches_never_zero_width(self):
         import torch
-        b = list(loop.batches(torch, torch.device("cpu"), [[], []], [0, 1], 2, 0))
-        _, inp, att = b[0]
+        enc = loop.Encoded(torch, torch.device("cpu"), [[], []], 0)
+        _, _, inp, att = list(loop.batches(enc, [0, 1], 2))[0]
         self.assertEqual(tuple(inp.shape), (2, 1))
+        self.assertEqual(att.tolist(), [[1], [1]])
         self.assertEqual(models.NgramFeaturizer(64).encode(""), [1])
+
+    def test_encoded_batches(self):
+        import torch
+        ids = [[5, 6, 7], [8], [9, 10], [11, 12, 13, 14]]
+        enc = loop.Encoded(torch, torch.device("cpu"), ids, 0)
+        got = list(loop.batches(enc, [1, 2, 0, 3], 2))
+        self.assertEqual([g[0] for g in got], [[1, 2], [0, 3]])
+        self.assertEqual(got[0][1].tolist(), [1, 2])
+        # Each batch is as wide as its longest text, padded with pad_id.
+        self.assertEqual(got[0][2].tolist(), [[8, 0], [9, 10]])
+        self.assertEqual(got[0][3].tolist(), [[1, 0], [1, 1]])
+        self.assertEqual(got[1][2].tolist(), [[5, 6, 7, 0], [11, 12, 13, 14]])
+        self.assertEqual(got[1][2].dtype, torch.long)
+        inp, att = enc.pieces(1, 3)
+        self.assertEqual((inp.tolist(), att.tolist()), ([[8, 0], [9, 10]], [[1, 0], [1, 1]]))
+
+    def test_grouped_order(self):
+        import random
+        gen = random.Random(3)
+        lengths = [gen.randint(1, 128) for _ in range(1000)]
+        bs = 16
+        order = loop.grouped_order(lengths, bs, random.Random(0))
+        self.assertEqual(sorted(order), list(range(1000)))
+        self.assertEqual(order, loop.grouped_order(lengths, bs, random.Random(0)))
+        self.assertNotEqual(order, loop.grouped_order(lengths, bs, random.Random(1)))
+
+        def padded(o):
+            return sum(max(lengths[j] for j in o[i:i + bs]) * len(o[i:i + bs]) for i in range(0, len(o), bs))
+        shuffled = list(range(1000))
+        random.Random(0).shuffle(shuffled)
+        # Batches of about one length: little padding, where a shuffled
+        # order pads most texts to about the longest.
+        self.assertLess(padded(order), 1.1 * sum(lengths))
+        self.assertGreater(padded(shuffled), 1.5 * sum(lengths))
+        # Cut into batches of bs, the order cuts along the groups: each
+        # batch is of one sorted run, and the short one is last.
+        runs = {j: i // (50 * bs) for i, j in enumerate(shuffled)}
+        for i in range(0, 1000, bs):
+            self.assertEqual(len({runs[j] for j in order[i:i + bs]}), 1, i)
+
+    def test_predict_streams_the_splits(self):
+        # Predicted a chunk of 7 rows at a time, the predictions are those
+        # of the whole split at once, and no chunk is longer.
+        got, sizes = [], []
+        real_chunks = loop.chunks
+
+        def spy(rows, size):
+            for c in real_chunks(rows, size):
+                sizes.append(len(c))
+                yield c
+        for chunk in (loop.PREDICT_CHUNK, 7):
+            with tempfile.TemporaryDirectory() as d:
+                spam_bundle(d, n=200, empty=3)
+                old, loop.PREDICT_CHUNK, loop.chunks = loop.PREDICT_CHUNK, chunk, spy
+                try:
+                    code, evs, err = run_main(d, {"model": "builtin:ngram", "epochs": "2"})
+                finally:
+                    loop.PREDICT_CHUNK, loop.chunks = old, real_chunks
+                self.assertEqual(code, 0, err)
+                self.assertGreater(evs[-1]["metrics"]["predict_items_per_s"], 0)
+                # The same up to float rounding: a batch's width may differ.
+                got.append(sorted((p["instance_id"], p["payload"]["label"], round(p["confidence"], 6))
+                                  for p in predictions(d)))
+        self.assertEqual(got[0], got[1])
+        self.assertLessEqual(max(sizes[-10:]), 7)
+        self.assertGreater(len(got[0]), 7)
 
 
 if __name__ == "__main__":
