@@ -296,6 +296,7 @@ func testAgentSilentAgentFailsTheRun(t *testing.T) {
 // TestAgent runs the agent backend's tests, NAT included, one after the
 // other, beside the other backends' groups.
 func TestAgent(t *testing.T) {
+	testcli.Short(t, "it starts potato-server and polling agents for the agent backend's group (about 25 s)")
 	testcli.Group(t, []testcli.Case{
 		{Name: "TestAgentRunEndToEnd", Run: testAgentRunEndToEnd},
 		{Name: "TestQueuedUntilQueueTimeout", Run: testQueuedUntilQueueTimeout},

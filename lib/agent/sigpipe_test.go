@@ -148,6 +148,7 @@ func TestDroppedSessionStderrClosed(t *testing.T) {
 // agent survives the closed pipe, cancels its job, which leaves the
 // queue, and reports the lost session as its result.
 func TestDroppedSessionStderrClosedSLURM(t *testing.T) {
+	testcli.Short(t, "it waits for a SLURM job's cancel after the session drops (about 30 s)")
 	cwd := t.TempDir()
 	sh := newShim(t, cwd, []string{"sleep 300"})
 	r := serveSocketRun(t, "tfidf-logreg", nil)

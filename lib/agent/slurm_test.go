@@ -245,6 +245,7 @@ func TestManualAgentSubmitsToSLURM(t *testing.T) {
 // the (shortened) unreachable limit the agent cancels its job itself, so
 // the GPU is released, and says why.
 func TestManualAgentCancelsItsJobWhenTheServerIsGone(t *testing.T) {
+	testcli.Short(t, "it waits for the unreachable limit and a SLURM job's cancel (about 30 s)")
 	mg := startManual(t, []string{"sleep 300"}, "POTATO_TRAINING_UNREACHABLE_S=2")
 	testproject.WaitFor(t, "the job to run", func() bool { return mg.run.logHas(": RUNNING on node07") })
 	mg.srv.Close()

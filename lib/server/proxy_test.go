@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"potato-training/internal/testcli"
 	"potato-training/lib/agentproto"
 )
 
@@ -50,6 +51,7 @@ func (p *liveServer) apiGet(t *testing.T, from, key string, headers ...string) i
 // address it named is not locked out by it, and another address is not
 // either.
 func TestForwardedForNotBelieved(t *testing.T) {
+	testcli.Short(t, "it waits out the sign-in limit's lockouts (about 8 s)")
 	p := newLiveServerWith(t, nil, "", nil)
 	for i := 0; i < maxFailures; i++ {
 		// The last failure starts the lockout, and is answered 429.
@@ -75,6 +77,7 @@ func TestForwardedForNotBelieved(t *testing.T) {
 // proxy is not, and a peer that is not a trusted proxy is counted as
 // itself whatever it writes.
 func TestForwardedForFromTrustedProxy(t *testing.T) {
+	testcli.Short(t, "it waits out the sign-in limit's lockouts (about 15 s)")
 	p := newLiveServerWith(t, nil, "  trusted_proxies: [127.0.0.1, \"10.9.0.0/16\"]\n", nil)
 	for i := 0; i < maxFailures; i++ {
 		xff := fmt.Sprintf("X-Forwarded-For: 203.0.113.%d, 198.51.100.7, 10.9.0.3", i+1)

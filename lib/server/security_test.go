@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"potato-training/internal/testcli"
 	"potato-training/internal/testproject"
 	"potato-training/lib/agentproto"
 	"potato-training/lib/config"
@@ -318,6 +319,7 @@ func TestStagedAPIKeyRace(t *testing.T) {
 // answered 401 before any of its body is sent, and a hundred of them hold
 // no body on the server.
 func TestSlowRequestsDropped(t *testing.T) {
+	testcli.Short(t, "it waits out the server's 20 s read deadline")
 	t.Parallel()
 	l := newLiveServer(t, nil)
 	claim := func(tok string) string {
@@ -397,6 +399,7 @@ func TestSlowRequestsDropped(t *testing.T) {
 // than the small routes' body deadline goes through while it keeps the
 // minimum rate; one that stalls is dropped.
 func TestUploadAtMinimumRate(t *testing.T) {
+	testcli.Short(t, "it uploads at the minimum rate for 20 s")
 	t.Parallel()
 	l := newLiveServer(t, nil)
 	run, err := l.root.Create(rundir.Record{Backend: "lab", BackendType: config.TypeAgent, Trainer: "x", State: rundir.StateRunning})

@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"potato-training/internal/testcli"
 	"potato-training/internal/testproject"
 	"potato-training/lib/agentproto"
 	"potato-training/lib/config"
@@ -252,6 +253,7 @@ func TestDefaultWriteWindow(t *testing.T) {
 // the place of one of them; each is dropped within 45 s of its start,
 // the server having written less than it was asked for.
 func TestPipeliningNonReaders(t *testing.T) {
+	testcli.Short(t, "it waits out the server's 20 s write deadline")
 	t.Parallel()
 	const perAddr, nAddr, asks = maxConnsPerHost, 4, 16
 	var rl syscall.Rlimit

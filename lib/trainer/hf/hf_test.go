@@ -242,6 +242,7 @@ func spamProject(t *testing.T, py string, items, labelled int) *testproject.Runs
 // 3000-email spam project succeeds, scores at least 0.93 on the held-out
 // test items, records its precision and writes prelabels.
 func TestDispatchSpam(t *testing.T) {
+	testcli.Short(t, "a real fine-tune")
 	py := torchPython(t)
 	r := spamProject(t, py, 3000, 2400)
 	res := r.Run("--trainer", hf.Name, "--param", "model=builtin:ngram", "--schemas", "spam", "--backend", "local")
