@@ -141,7 +141,10 @@ func readPredictions(t *testing.T, path, schema string) map[string]prediction {
 			Schema     string  `json:"schema_name"`
 			Label      string  `json:"label"`
 			Confidence float64 `json:"confidence"`
-			Payload    *struct {
+			// The trainer's own probability, where the dispatch
+			// calibrated confidence (potato-rundir(5)).
+			Uncalibrated *float64 `json:"uncalibrated_confidence"`
+			Payload      *struct {
 				Label string `json:"label"`
 			} `json:"payload"`
 		}
@@ -154,6 +157,9 @@ func readPredictions(t *testing.T, path, schema string) map[string]prediction {
 		if p.Payload != nil {
 			p.Label = p.Payload.Label
 		}
+		if p.Uncalibrated != nil {
+			p.Confidence = *p.Uncalibrated
+		}
 		out[p.InstanceID] = prediction{p.Label, p.Confidence}
 	}
 	return out
@@ -163,7 +169,7 @@ func readPredictions(t *testing.T, path, schema string) map[string]prediction {
 // dir, in a fresh process with plain transformers and peft, as
 // potato-rundir(5) shows (testdata/use_model.py), and fails the test
 // unless every item gets the run's label with a probability within 1e-4
-// of the run's.
+// of the run's own, before the dispatch calibrated it.
 func reproduce(t *testing.T, s stack, r *testproject.Runs, id, schema, dir string) {
 	t.Helper()
 	run := r.Root().RunDir(id)

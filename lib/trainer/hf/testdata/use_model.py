@@ -40,11 +40,25 @@ def load(model_dir):
 def main(model_dir, items):
     card, tok, model = load(model_dir)
     labels, multi = card["labels"], card["problem_type"] == "multi_label_classification"
+    # The special tokens the tokenizer puts around a text ([CLS] and [SEP]
+    # for BERT): those of a probe's ids that are not its own.
+    own = tok("a", add_special_tokens=False)["input_ids"]
+    full = tok("a")["input_ids"]
+    at = next(i for i in range(len(full) - len(own) + 1) if full[i:i + len(own)] == own)
+    prefix, suffix = full[:at], full[at + len(own):]
     for line in open(items):
         item = json.loads(line)
-        enc = tok(item["text"] or " ", truncation=True, max_length=card["max_length"], return_tensors="pt")
+        # Cut as the run cut it (model_card.json's truncation): head_tail
+        # keeps the first quarter and the last three quarters of the room
+        # the special tokens leave.
+        ids = tok(item["text"] or " ", add_special_tokens=False)["input_ids"]
+        room = card["max_length"] - len(prefix) - len(suffix)
+        if len(ids) > room:
+            head = room if card.get("truncation", "head") == "head" else max(1, round(room / 4))
+            ids = ids[:head] + (ids[len(ids) - (room - head):] if room > head else [])
+        ids = torch.tensor([prefix + ids + suffix])
         with torch.no_grad():
-            logits = model(**enc).logits[0]
+            logits = model(input_ids=ids).logits[0]
         probs = (torch.sigmoid(logits) if multi else torch.softmax(logits, -1)).tolist()
         if multi:
             t = card["threshold"]
