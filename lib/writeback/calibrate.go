@@ -411,7 +411,11 @@ func CalibrationNote(schema string, c rundir.Calibration) string {
 	if c.Method == rundir.CalibrationNone {
 		b.WriteString("none: " + c.Reason)
 	} else {
-		fmt.Fprintf(&b, "%s, temperature %.3f fitted on %d val items", c.Method, c.Temperature, c.NVal)
+		what := "temperature scaling"
+		if c.Method == rundir.CalibrationTopLabelTemperature {
+			what = "temperature scaling of the top label (the trainer wrote no probs)"
+		}
+		fmt.Fprintf(&b, "%s, T %.3f fitted on %d val items", what, c.Temperature, c.NVal)
 	}
 	if c.ECEBefore != nil {
 		fmt.Fprintf(&b, "; expected calibration error on %d test items %.3f", c.NTest, *c.ECEBefore)
