@@ -332,8 +332,14 @@ func firstTestPrediction(t *testing.T, r *testproject.Runs, id string) (string, 
 				Confidence float64 `json:"confidence"`
 			} `json:"payload"`
 			Confidence float64 `json:"confidence"`
+			// The model's own probability, where the dispatch
+			// calibrated confidence.
+			Uncalibrated *float64 `json:"uncalibrated_confidence"`
 		}
 		if json.Unmarshal([]byte(l), &p) == nil && p.InstanceID == item.InstanceID && p.Schema == "spam" {
+			if p.Uncalibrated != nil {
+				p.Confidence = *p.Uncalibrated
+			}
 			return item.Text, prediction{p.Payload.Label, p.Confidence}
 		}
 	}

@@ -347,8 +347,20 @@ func (m *Model) recipe(repo, base string, multi bool) string {
 	if maxLen <= 0 {
 		maxLen = 512
 	}
-	fmt.Fprintf(&b, "enc = tok(\"The text to classify\", truncation=True, max_length=%d, return_tensors=\"pt\")\n", maxLen)
-	b.WriteString("with torch.no_grad():\n    logits = model(**enc).logits[0]\n")
+	if m.Card.Truncation == "head_tail" {
+		// The run kept a long text's first quarter and last three
+		// quarters, between the tokenizer's special tokens.
+		b.WriteString("own, full = tok(\"a\", add_special_tokens=False)[\"input_ids\"], tok(\"a\")[\"input_ids\"]\n")
+		b.WriteString("at = next(i for i in range(len(full)) if full[i:i + len(own)] == own)\n")
+		b.WriteString("ids = tok(\"The text to classify\", add_special_tokens=False)[\"input_ids\"]\n")
+		fmt.Fprintf(&b, "room = %d - (len(full) - len(own))  # as the model was trained: head and tail of a long text\n", maxLen)
+		b.WriteString("if len(ids) > room:\n    head = max(1, round(room / 4))\n    ids = ids[:head] + ids[len(ids) - (room - head):]\n")
+		b.WriteString("ids = torch.tensor([full[:at] + ids + full[at + len(own):]])\n")
+		b.WriteString("with torch.no_grad():\n    logits = model(input_ids=ids).logits[0]\n")
+	} else {
+		fmt.Fprintf(&b, "enc = tok(\"The text to classify\", truncation=True, max_length=%d, return_tensors=\"pt\")\n", maxLen)
+		b.WriteString("with torch.no_grad():\n    logits = model(**enc).logits[0]\n")
+	}
 	labels := "model.config.id2label"
 	if multi {
 		t := 0.5

@@ -63,30 +63,34 @@ func refuse(format string, args ...any) error {
 
 // ModelCard is what push reads of the trainer's model_card.json.
 type ModelCard struct {
-	Format        string            `json:"format"`
-	Trainer       string            `json:"trainer"`
-	ModelVersion  string            `json:"model_version"`
-	RunID         string            `json:"run_id"`
-	Schema        string            `json:"schema"`
-	Kind          string            `json:"kind"`
-	AnnotationTyp string            `json:"annotation_type"`
-	Labels        []string          `json:"labels"`
-	ProblemType   string            `json:"problem_type"`
-	Threshold     *float64          `json:"threshold"`
-	Merged        bool              `json:"merged"`
-	BaseModel     string            `json:"base_model"`
-	Lora          *Lora             `json:"lora"`
-	MaxLength     int               `json:"max_length"`
-	Tokenizer     string            `json:"tokenizer"`
-	Precision     string            `json:"precision"`
-	Seed          *int64            `json:"seed"`
-	TrainItems    *int              `json:"train_items"`
-	ValItems      *int              `json:"val_items"`
-	BestEpoch     *int              `json:"best_epoch"`
-	ValAccuracy   *float64          `json:"val_accuracy"`
-	Packages      map[string]string `json:"packages"`
-	Params        map[string]any    `json:"params"`
-	CreatedAt     string            `json:"created_at"`
+	Format        string   `json:"format"`
+	Trainer       string   `json:"trainer"`
+	ModelVersion  string   `json:"model_version"`
+	RunID         string   `json:"run_id"`
+	Schema        string   `json:"schema"`
+	Kind          string   `json:"kind"`
+	AnnotationTyp string   `json:"annotation_type"`
+	Labels        []string `json:"labels"`
+	ProblemType   string   `json:"problem_type"`
+	Threshold     *float64 `json:"threshold"`
+	Merged        bool     `json:"merged"`
+	BaseModel     string   `json:"base_model"`
+	Lora          *Lora    `json:"lora"`
+	MaxLength     int      `json:"max_length"`
+	// Truncation is how the run cut a longer text: head_tail (its first
+	// quarter and last three quarters) or head; "" on cards of earlier
+	// versions, which cut the head.
+	Truncation  string            `json:"truncation"`
+	Tokenizer   string            `json:"tokenizer"`
+	Precision   string            `json:"precision"`
+	Seed        *int64            `json:"seed"`
+	TrainItems  *int              `json:"train_items"`
+	ValItems    *int              `json:"val_items"`
+	BestEpoch   *int              `json:"best_epoch"`
+	ValAccuracy *float64          `json:"val_accuracy"`
+	Packages    map[string]string `json:"packages"`
+	Params      map[string]any    `json:"params"`
+	CreatedAt   string            `json:"created_at"`
 }
 
 // Lora is model_card.json's lora.
