@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +12,7 @@ import (
 	"syscall"
 
 	"potato-training/internal/cli"
+	"potato-training/lib/bundle"
 )
 
 // A verb that is not the toolkit's ("potato start config.yaml", and every
@@ -68,39 +68,13 @@ func findPotato(self, path string, passed []string) (string, error) {
 			continue
 		}
 		if slices.ContainsFunc(skip, func(f front) bool {
-			return os.SameFile(f.st, st) || f.st.Size() == st.Size() && sameBytes(f.path, p)
+			return os.SameFile(f.st, st) || f.st.Size() == st.Size() && bundle.SameContent(f.path, p)
 		}) {
 			continue
 		}
 		return p, nil
 	}
 	return "", errNoPotato
-}
-
-// sameBytes tells whether the files a and b both read and hold the same
-// bytes.
-func sameBytes(a, b string) bool {
-	fa, err := os.Open(a)
-	if err != nil {
-		return false
-	}
-	defer fa.Close()
-	fb, err := os.Open(b)
-	if err != nil {
-		return false
-	}
-	defer fb.Close()
-	ba, bb := make([]byte, 64<<10), make([]byte, 64<<10)
-	for {
-		na, ea := io.ReadFull(fa, ba)
-		nb, eb := io.ReadFull(fb, bb)
-		if na != nb || !bytes.Equal(ba[:na], bb[:nb]) {
-			return false
-		}
-		if ea != nil || eb != nil {
-			return (ea == io.EOF || ea == io.ErrUnexpectedEOF) && ea == eb
-		}
-	}
 }
 
 // selfPath is this command's executable with symbolic links resolved.

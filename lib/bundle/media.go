@@ -116,10 +116,12 @@ func sameFile(dst, src string, info fs.FileInfo) bool {
 	if di.Size() != info.Size() {
 		return false
 	}
-	return sameContent(dst, src)
+	return SameContent(dst, src)
 }
 
-func sameContent(a, b string) bool {
+// SameContent reports whether the files a and b can both be read and hold
+// the same bytes.
+func SameContent(a, b string) bool {
 	fa, err := os.Open(a)
 	if err != nil {
 		return false
