@@ -109,13 +109,36 @@ func (r apiRun) current() bool {
 	return true
 }
 
-// run finds one run among the runs, or answers 404.
-func (a *api) run(id string) (apiRun, error) {
+// known answers 404 for an id that is no run's: not a run id, or no
+// run.json under it.
+func (a *api) known(id string) error {
 	if !rundir.ValidID(id) {
-		return apiRun{}, errorf(http.StatusNotFound, "no run %q", id)
+		return errorf(http.StatusNotFound, "no run %q", id)
 	}
 	if _, err := os.Stat(filepath.Join(a.s.Root.RunDir(id), rundir.RecordFile)); errors.Is(err, fs.ErrNotExist) {
-		return apiRun{}, errorf(http.StatusNotFound, "no run %s", id)
+		return errorf(http.StatusNotFound, "no run %s", id)
+	}
+	return nil
+}
+
+// readRun reads one run's record, or answers 404 when there is none.
+func (a *api) readRun(id string) (rundir.Info, error) {
+	if !rundir.ValidID(id) {
+		return rundir.Info{}, errorf(http.StatusNotFound, "no run %q", id)
+	}
+	info, err := a.s.Root.Read(id)
+	if err != nil {
+		if kerr := a.known(id); kerr != nil {
+			return info, kerr
+		}
+	}
+	return info, err
+}
+
+// run finds one run among the runs, or answers 404.
+func (a *api) run(id string) (apiRun, error) {
+	if err := a.known(id); err != nil {
+		return apiRun{}, err
 	}
 	runs, err := a.runs()
 	if err != nil {
@@ -162,15 +185,8 @@ func (a *api) getRun(w http.ResponseWriter, r *http.Request, parts []string) {
 // does; the dispatch records the outcome.
 func (a *api) cancelRun(w http.ResponseWriter, r *http.Request, parts []string) {
 	id := parts[1]
-	if !rundir.ValidID(id) {
-		a.fail(w, errorf(http.StatusNotFound, "no run %q", id))
-		return
-	}
-	info, err := a.s.Root.Read(id)
+	info, err := a.readRun(id)
 	if err != nil {
-		if _, serr := os.Stat(filepath.Join(a.s.Root.RunDir(id), rundir.RecordFile)); errors.Is(serr, fs.ErrNotExist) {
-			err = errorf(http.StatusNotFound, "no run %s", id)
-		}
 		a.fail(w, err)
 		return
 	}
@@ -195,15 +211,8 @@ func (a *api) cancelRun(w http.ResponseWriter, r *http.Request, parts []string) 
 // DELETE .../runs/<id>/predictions does; the run stays.
 func (a *api) retractRun(w http.ResponseWriter, r *http.Request, parts []string) {
 	id := parts[1]
-	if !rundir.ValidID(id) {
-		a.fail(w, errorf(http.StatusNotFound, "no run %q", id))
-		return
-	}
-	info, err := a.s.Root.Read(id)
+	info, err := a.readRun(id)
 	if err != nil {
-		if _, serr := os.Stat(filepath.Join(a.s.Root.RunDir(id), rundir.RecordFile)); errors.Is(serr, fs.ErrNotExist) {
-			err = errorf(http.StatusNotFound, "no run %s", id)
-		}
 		a.fail(w, err)
 		return
 	}
