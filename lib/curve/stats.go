@@ -2,16 +2,19 @@ package curve
 
 import "math"
 
-// slope is the least-squares slope of ys against xs, and Sxx, the sum of
-// the squared deviations of xs, which its variance divides.
-func slope(xs, ys []float64) (b, sxx float64) {
-	var mx, my float64
+// means are the means of xs and ys.
+func means(xs, ys []float64) (mx, my float64) {
 	for i := range xs {
 		mx += xs[i]
 		my += ys[i]
 	}
-	mx /= float64(len(xs))
-	my /= float64(len(ys))
+	return mx / float64(len(xs)), my / float64(len(ys))
+}
+
+// slope is the least-squares slope of ys against xs, and Sxx, the sum of
+// the squared deviations of xs, which its variance divides.
+func slope(xs, ys []float64) (b, sxx float64) {
+	mx, my := means(xs, ys)
 	var sxy float64
 	for i := range xs {
 		sxy += (xs[i] - mx) * (ys[i] - my)
@@ -30,13 +33,7 @@ func residualVar(xs, ys []float64) float64 {
 	if sxx == 0 || len(xs) < 3 {
 		return math.NaN()
 	}
-	var mx, my float64
-	for i := range xs {
-		mx += xs[i]
-		my += ys[i]
-	}
-	mx /= float64(len(xs))
-	my /= float64(len(ys))
+	mx, my := means(xs, ys)
 	var rss float64
 	for i := range xs {
 		r := ys[i] - my - b*(xs[i]-mx)
