@@ -155,7 +155,7 @@ func (s *scanner) object(keys []string, vals [][]byte) error {
 			return err
 		}
 		if s.depth == 1 {
-			name, known := keyText(s.b[k0:k1]), false
+			name, known := KeyText(s.b[k0:k1]), false
 			for k, want := range keys {
 				if string(name) == want {
 					vals[k] = s.b[v0:s.i]
@@ -184,9 +184,10 @@ func (s *scanner) object(keys []string, vals [][]byte) error {
 	}
 }
 
-// keyText is the name of a key given with its quotes, escapes resolved;
-// only a key with an escape is copied.
-func keyText(key []byte) []byte {
+// KeyText is the name of a key given with its quotes, escapes resolved;
+// only a key with an escape is copied. A key that is not a JSON string
+// gives nil.
+func KeyText(key []byte) []byte {
 	name := key[1 : len(key)-1]
 	if bytes.IndexByte(name, '\\') < 0 {
 		return name

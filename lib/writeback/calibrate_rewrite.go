@@ -3,7 +3,6 @@ package writeback
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -12,6 +11,7 @@ import (
 	"strconv"
 
 	"potato-training/lib/config"
+	"potato-training/lib/jsonscan"
 	"potato-training/lib/rundir"
 )
 
@@ -182,7 +182,7 @@ func (rw *lineRewriter) calibrateProbs(label []byte) (conf float64, ok bool) {
 		for k := range es {
 			es[k].p = sigmoid(rw.beta * logit(es[k].p))
 			p := es[k].p
-			if !hasName(label, keyName(es[k].key)) {
+			if !hasName(label, jsonscan.KeyText(es[k].key)) {
 				p = 1 - p
 			}
 			conf = min(conf, p)
@@ -200,7 +200,7 @@ func (rw *lineRewriter) calibrateProbs(label []byte) (conf float64, ok bool) {
 		}
 		for k := range es {
 			es[k].p /= sum
-			if !ok && bytes.Equal(keyName(es[k].key), label) {
+			if !ok && bytes.Equal(jsonscan.KeyText(es[k].key), label) {
 				conf, ok = es[k].p, true
 			}
 		}
@@ -287,11 +287,11 @@ func scanProbs(raw []byte, entries []probEntry) ([]probEntry, error) {
 		}
 		v := raw[v0:i]
 		if len(v) == 0 || v[0] != '-' && (v[0] < '0' || v[0] > '9') {
-			return nil, fmt.Errorf("the probability of %q is not a number in [0, 1]", clip(string(keyName(key))))
+			return nil, fmt.Errorf("the probability of %q is not a number in [0, 1]", clip(string(jsonscan.KeyText(key))))
 		}
 		p, err := strconv.ParseFloat(string(v), 64)
 		if err != nil || p < 0 || p > 1 {
-			return nil, fmt.Errorf("the probability of %q is not a number in [0, 1]", clip(string(keyName(key))))
+			return nil, fmt.Errorf("the probability of %q is not a number in [0, 1]", clip(string(jsonscan.KeyText(key))))
 		}
 		entries = append(entries, probEntry{key, p})
 	}
@@ -321,7 +321,7 @@ func probsOf(raw []byte) (map[string]float64, error) {
 	}
 	out := make(map[string]float64, len(entries))
 	for _, e := range entries {
-		out[string(keyName(e.key))] = e.p
+		out[string(jsonscan.KeyText(e.key))] = e.p
 	}
 	return out, nil
 }
@@ -363,18 +363,4 @@ func b2i(b bool) int {
 		return 1
 	}
 	return 0
-}
-
-// keyName is a JSON key given with its quotes, escapes resolved; only a
-// key with an escape is copied.
-func keyName(key []byte) []byte {
-	name := key[1 : len(key)-1]
-	if bytes.IndexByte(name, '\\') < 0 {
-		return name
-	}
-	var k string
-	if json.Unmarshal(key, &k) != nil {
-		return nil
-	}
-	return []byte(k)
 }
