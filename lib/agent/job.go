@@ -290,7 +290,7 @@ func (j *job) train(ctx context.Context, spec trainer.Spec, specPath string, env
 // "cpu") into the training process's environment, and the spec's device
 // into the one the process sees ("cuda:0" once only GPU 1 is visible).
 func deviceEnv(spec *trainer.Spec) []string {
-	return withoutToken(trainer.Environ(0, trainer.LaunchEnv(spec)...))
+	return withoutToken(trainer.Environ(trainer.LaunchEnv(spec)...))
 }
 
 // withoutToken drops the token variable: the training process never sees

@@ -209,15 +209,12 @@ func (p *Process) Exit() Exit {
 	return Exit{Code: st.ExitCode()}
 }
 
-// Environ returns the environment of a training process: the dispatch's
-// own with the thread variables set (SPEC L3, S4) and extra appended.
-func Environ(numThreads int, extra ...string) []string {
+// Environ returns the environment of a training process: this process's
+// own with the variables of extra (LaunchEnv's: device and threads, SPEC
+// L3, S4) set over it.
+func Environ(extra ...string) []string {
 	env := os.Environ()
 	set := map[string]string{}
-	if numThreads > 0 {
-		n := fmt.Sprint(numThreads)
-		set["OMP_NUM_THREADS"], set["MKL_NUM_THREADS"], set["OPENBLAS_NUM_THREADS"] = n, n, n
-	}
 	for _, kv := range extra {
 		if k, v, ok := strings.Cut(kv, "="); ok {
 			set[k] = v

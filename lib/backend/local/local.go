@@ -168,7 +168,7 @@ func (e *execution) Start(ctx context.Context) (backend.Started, error) {
 	// shows it (cuda:0 once only GPU 1 is visible); run.json keeps the
 	// machine's own numbering, as on every backend.
 	spec := e.spec
-	env := trainer.Environ(0, trainer.LaunchEnv(&spec)...)
+	env := trainer.Environ(trainer.LaunchEnv(&spec)...)
 	if err := spec.Write(e.run.SpecPath); err != nil {
 		e.closeFiles()
 		return backend.Started{}, err
