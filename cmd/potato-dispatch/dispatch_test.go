@@ -361,20 +361,31 @@ func TestLimitsReachTheTrainer(t *testing.T) {
 	}
 }
 
-// The machine has no GPU: a fake nvidia-smi lists one, and cuda:1 falls
-// back to it with a warning (SPEC L1).
-func TestAbsentDeviceFallsBack(t *testing.T) {
-	dir, cfg := testproject.Project(t, 40, 30, "  device: cuda:1\n")
-	fake := fakebin.NvidiaSMI(t, t.TempDir(), "0, GPU-0000, NVIDIA H200, 143771, 140000, 3, 9.0\n")
-	tr := trainerProgram(t, dir, `echo "visible $CUDA_VISIBLE_DEVICES device $POTATO_TRAINING_DEVICE"
-`+resultLines)
-	cmd := dispatchCmd(t, "run", cfg, "--trainer", tr, "--schemas", "sentiment")
+// oneFakeGPU is the line of one H200 as nvidia-smi lists it.
+const oneFakeGPU = "0, GPU-0000, NVIDIA H200, 143771, 140000, 3, 9.0\n"
+
+// runOnFakeGPUs runs trainer on schema sentiment of cfg, on a machine
+// whose nvidia-smi (a fake: this machine has no GPU) lists gpus, and
+// returns the run's id.
+func runOnFakeGPUs(t *testing.T, cfg, trainer, gpus string) string {
+	t.Helper()
+	fake := fakebin.NvidiaSMI(t, t.TempDir(), gpus)
+	cmd := dispatchCmd(t, "run", cfg, "--trainer", trainer, "--schemas", "sentiment")
 	cmd.Env = append(cmd.Env, "PATH="+fake+":"+testcli.Binaries(t)+":"+os.Getenv("PATH"))
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := runLog(t, dir, strings.TrimSpace(string(out)))
+	return strings.TrimSpace(string(out))
+}
+
+// The machine has no GPU: a fake nvidia-smi lists one, and cuda:1 falls
+// back to it with a warning (SPEC L1).
+func TestAbsentDeviceFallsBack(t *testing.T) {
+	dir, cfg := testproject.Project(t, 40, 30, "  device: cuda:1\n")
+	tr := trainerProgram(t, dir, `echo "visible $CUDA_VISIBLE_DEVICES device $POTATO_TRAINING_DEVICE"
+`+resultLines)
+	log := runLog(t, dir, runOnFakeGPUs(t, cfg, tr, oneFakeGPU))
 	for _, want := range []string{"warning: device cuda:1 is not on this machine; using cuda:0 (NVIDIA H200)", "trainer: visible 0 device cuda:0"} {
 		if !strings.Contains(log, want) {
 			t.Errorf("run log lacks %q:\n%s", want, log)
@@ -388,16 +399,9 @@ func TestAbsentDeviceFallsBack(t *testing.T) {
 // are a fake nvidia-smi's: this machine has none.
 func TestLocalSpecNamesTheVisibleDevice(t *testing.T) {
 	dir, cfg := testproject.Project(t, 40, 30, "  device: cuda:1\n")
-	fake := fakebin.NvidiaSMI(t, t.TempDir(), "0, GPU-0000, NVIDIA H200, 143771, 140000, 3, 9.0\n1, GPU-1111, NVIDIA H200, 143771, 140000, 0, 9.0\n")
 	tr := trainerProgram(t, dir, `echo "visible $CUDA_VISIBLE_DEVICES device $POTATO_TRAINING_DEVICE spec $(tr -d ' \n' < "$2" | grep -o '"device":"[^"]*"')"
 `+resultLines)
-	cmd := dispatchCmd(t, "run", cfg, "--trainer", tr, "--schemas", "sentiment")
-	cmd.Env = append(cmd.Env, "PATH="+fake+":"+testcli.Binaries(t)+":"+os.Getenv("PATH"))
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := strings.TrimSpace(string(out))
+	id := runOnFakeGPUs(t, cfg, tr, oneFakeGPU+"1, GPU-1111, NVIDIA H200, 143771, 140000, 0, 9.0\n")
 	log := runLog(t, dir, id)
 	if want := `trainer: visible 1 device cuda:0 spec "device":"cuda:0"`; !strings.Contains(log, want) {
 		t.Errorf("run log lacks %q:\n%s", want, log)
@@ -412,14 +416,7 @@ func TestLocalSpecNamesTheVisibleDevice(t *testing.T) {
 // the run log says why.
 func TestBuiltinTrainerRunsOnCPU(t *testing.T) {
 	dir, cfg := testproject.Project(t, 40, 30, "")
-	fake := fakebin.NvidiaSMI(t, t.TempDir(), "0, GPU-0000, NVIDIA H200, 143771, 140000, 3, 9.0\n")
-	cmd := dispatchCmd(t, "run", cfg, "--trainer", "tfidf-logreg", "--schemas", "sentiment")
-	cmd.Env = append(cmd.Env, "PATH="+fake+":"+testcli.Binaries(t)+":"+os.Getenv("PATH"))
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := strings.TrimSpace(string(out))
+	id := runOnFakeGPUs(t, cfg, "tfidf-logreg", oneFakeGPU)
 	log := runLog(t, dir, id)
 	if !regexp.MustCompile(`device: CPU \(\d+ cores?\) \(tfidf-logreg uses no GPU\)`).MatchString(log) || strings.Contains(log, "H200") {
 		t.Errorf("run log:\n%s", log)
