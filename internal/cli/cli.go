@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"syscall"
 
 	"github.com/alecthomas/kong"
 )
@@ -25,6 +26,10 @@ const (
 	ExitOK    = 0
 	ExitNo    = 1 // failed, invalid, or "no"
 	ExitUsage = 2 // usage error or unreadable input
+	// ExitClosedPipe is the status of a program that wrote to a pipe whose
+	// reader is gone ("potato-agent --help | head"): what a shell reports
+	// for one that died of SIGPIPE, 128 + 13.
+	ExitClosedPipe = 141
 )
 
 // Env is what a command sees of the world: injected so tests can run a
@@ -128,6 +133,12 @@ func Main(name, description, manPage string, grammar any, env Env, opts ...kong.
 		panic(err)
 	}
 	kctx, err := parser.Parse(env.Args)
+	if errors.Is(err, syscall.EPIPE) {
+		// --help or --version into a pipe that was closed early: what a
+		// program killed by the SIGPIPE would do, quietly (potato-agent
+		// catches the signal, so it sees the error instead).
+		return ExitClosedPipe
+	}
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "%s: error: %v\n", name, err)
 		fmt.Fprintf(env.Stderr, "%s: hint: see %s --help\n", name, helpCommand(usageName, err))
