@@ -280,7 +280,7 @@ func Publish(configPath, id string) (string, error) {
 			return fmt.Errorf("run %s: its bundle, which says which items it trained on, is gone (%v): its predictions cannot be published", id, err)
 		}
 		now := time.Now()
-		rep, n, err := publish(cfg, bdir, pred, *rec, cfg.Training.Writeback.Schemas, unix(&now))
+		rep, n, err := publish(cfg, bdir, pred, *rec, cfg.Training.Writeback.Schemas, writeback.Unix(&now))
 		if err != nil {
 			return err
 		}
@@ -292,7 +292,7 @@ func Publish(configPath, id string) (string, error) {
 		}
 		rec.Writeback, rec.RetractedAt = writebackCounts(rep, n), nil
 		summary = fmt.Sprintf("run %s: %d of %d predictions published as prelabels in %s (%s); Potato shows them after its next start",
-			id, rep.NWritten, rep.NRead, StorePath(cfg), strings.Join(cfg.Training.Writeback.Schemas, ", "))
+			id, rep.NWritten, rep.NRead, writeback.StorePath(cfg), strings.Join(cfg.Training.Writeback.Schemas, ", "))
 		return recordRun(cfg, root, *rec)
 	})
 	if err != nil {

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
 	"potato-training/lib/bundle"
 	"potato-training/lib/config"
@@ -15,16 +14,6 @@ import (
 	"potato-training/lib/trainer"
 	"potato-training/lib/writeback"
 )
-
-// StorePath is Potato's store of a project (FORMATS.md).
-func StorePath(cfg *config.Config) string { return filepath.Join(cfg.TaskDir, "project.sqlite") }
-
-func unix(t *time.Time) float64 {
-	if t == nil {
-		return 0
-	}
-	return float64(t.UnixNano()) / 1e9
-}
 
 // writeBack scores the test split's predictions against the human labels
 // (SPEC B8) and publishes the predictions that pass the gates (B7).
@@ -63,13 +52,13 @@ func (d *dispatcher) writeBack(m bundle.Manifest) error {
 		}
 		d.noteDefaultPromote(decisions)
 	}
-	rep, n, err := publish(d.cfg, bdir, pred, rec, schemas, unix(&rec.CreatedAt))
+	rep, n, err := publish(d.cfg, bdir, pred, rec, schemas, writeback.Unix(&rec.CreatedAt))
 	if err != nil {
 		return err
 	}
 	d.set(func(r *rundir.Record) { r.Writeback = writebackCounts(rep, n) })
 	d.logf("write-back to %s: %d of %d predictions written as prelabels (%d in the train split, %d below min_confidence %g, %d of schemas not in writeback.schemas, %d refused)",
-		StorePath(d.cfg), rep.NWritten, rep.NRead, rep.NSkippedTrainSplit, rep.NSkippedLowConfidence, d.cfg.Training.Writeback.MinConfidence, rep.NSkippedSchemaNotEnabled, rep.NRefused)
+		writeback.StorePath(d.cfg), rep.NWritten, rep.NRead, rep.NSkippedTrainSplit, rep.NSkippedLowConfidence, d.cfg.Training.Writeback.MinConfidence, rep.NSkippedSchemaNotEnabled, rep.NRefused)
 	if rep.NRefused > 0 {
 		d.logf("warning: %s", rep.RefusedSummary())
 	}
@@ -212,7 +201,7 @@ func Writeback(configPath, id string) (string, error) {
 			if err != nil {
 				return err
 			}
-			rep, n, err := publish(cfg, bdir, pred, *rec, schemas, unix(&rec.CreatedAt))
+			rep, n, err := publish(cfg, bdir, pred, *rec, schemas, writeback.Unix(&rec.CreatedAt))
 			if err != nil {
 				return err
 			}
@@ -230,9 +219,9 @@ func Writeback(configPath, id string) (string, error) {
 		if err := recordRun(cfg, root, *rec); err != nil {
 			return err
 		}
-		msg := fmt.Sprintf("run %s: %s recorded in %s", id, rec.State, StorePath(cfg))
+		msg := fmt.Sprintf("run %s: %s recorded in %s", id, rec.State, writeback.StorePath(cfg))
 		if rec.WritebackPending {
-			msg = fmt.Sprintf("run %s: was %s, now success in %s", id, was, StorePath(cfg))
+			msg = fmt.Sprintf("run %s: was %s, now success in %s", id, was, writeback.StorePath(cfg))
 			if rec.ArtifactURI == "" {
 				// Lost while it copied the model back: the predictions are
 				// whole, the model files may not be.

@@ -53,7 +53,7 @@ func preview(cfg *config.Config, bdir, pred string, rec rundir.Record) (writebac
 		var err error
 		p, err = s.Preview(bdir, pred, writeback.Options{
 			Project: cfg.TaskName, RunID: rec.RunID, Schemas: cfg.Training.Writeback.Schemas,
-			MinConfidence: cfg.Training.Writeback.MinConfidence, CreatedAt: unix(&rec.CreatedAt),
+			MinConfidence: cfg.Training.Writeback.MinConfidence, CreatedAt: writeback.Unix(&rec.CreatedAt),
 		}, labeled)
 		return err
 	})
