@@ -238,45 +238,58 @@ func labelFigures(s bundle.Schema, gold, pred map[string]string) ([]LabelFigures
 // nominal target is kept as its label and a multilabel one as its names
 // joined by "|", the form predictions use.
 func readGold(path string, schemas []bundle.Schema) (map[string]map[string]string, error) {
-	kinds := make(map[string]config.Kind, len(schemas))
-	gold := make(map[string]map[string]string, len(schemas))
+	g := newGoldReader(schemas)
+	err := scanLines(path, func(line []byte, _ int) error { return g.line(line) })
+	return g.gold, err
+}
+
+// goldReader is readGold's reading of one line at a time, into gold:
+// schema, item, label.
+type goldReader struct {
+	kinds map[string]config.Kind
+	gold  map[string]map[string]string
+}
+
+func newGoldReader(schemas []bundle.Schema) *goldReader {
+	g := &goldReader{kinds: make(map[string]config.Kind, len(schemas)), gold: make(map[string]map[string]string, len(schemas))}
 	for _, s := range schemas {
-		kinds[s.Name] = s.Kind
-		gold[s.Name] = map[string]string{}
+		g.kinds[s.Name] = s.Kind
+		g.gold[s.Name] = map[string]string{}
 	}
-	err := scanLines(path, func(line []byte, _ int) error {
-		var r struct {
-			InstanceID string                     `json:"instance_id"`
-			Targets    map[string]json.RawMessage `json:"targets"`
+	return g
+}
+
+func (g *goldReader) line(line []byte) error {
+	var r struct {
+		InstanceID string                     `json:"instance_id"`
+		Targets    map[string]json.RawMessage `json:"targets"`
+	}
+	if err := json.Unmarshal(line, &r); err != nil {
+		return err
+	}
+	if r.InstanceID == "" {
+		return errors.New("row has no instance_id")
+	}
+	for name, raw := range r.Targets {
+		kind, ok := g.kinds[name]
+		if !ok || string(raw) == "null" {
+			continue
 		}
-		if err := json.Unmarshal(line, &r); err != nil {
-			return err
-		}
-		if r.InstanceID == "" {
-			return errors.New("row has no instance_id")
-		}
-		for name, raw := range r.Targets {
-			kind, ok := kinds[name]
-			if !ok || string(raw) == "null" {
-				continue
+		if kind == config.KindNominal {
+			var label string
+			if err := json.Unmarshal(raw, &label); err != nil {
+				return fmt.Errorf("schema %q: nominal target: %w", name, err)
 			}
-			if kind == config.KindNominal {
-				var label string
-				if err := json.Unmarshal(raw, &label); err != nil {
-					return fmt.Errorf("schema %q: nominal target: %w", name, err)
-				}
-				gold[name][r.InstanceID] = label
-				continue
-			}
-			var names []string
-			if err := json.Unmarshal(raw, &names); err != nil {
-				return fmt.Errorf("schema %q: multilabel target: %w", name, err)
-			}
-			gold[name][r.InstanceID] = strings.Join(names, "|")
+			g.gold[name][r.InstanceID] = label
+			continue
 		}
-		return nil
-	})
-	return gold, err
+		var names []string
+		if err := json.Unmarshal(raw, &names); err != nil {
+			return fmt.Errorf("schema %q: multilabel target: %w", name, err)
+		}
+		g.gold[name][r.InstanceID] = strings.Join(names, "|")
+	}
+	return nil
 }
 
 // labelOf is a prediction payload's label: payload.label, or the payload
