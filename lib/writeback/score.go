@@ -97,12 +97,7 @@ func HeldoutOf(schemas []bundle.Schema, scores map[string]SchemaScore) (Heldout,
 //
 // The test split's labels are held in memory; the predictions are streamed.
 func Score(bundleDir, predictionsPath string, schemas []bundle.Schema) (map[string]SchemaScore, error) {
-	var scored []bundle.Schema
-	for _, s := range schemas {
-		if s.Kind == config.KindNominal || s.Kind == config.KindMultilabel {
-			scored = append(scored, s)
-		}
-	}
+	scored := scoredSchemas(schemas)
 	out := map[string]SchemaScore{}
 	if len(scored) == 0 {
 		return out, nil
@@ -144,6 +139,24 @@ func Score(bundleDir, predictionsPath string, schemas []bundle.Schema) (map[stri
 		return nil, fmt.Errorf("writeback: score: %w", err)
 	}
 
+	return scoreAll(scored, gold, pred), nil
+}
+
+// scoredSchemas are the schemas of schemas that Score scores.
+func scoredSchemas(schemas []bundle.Schema) []bundle.Schema {
+	var scored []bundle.Schema
+	for _, s := range schemas {
+		if s.Kind == config.KindNominal || s.Kind == config.KindMultilabel {
+			scored = append(scored, s)
+		}
+	}
+	return scored
+}
+
+// scoreAll scores each schema of scored on its gold labels of the test
+// split and the labels predicted for them (schema, item, label).
+func scoreAll(scored []bundle.Schema, gold, pred map[string]map[string]string) map[string]SchemaScore {
+	out := make(map[string]SchemaScore, len(scored))
 	for _, s := range scored {
 		var sc SchemaScore
 		if s.Kind == config.KindNominal {
@@ -154,7 +167,7 @@ func Score(bundleDir, predictionsPath string, schemas []bundle.Schema) (map[stri
 		sc.Labels, sc.Confusion = labelFigures(s, gold[s.Name], pred[s.Name])
 		out[s.Name] = sc
 	}
-	return out, nil
+	return out
 }
 
 // MaxConfusion is the most labels a schema's confusion matrix is kept for.
