@@ -43,6 +43,12 @@ type RunReading struct {
 	labeled  func(item, schema string) bool
 }
 
+// ReadEachStep is a RunReading that has read nothing: each step reads
+// for itself, as it does alone. It serves a command that makes one step.
+func ReadEachStep(bundleDir, predictionsPath string, schemas []bundle.Schema) *RunReading {
+	return &RunReading{bundleDir: bundleDir, predictionsPath: predictionsPath, schemas: schemas, scored: scoredSchemas(schemas)}
+}
+
 // ReadRun reads the predictions in predictionsPath of a run on the
 // bundle in bundleDir, whose manifest's schemas are schemas, once: see
 // RunReading. preview, when not nil, is the preview's options
@@ -164,6 +170,9 @@ func (r *RunReading) read(preview bool) error {
 		return nil
 	})
 }
+
+// BundleDir is the run's bundle.
+func (r *RunReading) BundleDir() string { return r.bundleDir }
 
 // Scores is Score(bundleDir, predictionsPath, schemas).
 func (r *RunReading) Scores() (map[string]SchemaScore, error) {
