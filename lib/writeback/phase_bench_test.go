@@ -115,16 +115,26 @@ func copyFile(b *testing.B, from, to string) {
 	}
 }
 
-// BenchmarkRunWriteback100k is a run's write-back phase as the dispatch
-// makes it (writePhase), on a bundle of 100k items and 100k predictions
-// with probs, one nominal schema, under writeback.promote: if_better with
-// the previous run's prelabels in the store: calibration, the held-out
-// score, the preview, the gate (the comparison with the published run,
-// its paired bootstrap, and the check on the val split), the run's items
-// and the publish. Each iteration is a new run over a fresh copy of the
-// trainer's predictions. phase_s is its time, peak_heap_MB the largest
-// live heap seen during it.
+// BenchmarkRunWriteback100k is a run's write-back phase on a bundle of
+// 100k items and 100k predictions with probs, one nominal schema, under
+// writeback.promote: if_better with the previous run's prelabels in the
+// store: calibration, the held-out score, the preview, the gate (the
+// comparison with the published run, its paired bootstrap, and the check
+// on the val split), the run's items and the publish. each is every step
+// reading for itself (writePhaseEach), once the dispatch's one reading
+// (writePhaseOnce), in the same run. Each iteration is a new run over a
+// fresh copy of the trainer's predictions. phase_s is its time,
+// peak_heap_MB the largest live heap seen during it.
 func BenchmarkRunWriteback100k(b *testing.B) {
+	for _, c := range []struct {
+		name  string
+		phase func(*Store, string, string, []bundle.Schema, Options) (Report, error)
+	}{{"each", writePhaseEach}, {"once", writePhaseOnce}} {
+		b.Run(c.name, func(b *testing.B) { benchPhase(b, c.phase) })
+	}
+}
+
+func benchPhase(b *testing.B, writePhase func(*Store, string, string, []bundle.Schema, Options) (Report, error)) {
 	bdir, orig := phaseBundle(b)
 	s, err := OpenStore(filepath.Join(b.TempDir(), "s.sqlite"))
 	if err != nil {
