@@ -4,7 +4,7 @@
 // emails of testdata/spamassassin, the reviews of examples/reviews) is made
 // into a bundle, tfidf-logreg fits its curve as a curve run's trainer does
 // (trainer.RunWorker with spec.json's curve and curve_draws), and the
-// dispatch's own scoring judges it (dispatch.ScoreCurve). The verdicts of
+// dispatch's own scoring judges it (writeback.JudgeCurve). The verdicts of
 // many subsets are counted against the verdict the corpus's full-data
 // curve gives: the same curve fitted on a large pool with many draws and
 // scored on the items no subset's train split needs.
@@ -31,7 +31,6 @@ import (
 	"potato-training/lib/bundle"
 	"potato-training/lib/config"
 	"potato-training/lib/curve"
-	"potato-training/lib/dispatch"
 	"potato-training/lib/trainer"
 	"potato-training/lib/writeback"
 )
@@ -193,7 +192,7 @@ func fit(work string, c corpus, train, val, test []item, points []float64, draws
 		return curve.Schema{}, "", fmt.Errorf("tfidf-logreg: %w", err)
 	}
 	pred := filepath.Join(spec.Workdir, "predictions.jsonl")
-	got, _, err := dispatch.ScoreCurve(bdir, pred, schemas, curve.Curve{Points: points, Seed: seed, Draws: draws}, spec.Trainer)
+	got, _, err := writeback.JudgeCurve(bdir, pred, schemas, curve.Curve{Points: points, Seed: seed, Draws: draws}, spec.Trainer)
 	if err != nil {
 		return curve.Schema{}, "", err
 	}

@@ -155,8 +155,8 @@ func run(dir string) error {
 	if err := predictions(bdir, pred); err != nil {
 		return err
 	}
-	os.Remove(filepath.Join(dir, "project.sqlite"))
-	store, err := writeback.OpenStore(filepath.Join(dir, "project.sqlite"))
+	os.Remove(filepath.Join(dir, writeback.StoreName))
+	store, err := writeback.OpenStore(filepath.Join(dir, writeback.StoreName))
 	if err != nil {
 		return err
 	}

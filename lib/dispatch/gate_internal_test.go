@@ -73,7 +73,7 @@ func TestGateBootstrap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first, err := decide(st, "p", bdir, old, "old", gateSchema, gateRule{}, own["s"])
+	first, err := decide(st, "p", writeback.ReadRun(bdir, old, []bundle.Schema{gateSchema}, nil, nil), "old", gateSchema, gateRule{}, own["s"])
 	if err != nil || !first.Published || first.N != 200 || first.MacroF1 != own["s"].MacroF1 || first.MacroF1 < 0.85 || first.Bootstrap != nil {
 		t.Fatalf("first run: %+v %v", first, err)
 	}
@@ -92,7 +92,7 @@ func TestGateBootstrap(t *testing.T) {
 		{22, gateRule{set: true}, false, "not published: macro-F1 0.89 < 0.90 of run old on 200 test items (paired bootstrap"},
 		{22, gateRule{margin: -0.02, set: true}, true, "published: macro-F1 0.89 >= 0.90 of run old -0.02 margin on 200 test items"},
 	} {
-		d, err := decide(st, "p", bdir, gatePredictions(t, c.wrong), "new", gateSchema, c.rule, writeback.SchemaScore{})
+		d, err := decide(st, "p", writeback.ReadRun(bdir, gatePredictions(t, c.wrong), []bundle.Schema{gateSchema}, nil, nil), "new", gateSchema, c.rule, writeback.SchemaScore{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -60,12 +60,12 @@ type learntCheck struct {
 // item of, or whose items it predicted all have one label (p0 = 1), is not
 // checked: the schema is published, and the run log says it was not
 // checked.
-func learnt(bdir, pred string, s bundle.Schema) (learntCheck, error) {
+func learnt(r *writeback.RunReading, s bundle.Schema) (learntCheck, error) {
 	c := learntCheck{Schema: s.Name, Multi: s.Kind == config.KindMultilabel}
 	if s.Kind != config.KindNominal && s.Kind != config.KindMultilabel {
 		return c, nil
 	}
-	gold, got, err := writeback.SplitPredictions(bdir, pred, "val", s)
+	gold, got, err := r.Split("val", s)
 	if err != nil {
 		return c, err
 	}

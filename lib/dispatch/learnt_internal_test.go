@@ -12,6 +12,7 @@ import (
 
 	"potato-training/lib/bundle"
 	"potato-training/lib/config"
+	"potato-training/lib/writeback"
 )
 
 // TestBinomialTail: P(X >= k) against sums written out by hand.
@@ -104,7 +105,7 @@ func TestLearnt(t *testing.T) {
 		{"val items of one label", append(repeat("-", 60), repeat("a", 40)...), false, false, 0, 40, 40, "b", "not checked: the 40 labelled val items it predicted are all b, so no model can be above always predicting it"},
 	} {
 		bdir, pred := learntBundle(t, gold, c.pred)
-		got, err := learnt(bdir, pred, s)
+		got, err := learnt(writeback.ReadRun(bdir, pred, []bundle.Schema{s}, nil, nil), s)
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
@@ -128,7 +129,7 @@ func TestLearnt(t *testing.T) {
 		{repeat("b", 4), false, "val accuracy 0.500 (2 of 4) is not above the 0.500 of always predicting a; 4 val items are too few"},
 	} {
 		bdir, pred := learntBundle(t, few, c.pred)
-		got, err := learnt(bdir, pred, s)
+		got, err := learnt(writeback.ReadRun(bdir, pred, []bundle.Schema{s}, nil, nil), s)
 		if err != nil || !got.Checked || !got.Few || got.LearntEnough != c.ok || got.reason() != c.inMsg && !strings.HasPrefix(got.reason(), c.inMsg) {
 			t.Errorf("few items, %v: %+v %q, %v", c.pred, got, got.reason(), err)
 		}
@@ -142,7 +143,7 @@ func TestLearnt(t *testing.T) {
 			pred[1] = "a"
 		}
 		bdir, predPath := learntBundle(t, six, pred)
-		got, err := learnt(bdir, predPath, s)
+		got, err := learnt(writeback.ReadRun(bdir, predPath, []bundle.Schema{s}, nil, nil), s)
 		if err != nil || got.Few || got.LearntEnough != ok || got.Correct != k {
 			t.Errorf("%d of 6 right: %+v, %v", k, got, err)
 		}
@@ -166,7 +167,7 @@ func TestLearnt(t *testing.T) {
 	os.WriteFile(pred, []byte(preds.String()), 0o644)
 	// Per label decision: x always right (30), y right on the 20 items
 	// without it: 50 of 60, as choosing each label as most items have it.
-	got, err := learnt(bdir, pred, ms)
+	got, err := learnt(writeback.ReadRun(bdir, pred, []bundle.Schema{ms}, nil, nil), ms)
 	if err != nil || !got.Checked || got.LearntEnough || got.Correct != 50 || got.N != 60 || got.Majority != 50 || got.Label != "x" ||
 		!strings.HasPrefix(got.reason(), "val accuracy 0.833 (50 of 60 label decisions on 30 items) is not above the 0.833 of always predicting x by more than chance") {
 		t.Errorf("multiselect, one set predicted: %+v %q, %v", got, got.reason(), err)
@@ -181,7 +182,7 @@ func TestLearnt(t *testing.T) {
 		fmt.Fprintf(&right, `{"instance_id":"v%d","schema_name":"s","payload":{"label":%q}}`+"\n", i, l)
 	}
 	os.WriteFile(pred, []byte(right.String()), 0o644)
-	if got, err := learnt(bdir, pred, ms); err != nil || !got.LearntEnough || got.Correct != 60 {
+	if got, err := learnt(writeback.ReadRun(bdir, pred, []bundle.Schema{ms}, nil, nil), ms); err != nil || !got.LearntEnough || got.Correct != 60 {
 		t.Errorf("multiselect, the right sets: %+v, %v", got, err)
 	}
 }

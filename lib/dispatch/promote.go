@@ -45,7 +45,7 @@ const gateConfidence = 0.95
 // Then, whatever promote says, a schema whose model learnt nothing the
 // val split shows (learnt) is not published, and its decision says why;
 // one the comparison held back keeps the comparison's reason.
-func promotion(cfg *config.Config, bdir, pred, runID string, m bundle.Manifest, scores map[string]writeback.SchemaScore) ([]string, map[string]rundir.Promotion, []learntCheck, error) {
+func promotion(cfg *config.Config, r *writeback.RunReading, runID string, m bundle.Manifest, scores map[string]writeback.SchemaScore) ([]string, map[string]rundir.Promotion, []learntCheck, error) {
 	wb := cfg.Training.Writeback
 	kinds := map[string]bundle.Schema{}
 	for _, s := range m.Schemas {
@@ -63,7 +63,7 @@ func promotion(cfg *config.Config, bdir, pred, runID string, m bundle.Manifest, 
 					continue
 				}
 				_, marginSet := wb.Lines["margin"]
-				d, err := decide(st, cfg.TaskName, bdir, pred, runID, s, gateRule{margin: wb.Margin, set: marginSet}, scores[name])
+				d, err := decide(st, cfg.TaskName, r, runID, s, gateRule{margin: wb.Margin, set: marginSet}, scores[name])
 				if err != nil {
 					return err
 				}
@@ -88,7 +88,7 @@ func promotion(cfg *config.Config, bdir, pred, runID string, m bundle.Manifest, 
 			kept = append(kept, name)
 			continue
 		}
-		c, err := learnt(bdir, pred, s)
+		c, err := learnt(r, s)
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("the check against the most common label: %w", err)
 		}
@@ -117,7 +117,7 @@ type gateRule struct {
 
 // decide is the gate's decision for one schema; own is the run's
 // held-out score of it.
-func decide(st *writeback.Store, project, bdir, pred, runID string, s bundle.Schema, rule gateRule, own writeback.SchemaScore) (rundir.Promotion, error) {
+func decide(st *writeback.Store, project string, r *writeback.RunReading, runID string, s bundle.Schema, rule gateRule, own writeback.SchemaScore) (rundir.Promotion, error) {
 	other, err := st.PublishedRunOf(project, s.Name, runID)
 	if err != nil {
 		return rundir.Promotion{}, err
@@ -130,7 +130,7 @@ func decide(st *writeback.Store, project, bdir, pred, runID string, s bundle.Sch
 	if err != nil {
 		return rundir.Promotion{}, err
 	}
-	c, err := writeback.CompareOnCommon(bdir, pred, s, labels)
+	c, err := r.Compare(s, labels)
 	if err != nil {
 		return rundir.Promotion{}, err
 	}
@@ -235,9 +235,9 @@ func marginText(m float64) string {
 // writeback) publishes: those its gate published, when it recorded a
 // decision; else the gate's choice now, recorded when it holds a schema
 // back or compares.
-func gatedSchemas(cfg *config.Config, bdir, pred string, rec *rundir.Record, m bundle.Manifest) ([]string, error) {
+func gatedSchemas(cfg *config.Config, r *writeback.RunReading, rec *rundir.Record, m bundle.Manifest) ([]string, error) {
 	if rec.Promotion == nil {
-		schemas, decisions, _, err := promotion(cfg, bdir, pred, rec.RunID, m, heldoutScores(*rec))
+		schemas, decisions, _, err := promotion(cfg, r, rec.RunID, m, heldoutScores(*rec))
 		if err == nil && decisions != nil {
 			rec.Promotion = decisions
 		}
@@ -276,11 +276,12 @@ func Publish(configPath, id string) (string, error) {
 			return fmt.Errorf("run %s: %w: nothing to publish", id, err)
 		}
 		bdir := filepath.Join(dir, rundir.BundleDir)
-		if _, err := bundle.ReadManifest(bdir); err != nil {
+		m, err := bundle.ReadManifest(bdir)
+		if err != nil {
 			return fmt.Errorf("run %s: its bundle, which says which items it trained on, is gone (%v): its predictions cannot be published", id, err)
 		}
 		now := time.Now()
-		rep, n, err := publish(cfg, bdir, pred, *rec, cfg.Training.Writeback.Schemas, unix(&now))
+		rep, n, err := publish(cfg, writeback.ReadEachStep(bdir, pred, m.Schemas), *rec, cfg.Training.Writeback.Schemas, writeback.Unix(&now))
 		if err != nil {
 			return err
 		}
@@ -292,7 +293,7 @@ func Publish(configPath, id string) (string, error) {
 		}
 		rec.Writeback, rec.RetractedAt = writebackCounts(rep, n), nil
 		summary = fmt.Sprintf("run %s: %d of %d predictions published as prelabels in %s (%s); Potato shows them after its next start",
-			id, rep.NWritten, rep.NRead, StorePath(cfg), strings.Join(cfg.Training.Writeback.Schemas, ", "))
+			id, rep.NWritten, rep.NRead, writeback.StorePath(cfg), strings.Join(cfg.Training.Writeback.Schemas, ", "))
 		return recordRun(cfg, root, *rec)
 	})
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"potato-training/lib/config"
 	"potato-training/lib/rundir"
+	"potato-training/lib/writeback"
 )
 
 // ErrFinished is returned when cancelling a run that is over.
@@ -241,7 +242,7 @@ func summary(configPath, id string) (string, error) {
 		}
 	}
 	if wb := r.Writeback; wb != nil {
-		s += fmt.Sprintf("; %d prelabels written to %s", wb["n_written"], StorePath(cfg))
+		s += fmt.Sprintf("; %d prelabels written to %s", wb["n_written"], writeback.StorePath(cfg))
 		if wb["n_written"] > 0 {
 			s += "; " + prelabelsShown
 		}

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
 	"potato-training/lib/bundle"
 	"potato-training/lib/config"
@@ -15,16 +14,6 @@ import (
 	"potato-training/lib/trainer"
 	"potato-training/lib/writeback"
 )
-
-// StorePath is Potato's store of a project (FORMATS.md).
-func StorePath(cfg *config.Config) string { return filepath.Join(cfg.TaskDir, "project.sqlite") }
-
-func unix(t *time.Time) float64 {
-	if t == nil {
-		return 0
-	}
-	return float64(t.UnixNano()) / 1e9
-}
 
 // writeBack scores the test split's predictions against the human labels
 // (SPEC B8) and publishes the predictions that pass the gates (B7).
@@ -37,7 +26,17 @@ func (d *dispatcher) writeBack(m bundle.Manifest) error {
 	if cals := calibrate(bdir, pred, m, d.logf); cals != nil {
 		d.set(func(r *rundir.Record) { r.Calibration = cals })
 	}
-	scores, err := writeback.Score(bdir, pred, m.Schemas)
+	rec := d.run.Record()
+	// One reading of the predictions and the splits for the score, the
+	// preview, the gate and the publish's gates.
+	labeled, annErr := annotated(d.cfg)
+	var pv *writeback.Options
+	if annErr == nil {
+		opt := previewOptions(d.cfg, rec)
+		pv = &opt
+	}
+	r := writeback.ReadRun(bdir, pred, m.Schemas, pv, labeled)
+	scores, err := r.Scores()
 	if err != nil {
 		return fmt.Errorf("held-out score: %w", err)
 	}
@@ -47,9 +46,9 @@ func (d *dispatcher) writeBack(m bundle.Manifest) error {
 		d.logf("held-out score of %s on %d test items: accuracy %.3f, macro-F1 %.3f", name, s.N, s.Accuracy, s.MacroF1)
 	}
 
-	rec := d.run.Record()
-	d.logPreview(bdir, pred, rec)
-	schemas, decisions, checks, err := promotion(d.cfg, bdir, pred, rec.RunID, m, scores)
+	rec = d.run.Record()
+	d.logPreview(r, annErr)
+	schemas, decisions, checks, err := promotion(d.cfg, r, rec.RunID, m, scores)
 	if err != nil {
 		return err
 	}
@@ -63,13 +62,13 @@ func (d *dispatcher) writeBack(m bundle.Manifest) error {
 		}
 		d.noteDefaultPromote(decisions)
 	}
-	rep, n, err := publish(d.cfg, bdir, pred, rec, schemas, unix(&rec.CreatedAt))
+	rep, n, err := publish(d.cfg, r, rec, schemas, writeback.Unix(&rec.CreatedAt))
 	if err != nil {
 		return err
 	}
 	d.set(func(r *rundir.Record) { r.Writeback = writebackCounts(rep, n) })
 	d.logf("write-back to %s: %d of %d predictions written as prelabels (%d in the train split, %d below min_confidence %g, %d of schemas not in writeback.schemas, %d refused)",
-		StorePath(d.cfg), rep.NWritten, rep.NRead, rep.NSkippedTrainSplit, rep.NSkippedLowConfidence, d.cfg.Training.Writeback.MinConfidence, rep.NSkippedSchemaNotEnabled, rep.NRefused)
+		writeback.StorePath(d.cfg), rep.NWritten, rep.NRead, rep.NSkippedTrainSplit, rep.NSkippedLowConfidence, d.cfg.Training.Writeback.MinConfidence, rep.NSkippedSchemaNotEnabled, rep.NRefused)
 	if rep.NRefused > 0 {
 		d.logf("warning: %s", rep.RefusedSummary())
 	}
@@ -128,16 +127,16 @@ func heldoutSchema(m bundle.Manifest, scores map[string]writeback.SchemaScore) s
 
 // publish records the run's items and publishes its predictions of
 // schemas in Potato's store, its rows stamped at (unix seconds), each in
-// one transaction. An error is a StoreError.
-func publish(cfg *config.Config, bdir, pred string, rec rundir.Record, schemas []string, at float64) (writeback.Report, int, error) {
+// one transaction; r is the run's reading. An error is a StoreError.
+func publish(cfg *config.Config, r *writeback.RunReading, rec rundir.Record, schemas []string, at float64) (writeback.Report, int, error) {
 	var rep writeback.Report
 	var n int
 	err := withStore(cfg, func(s *writeback.Store) error {
 		var err error
-		if n, err = s.RecordItems(cfg.TaskName, rec.RunID, bdir); err != nil {
+		if n, err = s.RecordItems(cfg.TaskName, rec.RunID, r.BundleDir()); err != nil {
 			return fmt.Errorf("recording the run's items: %w", err)
 		}
-		rep, err = s.Publish(bdir, pred, writeback.Options{
+		rep, err = r.Publish(s, writeback.Options{
 			Project: cfg.TaskName, RunID: rec.RunID, Schemas: schemas,
 			MinConfidence: cfg.Training.Writeback.MinConfidence, CreatedAt: at,
 		})
@@ -208,11 +207,15 @@ func Writeback(configPath, id string) (string, error) {
 					rec.Calibration = cals
 				}
 			}
-			schemas, err := gatedSchemas(cfg, bdir, pred, rec, m)
+			r := writeback.ReadEachStep(bdir, pred, m.Schemas)
+			if rec.Promotion == nil {
+				r = writeback.ReadRun(bdir, pred, m.Schemas, nil, nil) // for the gate and the publish
+			}
+			schemas, err := gatedSchemas(cfg, r, rec, m)
 			if err != nil {
 				return err
 			}
-			rep, n, err := publish(cfg, bdir, pred, *rec, schemas, unix(&rec.CreatedAt))
+			rep, n, err := publish(cfg, r, *rec, schemas, writeback.Unix(&rec.CreatedAt))
 			if err != nil {
 				return err
 			}
@@ -230,9 +233,9 @@ func Writeback(configPath, id string) (string, error) {
 		if err := recordRun(cfg, root, *rec); err != nil {
 			return err
 		}
-		msg := fmt.Sprintf("run %s: %s recorded in %s", id, rec.State, StorePath(cfg))
+		msg := fmt.Sprintf("run %s: %s recorded in %s", id, rec.State, writeback.StorePath(cfg))
 		if rec.WritebackPending {
-			msg = fmt.Sprintf("run %s: was %s, now success in %s", id, was, StorePath(cfg))
+			msg = fmt.Sprintf("run %s: was %s, now success in %s", id, was, writeback.StorePath(cfg))
 			if rec.ArtifactURI == "" {
 				// Lost while it copied the model back: the predictions are
 				// whole, the model files may not be.

@@ -158,7 +158,7 @@ var ErrNoStore = errors.New("no store")
 
 // openStore opens the store of cfg if it exists; a read must not make it.
 func openStore(cfg *config.Config) (*writeback.Store, string, error) {
-	path := filepath.Join(cfg.TaskDir, writeback.StoreName)
+	path := writeback.StorePath(cfg)
 	if _, err := os.Stat(path); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, path, fmt.Errorf("%w: %s does not exist, so no run has published prelabels", ErrNoStore, path)

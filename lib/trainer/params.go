@@ -10,8 +10,8 @@ import (
 	"strings"
 )
 
-// Kinds of parameter values, named as the hf-text-classification script's
-// PARAMS table names them.
+// Kinds of parameter values, named as the hf-text-classification trainer's
+// params.json names them.
 const (
 	KindInt    = "int"
 	KindFloat  = "float"

@@ -107,9 +107,11 @@ func TestWorkerRefusesParams(t *testing.T) {
 	}
 }
 
-// The script's PARAMS table and the Go declaration of hf-text-classification
-// agree: the same names in the same order, kinds and defaults, and
-// parse_params accepts exactly the probe values the declaration accepts.
+// The script's PARAMS table and the Go declaration of hf-text-classification,
+// both read from its params.json, agree: the same names in the same order,
+// kinds and defaults, and parse_params, which checks values against the
+// table's bounds and choices in its own code, accepts exactly the probe
+// values the declaration accepts.
 // The script is imported by Debian's python3, which has no need of torch
 // for this.
 func TestHFParamsAgree(t *testing.T) {

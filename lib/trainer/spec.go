@@ -166,46 +166,6 @@ var calibrateParams = Params{
 		Help: "the project the store's rows are keyed by, set by the local backend"},
 }
 
-// hfParams are the PARAMS table of hf-text-classification's script, which
-// reads them itself; the ranges are those its parse_params enforces.
-// TestHFParamsAgree compares the two.
-var hfParams = Params{
-	{Name: "model", Kind: KindString, Default: "distilbert-base-uncased", Check: hfModel,
-		Help: "a model name or directory for transformers, or builtin:ngram, a small model of torch alone"},
-	{Name: "lora", Kind: KindBool, Default: "true", Help: "train LoRA adapters instead of every weight"},
-	{Name: "merge", Kind: KindBool, Default: "false", Help: "merge the LoRA adapters into the saved model"},
-	{Name: "lora_r", Kind: KindInt, Default: "8", Range: AtLeast(1), Help: "the LoRA rank"},
-	{Name: "lora_alpha", Kind: KindInt, Default: "16", Range: AtLeast(1), Help: "the LoRA scaling"},
-	{Name: "lora_dropout", Kind: KindFloat, Default: "0.1", Range: &Range{Min: 0, Max: 1, MaxOpen: true}, Help: "the LoRA dropout"},
-	{Name: "attention_dropout", Kind: KindFloat, Default: "0", Range: &Range{Min: 0, Max: 1, MaxOpen: true}, Help: "the dropout of a transformers model's attention probabilities while training, in place of its config's (0: the fused attention kernel runs)"},
-	{Name: "target_modules", Kind: KindList, DefaultNote: "peft's choice for the model", Help: "the modules LoRA adapts"},
-	{Name: "epochs", Kind: KindInt, DefaultNote: "3, more on a small train split (enough for about 100 steps, at most 10); 8 for builtin:ngram", Range: AtLeast(1), Help: "the most passes over the training items"},
-	{Name: "batch_size", Kind: KindInt, DefaultNote: "16; 32 for builtin:ngram", Range: AtLeast(1), Help: "items per step"},
-	{Name: "learning_rate", Kind: KindFloat, DefaultNote: "by the model's size: 1e-3 with LoRA, 2e-5 without, for a model of BERT-base's 110 million parameters, divided by the square root of how many times larger a larger model is (at least 1e-4 with LoRA, 5e-6 without), and without LoRA multiplied by it for a smaller model (at most 1e-4); 0.01 for builtin:ngram", Range: Above(0), Help: "the step size"},
-	{Name: "head_learning_rate", Kind: KindFloat, DefaultNote: "0.01; learning_rate for builtin:ngram", Range: Above(0), Help: "the step size of the new classification head"},
-	{Name: "weight_decay", Kind: KindFloat, Default: "0.01", Help: "AdamW's weight decay"},
-	{Name: "warmup_ratio", Kind: KindFloat, Default: "0.06", Help: "the share of steps the learning rate warms up over"},
-	{Name: "max_length", Kind: KindInt, DefaultNote: "the 95th percentile of the token lengths of the train split's items, rounded up to a multiple of 8, at least 16, at most the model's limit and 256 on a GPU, 128 on the CPU; 128 words for builtin:ngram", Range: AtLeast(1), Help: "tokens per item, special tokens included; a longer item is cut as truncation says"},
-	{Name: "truncation", Kind: KindString, Default: "head_tail", Choices: []string{"head_tail", "head"}, Help: "how an item longer than max_length is cut: head_tail keeps its first quarter and its last three quarters of max_length's tokens, head its first tokens"},
-	{Name: "patience", Kind: KindInt, Default: "1", Help: "epochs without improvement of the val loss before training stops (the best epoch's weights kept); below 0 trains every epoch"},
-	{Name: "class_weights", Kind: KindString, Default: "auto", Choices: []string{"auto", "balanced", "none"}, Help: "weighs a nominal schema's loss by each label's inverse frequency in the train split, clipped to [0.1, 10]: auto when its most frequent label has 3 or more times the items of its least frequent, balanced always (for a multilabel schema, each label's positives by negatives over positives, at most 10), none never"},
-	{Name: "precision", Kind: KindString, Default: "auto", Choices: []string{"auto", "fp32", "bf16", "fp16"}, Help: "the training precision on a CUDA GPU"},
-	{Name: "threshold", Kind: KindFloat, Default: "0.5", Range: &Range{Min: 0, Max: 1, MinOpen: true, MaxOpen: true}, Help: "a multilabel schema's decision threshold"},
-	{Name: "max_grad_norm", Kind: KindFloat, Default: "1.0", Range: AtLeast(0), Help: "gradient clipping; 0 for none"},
-	{Name: "buckets", Kind: KindInt, Default: "65536", Range: AtLeast(16), Help: "builtin:ngram's hash buckets"},
-	{Name: "embed_dim", Kind: KindInt, Default: "32", Range: AtLeast(1), Help: "builtin:ngram's embedding size"},
-	{Name: "word_ngrams", Kind: KindInt, Default: "2", Range: AtLeast(1), Help: "builtin:ngram's longest word n-gram"},
-	{Name: "char_ngrams", Kind: KindInt, Default: "0", Range: AtLeast(0), Help: "builtin:ngram's longest character n-gram; 0 for none"},
-}
-
-// hfModel refuses a builtin: model the script does not have.
-func hfModel(v string) string {
-	if strings.HasPrefix(v, "builtin:") && v != "builtin:ngram" {
-		return "a directory, a model name or one of builtin:ngram"
-	}
-	return ""
-}
-
 // Trainers is the registry, by name.
 var Trainers = func() map[string]Info {
 	m := make(map[string]Info, len(registry))

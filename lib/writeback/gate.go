@@ -78,7 +78,6 @@ func CompareOnCommon(bundleDir, predictionsPath string, s bundle.Schema, other m
 		return c, fmt.Errorf("writeback: compare: test split: %w", err)
 	}
 	gold := golds[s.Name]
-	c.NTest = len(gold)
 	ours := map[string]string{}
 	var p predLine
 	err = scanLines(predictionsPath, func(line []byte, _ int) error {
@@ -95,6 +94,14 @@ func CompareOnCommon(bundleDir, predictionsPath string, s bundle.Schema, other m
 	if err != nil {
 		return c, fmt.Errorf("writeback: compare: %w", err)
 	}
+	return compareOnCommon(s, gold, ours, other), nil
+}
+
+// compareOnCommon is CompareOnCommon's work on the test split's gold
+// labels of s and this run's predicted labels (ours, normalLabel's form)
+// of them.
+func compareOnCommon(s bundle.Schema, gold, ours, other map[string]string) Comparison {
+	c := Comparison{NTest: len(gold)}
 	common, mine, theirs := map[string]string{}, map[string]string{}, map[string]string{}
 	for id, g := range gold {
 		o, okO := ours[id]
@@ -110,7 +117,7 @@ func CompareOnCommon(bundleDir, predictionsPath string, s bundle.Schema, other m
 	} else {
 		c.Ours, c.Theirs = scoreNominal(common, mine), scoreNominal(common, theirs)
 	}
-	return c, nil
+	return c
 }
 
 // normalLabel sorts a multilabel label's names, so that the same set

@@ -107,19 +107,30 @@ func trainIDs(bundleDir string) (*idSet, error) {
 // addIDs adds the instance_id of each line of the split file at path to
 // ids, unsorted.
 func addIDs(ids *idSet, path string) error {
-	keys := []string{"instance_id"}
-	raw := make([][]byte, 1)
+	r := newIDReader()
 	return scanLines(path, func(line []byte, _ int) error {
-		if err := scanObject(line, keys, raw); err != nil {
-			return err
-		}
-		if err := checkID(raw[0]); err != nil {
-			return err
-		}
-		id, err := stringValue(raw[0], "instance_id")
+		id, err := r.line(line)
 		if err == nil {
 			ids.add(id)
 		}
 		return err
 	})
+}
+
+// idReader reads the instance_id of a split file's line as addIDs does.
+type idReader struct {
+	keys []string
+	raw  [][]byte
+}
+
+func newIDReader() *idReader { return &idReader{keys: []string{"instance_id"}, raw: make([][]byte, 1)} }
+
+func (r *idReader) line(line []byte) (string, error) {
+	if err := scanObject(line, r.keys, r.raw); err != nil {
+		return "", err
+	}
+	if err := checkID(r.raw[0]); err != nil {
+		return "", err
+	}
+	return stringValue(r.raw[0], "instance_id")
 }

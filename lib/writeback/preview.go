@@ -98,7 +98,6 @@ func (l *labeler) key(kind config.Kind, payload []byte) uint64 {
 // item ids, about one chance in thirty million for a million items, would
 // count one prelabel in the wrong column.
 func (s *Store) Preview(bundleDir, predictionsPath string, opt Options, labeled func(item, schema string) bool) (Preview, error) {
-	out := Preview{RunID: opt.RunID}
 	if opt.CreatedAt == 0 {
 		opt.CreatedAt = float64(time.Now().UnixNano()) / 1e9
 	}
@@ -109,7 +108,40 @@ func (s *Store) Preview(bundleDir, predictionsPath string, opt Options, labeled 
 	if err != nil {
 		return fail(err)
 	}
-	kind := func(schema string) config.Kind {
+	pv := newPreviewer(bundleDir, g, labeled)
+	now, err := s.storedNow(pv, opt)
+	if err != nil {
+		return fail(err)
+	}
+	var p predLine
+	err = scanLines(predictionsPath, func(line []byte, n int) error {
+		if err := p.parse(line); err != nil {
+			return err
+		}
+		return pv.add(&p, n)
+	})
+	if err != nil {
+		return fail(err)
+	}
+	return pv.result(opt, now), nil
+}
+
+// previewer is Preview's reading of the predictions, one line at a time:
+// what the run would store for each (item, schema) that passes the gates.
+type previewer struct {
+	g       *gates
+	kind    func(schema string) config.Kind
+	lab     *labeler
+	labeled func(item, schema string) bool
+	rep     Report
+	// nexts[schema][item] is what the run would store.
+	nexts map[string]map[uint64]next
+}
+
+func newPreviewer(bundleDir string, g *gates, labeled func(item, schema string) bool) *previewer {
+	pv := &previewer{g: g, labeled: labeled, nexts: map[string]map[uint64]next{},
+		lab: &labeler{seed: maphash.MakeSeed(), raw: make([][]byte, 1)}}
+	pv.kind = func(schema string) config.Kind {
 		if g.multi[schema] {
 			return config.KindMultilabel
 		}
@@ -120,48 +152,54 @@ func (s *Store) Preview(bundleDir, predictionsPath string, opt Options, labeled 
 		for _, sc := range m.Schemas {
 			known[sc.Name] = sc.Kind
 		}
-		kind = func(schema string) config.Kind { return known[schema] }
+		pv.kind = func(schema string) config.Kind { return known[schema] }
 	}
-	lab := &labeler{seed: maphash.MakeSeed(), raw: make([][]byte, 1)}
-	item := func(id string) uint64 { return maphash.String(lab.seed, id) }
+	return pv
+}
+
+func (pv *previewer) item(id string) uint64 { return maphash.String(pv.lab.seed, id) }
+
+// add judges line n, which p has parsed.
+func (pv *previewer) add(p *predLine, n int) error {
+	raw, _, ok, err := pv.g.judgeParsed(p, n, &pv.rep)
+	if !ok {
+		return err
+	}
+	m := pv.nexts[p.schema]
+	if m == nil {
+		m = map[uint64]next{}
+		pv.nexts[p.schema] = m
+	}
+	m[pv.item(p.id)] = next{pv.lab.key(pv.kind(p.schema), raw), pv.labeled != nil && pv.labeled(p.id, p.schema)}
+	return nil
+}
+
+// storedNow reads the prelabels of the schemas the gates enable that the
+// store holds now.
+func (s *Store) storedNow(pv *previewer, opt Options) (map[string]map[uint64]current, error) {
 	now := map[string]map[uint64]current{}
-	for _, name := range slices.Sorted(maps.Keys(g.enabled)) {
+	for _, name := range slices.Sorted(maps.Keys(pv.g.enabled)) {
 		rows := map[uint64]current{}
-		k := kind(name)
+		k := pv.kind(name)
 		err := s.SchemaPrelabels(opt.Project, name, func(p StoredPrelabel) error {
-			rows[item(p.InstanceID)] = current{lab.key(k, []byte(p.Payload)), p.CreatedAt}
+			rows[pv.item(p.InstanceID)] = current{pv.lab.key(k, []byte(p.Payload)), p.CreatedAt}
 			return nil
 		})
 		if err != nil {
-			return fail(err)
+			return nil, err
 		}
 		now[name] = rows
 	}
+	return now, nil
+}
 
-	// nexts[schema][item] is what the run would store.
-	nexts := map[string]map[uint64]next{}
-	var p predLine
-	err = scanLines(predictionsPath, func(line []byte, n int) error {
-		raw, _, ok, err := g.judge(&p, line, n, &out.Report)
-		if !ok {
-			return err
-		}
-		m := nexts[p.schema]
-		if m == nil {
-			m = map[uint64]next{}
-			nexts[p.schema] = m
-		}
-		m[item(p.id)] = next{lab.key(kind(p.schema), raw), labeled != nil && labeled(p.id, p.schema)}
-		return nil
-	})
-	if err != nil {
-		return fail(err)
-	}
-
-	for _, name := range slices.Sorted(maps.Keys(g.enabled)) {
+// result compares what the run would store with what the store holds.
+func (pv *previewer) result(opt Options, now map[string]map[uint64]current) Preview {
+	out := Preview{RunID: opt.RunID, Report: pv.rep}
+	for _, name := range slices.Sorted(maps.Keys(pv.g.enabled)) {
 		sp := SchemaPreview{Schema: name}
 		rows := now[name]
-		for id, n := range nexts[name] {
+		for id, n := range pv.nexts[name] {
 			cur, has := rows[id]
 			switch {
 			case has && cur.createdAt > opt.CreatedAt:
@@ -180,7 +218,7 @@ func (s *Store) Preview(bundleDir, predictionsPath string, opt Options, labeled 
 			}
 		}
 		for id := range rows {
-			if _, ok := nexts[name][id]; !ok {
+			if _, ok := pv.nexts[name][id]; !ok {
 				sp.Untouched++
 			}
 		}
@@ -188,7 +226,7 @@ func (s *Store) Preview(bundleDir, predictionsPath string, opt Options, labeled 
 		out.Report.NSkippedNewerRun += sp.HeldByNewerRun
 		out.Schemas = append(out.Schemas, sp)
 	}
-	return out, nil
+	return out
 }
 
 // String says it in one line a schema, as the run log and potato-dispatch

@@ -170,7 +170,15 @@ func (s *Store) Publish(bundleDir, predictionsPath string, opt Options) (Report,
 	if err != nil {
 		return fail(err)
 	}
+	return s.publish(g, predictionsPath, opt)
+}
 
+// publish is Publish's work once its gates are read: opt's Project,
+// RunID and CreatedAt are set.
+func (s *Store) publish(g *gates, predictionsPath string, opt Options) (Report, error) {
+	fail := func(err error) (Report, error) {
+		return Report{}, fmt.Errorf("writeback: publish run %q: %w", opt.RunID, err)
+	}
 	tx, err := s.db.Begin()
 	if err != nil {
 		return fail(err)
@@ -273,6 +281,11 @@ func (g *gates) judge(p *predLine, line []byte, n int, rep *Report) (payload []b
 	if err := p.parse(line); err != nil {
 		return nil, nil, false, err
 	}
+	return g.judgeParsed(p, n, rep)
+}
+
+// judgeParsed is judge of a line p has parsed already.
+func (g *gates) judgeParsed(p *predLine, n int, rep *Report) (payload []byte, confidence any, ok bool, err error) {
 	rep.NRead++
 	if reason, why := g.rules.refusal(p); reason != "" {
 		rep.refuse(n, reason, why)

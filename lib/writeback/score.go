@@ -97,12 +97,7 @@ func HeldoutOf(schemas []bundle.Schema, scores map[string]SchemaScore) (Heldout,
 //
 // The test split's labels are held in memory; the predictions are streamed.
 func Score(bundleDir, predictionsPath string, schemas []bundle.Schema) (map[string]SchemaScore, error) {
-	var scored []bundle.Schema
-	for _, s := range schemas {
-		if s.Kind == config.KindNominal || s.Kind == config.KindMultilabel {
-			scored = append(scored, s)
-		}
-	}
+	scored := scoredSchemas(schemas)
 	out := map[string]SchemaScore{}
 	if len(scored) == 0 {
 		return out, nil
@@ -144,6 +139,24 @@ func Score(bundleDir, predictionsPath string, schemas []bundle.Schema) (map[stri
 		return nil, fmt.Errorf("writeback: score: %w", err)
 	}
 
+	return scoreAll(scored, gold, pred), nil
+}
+
+// scoredSchemas are the schemas of schemas that Score scores.
+func scoredSchemas(schemas []bundle.Schema) []bundle.Schema {
+	var scored []bundle.Schema
+	for _, s := range schemas {
+		if s.Kind == config.KindNominal || s.Kind == config.KindMultilabel {
+			scored = append(scored, s)
+		}
+	}
+	return scored
+}
+
+// scoreAll scores each schema of scored on its gold labels of the test
+// split and the labels predicted for them (schema, item, label).
+func scoreAll(scored []bundle.Schema, gold, pred map[string]map[string]string) map[string]SchemaScore {
+	out := make(map[string]SchemaScore, len(scored))
 	for _, s := range scored {
 		var sc SchemaScore
 		if s.Kind == config.KindNominal {
@@ -154,7 +167,7 @@ func Score(bundleDir, predictionsPath string, schemas []bundle.Schema) (map[stri
 		sc.Labels, sc.Confusion = labelFigures(s, gold[s.Name], pred[s.Name])
 		out[s.Name] = sc
 	}
-	return out, nil
+	return out
 }
 
 // MaxConfusion is the most labels a schema's confusion matrix is kept for.
@@ -238,45 +251,58 @@ func labelFigures(s bundle.Schema, gold, pred map[string]string) ([]LabelFigures
 // nominal target is kept as its label and a multilabel one as its names
 // joined by "|", the form predictions use.
 func readGold(path string, schemas []bundle.Schema) (map[string]map[string]string, error) {
-	kinds := make(map[string]config.Kind, len(schemas))
-	gold := make(map[string]map[string]string, len(schemas))
+	g := newGoldReader(schemas)
+	err := scanLines(path, func(line []byte, _ int) error { return g.line(line) })
+	return g.gold, err
+}
+
+// goldReader is readGold's reading of one line at a time, into gold:
+// schema, item, label.
+type goldReader struct {
+	kinds map[string]config.Kind
+	gold  map[string]map[string]string
+}
+
+func newGoldReader(schemas []bundle.Schema) *goldReader {
+	g := &goldReader{kinds: make(map[string]config.Kind, len(schemas)), gold: make(map[string]map[string]string, len(schemas))}
 	for _, s := range schemas {
-		kinds[s.Name] = s.Kind
-		gold[s.Name] = map[string]string{}
+		g.kinds[s.Name] = s.Kind
+		g.gold[s.Name] = map[string]string{}
 	}
-	err := scanLines(path, func(line []byte, _ int) error {
-		var r struct {
-			InstanceID string                     `json:"instance_id"`
-			Targets    map[string]json.RawMessage `json:"targets"`
+	return g
+}
+
+func (g *goldReader) line(line []byte) error {
+	var r struct {
+		InstanceID string                     `json:"instance_id"`
+		Targets    map[string]json.RawMessage `json:"targets"`
+	}
+	if err := json.Unmarshal(line, &r); err != nil {
+		return err
+	}
+	if r.InstanceID == "" {
+		return errors.New("row has no instance_id")
+	}
+	for name, raw := range r.Targets {
+		kind, ok := g.kinds[name]
+		if !ok || string(raw) == "null" {
+			continue
 		}
-		if err := json.Unmarshal(line, &r); err != nil {
-			return err
-		}
-		if r.InstanceID == "" {
-			return errors.New("row has no instance_id")
-		}
-		for name, raw := range r.Targets {
-			kind, ok := kinds[name]
-			if !ok || string(raw) == "null" {
-				continue
+		if kind == config.KindNominal {
+			var label string
+			if err := json.Unmarshal(raw, &label); err != nil {
+				return fmt.Errorf("schema %q: nominal target: %w", name, err)
 			}
-			if kind == config.KindNominal {
-				var label string
-				if err := json.Unmarshal(raw, &label); err != nil {
-					return fmt.Errorf("schema %q: nominal target: %w", name, err)
-				}
-				gold[name][r.InstanceID] = label
-				continue
-			}
-			var names []string
-			if err := json.Unmarshal(raw, &names); err != nil {
-				return fmt.Errorf("schema %q: multilabel target: %w", name, err)
-			}
-			gold[name][r.InstanceID] = strings.Join(names, "|")
+			g.gold[name][r.InstanceID] = label
+			continue
 		}
-		return nil
-	})
-	return gold, err
+		var names []string
+		if err := json.Unmarshal(raw, &names); err != nil {
+			return fmt.Errorf("schema %q: multilabel target: %w", name, err)
+		}
+		g.gold[name][r.InstanceID] = strings.Join(names, "|")
+	}
+	return nil
 }
 
 // labelOf is a prediction payload's label: payload.label, or the payload

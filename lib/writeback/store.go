@@ -1,5 +1,8 @@
-// Package writeback publishes a run's predictions to Potato's store as
-// prelabels and scores them on the held-out split.
+// Package writeback is everything of Potato's store: its path
+// (StorePath), schema and rows (a run's row, RunRowOf; its items; its
+// prelabels), and what a run's predictions do to it: scored on the
+// held-out split, calibrated, previewed, gated, published and retracted.
+// The dispatch only orchestrates these.
 //
 // The store is Potato's <task_dir>/project.sqlite (FORMATS.md, "Potato's
 // store"): training_runs, training_run_items and training_predictions, every

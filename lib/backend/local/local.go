@@ -131,7 +131,7 @@ func calibrateParams(cfg *config.Config, spec trainer.Spec) map[string]string {
 	p := make(map[string]string, len(spec.Params)+2)
 	maps.Copy(p, spec.Params)
 	if p[calibrate.ParamStore] == "" {
-		p[calibrate.ParamStore] = filepath.Join(cfg.TaskDir, writeback.StoreName)
+		p[calibrate.ParamStore] = writeback.StorePath(cfg)
 	}
 	if p[calibrate.ParamProject] == "" {
 		p[calibrate.ParamProject] = cfg.TaskName

@@ -11,6 +11,9 @@
     artifacts  the saved models, their model cards, the renames into place
     main       the command
 
+and params.json, the table of its parameters, which the Go registry of
+potato-training reads too.
+
 Every module imports with the standard library alone: loop imports torch,
 transformers and peft once packages has checked them, and passes them to
 the functions that need them. Python 3.8 or newer; torch 1.13 or newer.

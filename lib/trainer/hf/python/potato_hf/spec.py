@@ -4,6 +4,7 @@ imported, and the exit codes and errors it ends with."""
 
 import json
 import math
+import os
 
 TRAINER = "hf-text-classification"
 MODEL_VERSION = "hf-text-classification/1"
@@ -102,8 +103,7 @@ def learning_rate_for(lora, n_params):
 # quarter of max_length's tokens and its last three quarters (Sun et al.
 # 2019, How to Fine-Tune BERT for Text Classification: the head and tail
 # of a long review or news article classify it better than its head or
-# tail alone); head keeps the first tokens.
-TRUNCATIONS = ("head_tail", "head")
+# tail alone); head keeps the first tokens (params.json's truncation).
 HEAD_SHARE = 0.25
 
 # Class weights of a nominal schema's loss: auto weighs the labels when
@@ -115,8 +115,7 @@ HEAD_SHARE = 0.25
 # does not take over the loss. A multilabel schema's loss is weighed by
 # balanced alone: each label's positives by negatives / positives,
 # clipped to [1, MAX_CLASS_WEIGHT]; auto leaves it unweighed, so that
-# its threshold keeps its meaning.
-CLASS_WEIGHTS = ("auto", "balanced", "none")
+# its threshold keeps its meaning (params.json's class_weights).
 IMBALANCE_RATIO = 3.0
 MAX_CLASS_WEIGHT = 10.0
 
@@ -190,35 +189,88 @@ def head_tail(ids, budget, mode="head_tail"):
     return list(ids[:head]) + (list(ids[-tail:]) if tail else [])
 
 
-# name: (kind, default). Values arrive as strings (--param KEY=VALUE).
-PARAMS = {
-    "model": ("str", DEFAULT_MODEL),
-    "lora": ("bool", True),
-    "merge": ("bool", False),
-    "lora_r": ("int", 8),
-    "lora_alpha": ("int", 16),
-    "lora_dropout": ("float", 0.1),
-    "attention_dropout": ("float", 0.0),  # models.ATTENTION_DROPOUT_KEYS
-    "target_modules": ("list", None),
-    "epochs": ("int", None),  # 3, more on a small train split (epochs_for); 8 for builtin:ngram
-    "batch_size": ("int", None),  # 16; 32 for builtin:ngram
-    "learning_rate": ("float", None),  # 1e-3 with LoRA, 2e-5 without, 0.01 for builtin:ngram
-    "head_learning_rate": ("float", None),  # 0.01; builtin:ngram: learning_rate
-    "weight_decay": ("float", 0.01),
-    "warmup_ratio": ("float", 0.06),
-    "max_length": ("int", None),  # from the train split (auto_max_length); 128 words for builtin:ngram
-    "truncation": ("str", "head_tail"),
-    "patience": ("int", 1),
-    "class_weights": ("str", "auto"),
-    "precision": ("str", "auto"),
-    "threshold": ("float", 0.5),
-    "max_grad_norm": ("float", 1.0),
-    # builtin:ngram
-    "buckets": ("int", 1 << 16),
-    "embed_dim": ("int", 32),
-    "word_ngrams": ("int", 2),
-    "char_ngrams": ("int", 0),
-}
+# The parameters, declared once in params.json beside this module (Go's
+# registry reads the same file): each row's name, kind, default as a
+# --param value ("" or absent when the trainer chooses it, below), the
+# bounds of a number (min, max; min_open, max_open leave the bound out)
+# and a str's choices. Values arrive as strings (--param KEY=VALUE).
+PARAMS_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "params.json")
+
+
+def _typed(kind, s):
+    """s, a --param value, as kind; ValueError names what it is not."""
+    s = str(s).strip()
+    if kind == "str":
+        return s
+    if kind == "bool":
+        if s.lower() in ("1", "true", "yes", "on"):
+            return True
+        if s.lower() in ("0", "false", "no", "off"):
+            return False
+        raise ValueError("true or false")
+    if kind == "int":
+        try:
+            return int(s)
+        except ValueError:
+            raise ValueError("a whole number")
+    if kind == "float":
+        try:
+            x = float(s)
+        except ValueError:
+            raise ValueError("a number")
+        if not math.isfinite(x):
+            raise ValueError("a number")
+        return x
+    if kind == "list":
+        return [p.strip() for p in s.split(",") if p.strip()]
+    raise ValueError("of a known kind")
+
+
+def _read_params(path):
+    with open(path, encoding="utf-8") as f:
+        rows = json.load(f)
+    return {r["name"]: dict(r, default=_typed(r["kind"], r["default"]) if r.get("default", "") != "" else None)
+            for r in rows}
+
+
+# name: its row, the default typed (None when the trainer chooses it).
+PARAM_ROWS = _read_params(PARAMS_FILE)
+# name: (kind, default).
+PARAMS = {name: (r["kind"], r["default"]) for name, r in PARAM_ROWS.items()}
+
+
+def _num(x):
+    return "%d" % x if float(x).is_integer() else repr(float(x))
+
+
+def range_text(row):
+    """What a value out of the row's bounds is not, as the Go registry says
+    it: "1 or more", "more than 0", "at least 0 and below 1"."""
+    lo, hi = row.get("min"), row.get("max")
+    lo_open, hi_open = row.get("min_open", False), row.get("max_open", False)
+    if lo is not None and hi is not None:
+        if lo_open and hi_open:
+            return "between %s and %s" % (_num(lo), _num(hi))
+        return "%s %s and %s %s" % ("above" if lo_open else "at least", _num(lo),
+                                    "below" if hi_open else "at most", _num(hi))
+    if lo is not None:
+        return ("more than %s" if lo_open else "%s or more") % _num(lo)
+    if hi is not None:
+        return ("below %s" if hi_open else "at most %s") % _num(hi)
+    return ""
+
+
+def in_range(row, x):
+    lo, hi = row.get("min"), row.get("max")
+    if lo is not None and (x < lo or row.get("min_open") and x == lo):
+        return False
+    if hi is not None and (x > hi or row.get("max_open") and x == hi):
+        return False
+    return True
+
+
+def or_list(xs):
+    return xs[0] if len(xs) < 2 else ", ".join(xs[:-1]) + " or " + xs[-1]
 
 
 def is_builtin(model):
@@ -233,40 +285,26 @@ def parse_params(raw):
     """The spec's params, typed, with defaults. Unknown keys are ignored."""
     raw = raw or {}
     out = {}
+    given = []
     for key, (kind, default) in PARAMS.items():
         if key not in raw or raw[key] in (None, ""):
             out[key] = default
             continue
-        v = raw[key]
-        s = str(v).strip()
-        if kind == "str":
-            out[key] = s
-        elif kind == "bool":
-            if s.lower() in ("1", "true", "yes", "on"):
-                out[key] = True
-            elif s.lower() in ("0", "false", "no", "off"):
-                out[key] = False
-            else:
-                raise _bad_param(key, v, "true or false")
-        elif kind == "int":
-            try:
-                out[key] = int(s)
-            except ValueError:
-                raise _bad_param(key, v, "a whole number")
-        elif kind == "float":
-            try:
-                x = float(s)
-            except ValueError:
-                raise _bad_param(key, v, "a number")
-            if not math.isfinite(x):
-                raise _bad_param(key, v, "a number")
-            out[key] = x
-        elif kind == "list":
-            out[key] = [p.strip() for p in s.split(",") if p.strip()]
+        try:
+            out[key] = _typed(kind, raw[key])
+        except ValueError as e:
+            raise _bad_param(key, raw[key], str(e))
+        given.append(key)
     builtin = is_builtin(out["model"])
     if builtin and out["model"][len(BUILTIN_PREFIX):] not in BUILTIN_MODELS:
         raise _bad_param("model", raw.get("model"), "a directory, a model name or one of "
                          + ", ".join(BUILTIN_PREFIX + m for m in BUILTIN_MODELS))
+    for key in given:
+        row = PARAM_ROWS[key]
+        if row.get("choices") and out[key] not in row["choices"]:
+            raise _bad_param(key, raw[key], or_list(row["choices"]))
+        if row["kind"] in ("int", "float") and not in_range(row, out[key]):
+            raise _bad_param(key, raw[key], range_text(row))
     out["auto_epochs"] = out["epochs"] is None and not builtin
     out["auto_learning_rate"] = out["learning_rate"] is None and not builtin
     if out["max_length"] is None and builtin:
@@ -275,34 +313,10 @@ def parse_params(raw):
         out["epochs"] = 8 if builtin else 3
     if out["batch_size"] is None:
         out["batch_size"] = 32 if builtin else 16
-    for key in ("epochs", "batch_size", "max_length", "lora_r", "lora_alpha", "embed_dim", "word_ngrams"):
-        if out[key] is not None and out[key] < 1:
-            raise _bad_param(key, raw.get(key), "1 or more")
-    if out["buckets"] < 16:
-        raise _bad_param("buckets", raw.get("buckets"), "16 or more")
-    if out["char_ngrams"] < 0:
-        raise _bad_param("char_ngrams", raw.get("char_ngrams"), "0 (none) or more")
-    if out["max_grad_norm"] < 0:
-        raise _bad_param("max_grad_norm", raw.get("max_grad_norm"), "0 (no clipping) or more")
-    for key in ("lora_dropout", "attention_dropout"):
-        if not 0 <= out[key] < 1:
-            raise _bad_param(key, raw.get(key), "at least 0 and below 1")
     if out["learning_rate"] is None:
         out["learning_rate"] = 0.01 if builtin else (LORA_LEARNING_RATE if out["lora"] else 2e-5)
-    elif out["learning_rate"] <= 0:
-        raise _bad_param("learning_rate", raw.get("learning_rate"), "more than 0")
     if out["head_learning_rate"] is None:
         out["head_learning_rate"] = out["learning_rate"] if builtin else HEAD_LEARNING_RATE
-    elif out["head_learning_rate"] <= 0:
-        raise _bad_param("head_learning_rate", raw.get("head_learning_rate"), "more than 0")
-    if out["truncation"] not in TRUNCATIONS:
-        raise _bad_param("truncation", raw.get("truncation"), " or ".join(TRUNCATIONS))
-    if out["class_weights"] not in CLASS_WEIGHTS:
-        raise _bad_param("class_weights", raw.get("class_weights"), "auto, balanced or none")
-    if out["precision"] not in ("auto", "fp32", "bf16", "fp16"):
-        raise _bad_param("precision", raw.get("precision"), "auto, fp32, bf16 or fp16")
-    if not 0 < out["threshold"] < 1:
-        raise _bad_param("threshold", raw.get("threshold"), "between 0 and 1")
     return out
 
 

@@ -40,7 +40,7 @@ func Retract(configPath, id string) (Retracted, error) {
 	if err != nil {
 		return out, err
 	}
-	out.Store = StorePath(cfg)
+	out.Store = writeback.StorePath(cfg)
 	settleLost(cfg, root)
 	info, err := root.Read(id)
 	if err != nil {

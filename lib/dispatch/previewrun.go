@@ -43,28 +43,53 @@ func PreviewWriteback(configPath, id string) (writeback.Preview, error) {
 
 // preview is PreviewWriteback's work on a run's bundle and predictions.
 func preview(cfg *config.Config, bdir, pred string, rec rundir.Record) (writeback.Preview, error) {
-	ann, err := project.ReadAnnotations(cfg.AnnotationDir, cfg.Schemes)
+	labeled, err := annotated(cfg)
 	if err != nil {
-		return writeback.Preview{}, fmt.Errorf("the annotators' labels: %w", err)
+		return writeback.Preview{}, err
 	}
-	labeled := func(item, schema string) bool { return len(ann.Votes(item, schema)) > 0 }
 	var p writeback.Preview
 	err = withStore(cfg, func(s *writeback.Store) error {
 		var err error
-		p, err = s.Preview(bdir, pred, writeback.Options{
-			Project: cfg.TaskName, RunID: rec.RunID, Schemas: cfg.Training.Writeback.Schemas,
-			MinConfidence: cfg.Training.Writeback.MinConfidence, CreatedAt: unix(&rec.CreatedAt),
-		}, labeled)
+		p, err = s.Preview(bdir, pred, previewOptions(cfg, rec), labeled)
 		return err
 	})
 	return p, err
 }
 
+// annotated reads the annotators' labels: whether an item has one of a
+// schema now, for the preview.
+func annotated(cfg *config.Config) (func(item, schema string) bool, error) {
+	ann, err := project.ReadAnnotations(cfg.AnnotationDir, cfg.Schemes)
+	if err != nil {
+		return nil, fmt.Errorf("the annotators' labels: %w", err)
+	}
+	return func(item, schema string) bool { return len(ann.Votes(item, schema)) > 0 }, nil
+}
+
+// previewOptions are the preview's: the run publishing every writeback
+// schema.
+func previewOptions(cfg *config.Config, rec rundir.Record) writeback.Options {
+	return writeback.Options{
+		Project: cfg.TaskName, RunID: rec.RunID, Schemas: cfg.Training.Writeback.Schemas,
+		MinConfidence: cfg.Training.Writeback.MinConfidence, CreatedAt: writeback.Unix(&rec.CreatedAt),
+	}
+}
+
 // logPreview writes to the run log, before the run publishes, what its
-// write-back will do to each schema's prelabels. A preview that fails is
-// logged and the write-back goes on: it is a report, not a gate.
-func (d *dispatcher) logPreview(bdir, pred string, rec rundir.Record) {
-	p, err := preview(d.cfg, bdir, pred, rec)
+// write-back will do to each schema's prelabels, from the run's reading;
+// annErr is a failure to read the annotators' labels. A preview that
+// fails is logged and the write-back goes on: it is a report, not a gate.
+func (d *dispatcher) logPreview(r *writeback.RunReading, annErr error) {
+	if annErr != nil {
+		d.logf("write-back preview unavailable: %v", annErr)
+		return
+	}
+	var p writeback.Preview
+	err := withStore(d.cfg, func(s *writeback.Store) error {
+		var err error
+		p, err = r.Preview(s)
+		return err
+	})
 	if err != nil {
 		d.logf("write-back preview unavailable: %v", err)
 		return

@@ -1,11 +1,9 @@
-package dispatch
+package writeback
 
 import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -17,44 +15,24 @@ import (
 	"potato-training/lib/config"
 	"potato-training/lib/events"
 	"potato-training/lib/rundir"
-	"potato-training/lib/writeback"
 )
 
-// CodeStoreFailed is the error_code of a run whose rows could not be
-// written to Potato's store.
-const CodeStoreFailed = "store_failed"
+// StorePath is Potato's store of a project: task_dir's project.sqlite
+// (FORMATS.md, "Potato's store").
+func StorePath(cfg *config.Config) string { return filepath.Join(cfg.TaskDir, StoreName) }
 
-// StoreError is a failed write to Potato's store: the SQLite error and the
-// store's path.
-type StoreError struct {
-	Path string
-	Err  error
-}
-
-func (e *StoreError) Error() string {
-	return fmt.Sprintf("cannot write Potato's store %s: %v", e.Path, e.Err)
-}
-
-func (e *StoreError) Unwrap() error { return e.Err }
-
-// withStore opens Potato's store of cfg for fn; any error is a StoreError.
-func withStore(cfg *config.Config, fn func(*writeback.Store) error) error {
-	path := StorePath(cfg)
-	s, err := writeback.OpenStore(path)
-	if err != nil {
-		return &StoreError{Path: path, Err: err}
+// Unix is t in unix seconds, as the store's columns hold times; 0 for nil.
+func Unix(t *time.Time) float64 {
+	if t == nil {
+		return 0
 	}
-	defer s.Close()
-	if err := fn(s); err != nil {
-		return &StoreError{Path: path, Err: err}
-	}
-	return nil
+	return float64(t.UnixNano()) / 1e9
 }
 
-// potatoStatus is the status Potato's training_runs knows for a state of
+// PotatoStatus is the status Potato's training_runs knows for a state of
 // run.json: dispatching is the training process starting (running), and
 // fetching is collecting, scoring and writing back (evaluating).
-func potatoStatus(state string) string {
+func PotatoStatus(state string) string {
 	switch state {
 	case rundir.StateDispatching:
 		return "running"
@@ -75,17 +53,11 @@ func potatoTrigger(t string) string {
 	return "manual"
 }
 
-// recordRun upserts the run row of rec into Potato's store.
-func recordRun(cfg *config.Config, root *rundir.Root, rec rundir.Record) error {
-	row := runRow(cfg, root, rec)
-	return withStore(cfg, func(s *writeback.Store) error { return s.RecordRun(row) })
-}
-
-// runRow is rec as Potato writes a run row (FORMATS.md, "Potato's
-// store"): kinds a list in schema order, flat metrics under Potato's names,
-// the split sizes and digest of the run's bundle.
-func runRow(cfg *config.Config, root *rundir.Root, rec rundir.Record) writeback.RunRow {
-	dir := root.RunDir(rec.RunID)
+// RunRowOf is rec, the record of the run in directory dir, as Potato
+// writes a run row (FORMATS.md, "Potato's store"): kinds a list in schema
+// order, flat metrics under Potato's names, the split sizes and digest of
+// the run's bundle.
+func RunRowOf(cfg *config.Config, dir string, rec rundir.Record) RunRow {
 	m, merr := bundle.ReadManifest(filepath.Join(dir, rundir.BundleDir))
 	kinds := make([]string, 0, len(rec.Schemas))
 	for _, name := range rec.Schemas {
@@ -109,10 +81,10 @@ func runRow(cfg *config.Config, root *rundir.Root, rec rundir.Record) writeback.
 	if host == "" {
 		host, _ = os.Hostname()
 	}
-	row := writeback.RunRow{
+	row := RunRow{
 		Project: cfg.TaskName, RunID: rec.RunID, Trainer: rec.Trainer, Backend: rec.Backend,
-		SchemaNames: rec.Schemas, Kinds: kinds, Status: potatoStatus(rec.State), Trigger: potatoTrigger(rec.Trigger),
-		CreatedAt: unix(&rec.CreatedAt), StartedAt: unix(rec.StartedAt), FinishedAt: unix(rec.FinishedAt),
+		SchemaNames: rec.Schemas, Kinds: kinds, Status: PotatoStatus(rec.State), Trigger: potatoTrigger(rec.Trigger),
+		CreatedAt: Unix(&rec.CreatedAt), StartedAt: Unix(rec.StartedAt), FinishedAt: Unix(rec.FinishedAt),
 		SplitSeed: int64(cfg.Training.SplitSeed), Params: rec.Params,
 		Metrics:     potatoMetrics(rec, dir),
 		ArtifactDir: artifacts, ModelVersion: rec.ModelVersion, Error: rec.Error, ErrorCode: rec.ErrorCode,
@@ -196,13 +168,13 @@ func potatoMetrics(rec rundir.Record, dir string) map[string]float64 {
 			out[name(schema, metric)] = v
 		}
 	}
-	var scores map[string]writeback.SchemaScore
+	var scores map[string]SchemaScore
 	if raw, ok := rec.Metrics["heldout"]; ok {
 		if b, err := json.Marshal(raw); err == nil {
 			_ = json.Unmarshal(b, &scores)
 		}
 	}
-	add := func(schema string, s writeback.SchemaScore) {
+	add := func(schema string, s SchemaScore) {
 		out[name(schema, "test_accuracy")] = s.Accuracy
 		out[name(schema, "test_macro_f1")] = s.MacroF1
 		if s.CohenKappa != nil {
@@ -248,76 +220,4 @@ func number(v any) (float64, bool) {
 		return f, err == nil
 	}
 	return 0, false
-}
-
-// settleLost ends the runs whose dispatch is gone (killed with SIGKILL, or
-// its machine restarted): run.json and Potato's store get the terminal
-// state error, error_code dispatch_lost, once (rundir.SettleLost). A store
-// that cannot be written is noted in the run's store_error. It also writes
-// the end of a finished run that the store refused (recordEnd).
-func settleLost(cfg *config.Config, root *rundir.Root) {
-	infos, err := root.List()
-	if err != nil {
-		return
-	}
-	for _, info := range infos {
-		if info.Finished && info.StoreError != "" {
-			recordEnd(cfg, root, info.RunID)
-			continue
-		}
-		if !info.Gone {
-			continue
-		}
-		id := info.RunID
-		pending := false
-		ok, err := root.SettleLost(id, func(rec rundir.Record) error {
-			pending = rec.WritebackPending
-			return recordRun(cfg, root, rec)
-		})
-		if ok || err != nil {
-			msg := "the dispatch of this run is gone: recorded as error (" + rundir.CodeLost + ")"
-			if pending {
-				msg += fmt.Sprintf("; its predictions stay in %s: potato-dispatch writeback CONFIG %s applies them to Potato's store", rundir.PredictionsFile, id)
-			}
-			if err != nil {
-				msg = "the dispatch of this run is gone, and its end could not be recorded: " + err.Error()
-			}
-			appendLog(root, id, msg)
-		}
-	}
-}
-
-// recordEnd writes the end of a finished run into Potato's store, which
-// refused it when the run ended (store_error: locked longer than the busy
-// timeout, read-only), so that the store stops showing as running a run
-// that has ended. A pending run's predictions still wait for
-// potato-dispatch writeback.
-func recordEnd(cfg *config.Config, root *rundir.Root, id string) {
-	end := ""
-	err := root.Edit(id, func(rec *rundir.Record, finished bool) error {
-		if !finished || rec.StoreError == "" {
-			return errNoChange
-		}
-		if err := recordRun(cfg, root, *rec); err != nil {
-			return err
-		}
-		rec.StoreError, end = "", rec.State+" ("+rec.ErrorCode+")"
-		return nil
-	})
-	if err == nil {
-		appendLog(root, id, fmt.Sprintf("the run's end, %s, is now in %s", end, StorePath(cfg)))
-	}
-}
-
-var errNoChange = errors.New("no change")
-
-// appendLog adds a line to a run's run.log as Run.Logf does, for a run
-// that no dispatch holds.
-func appendLog(root *rundir.Root, id, msg string) {
-	f, err := os.OpenFile(filepath.Join(root.RunDir(id), rundir.LogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-	if err != nil {
-		return
-	}
-	defer f.Close()
-	_, _ = fmt.Fprintf(f, "%s %s\n", time.Now().UTC().Format(time.RFC3339), strings.ReplaceAll(rundir.CleanText(msg), "\n", "\n    "))
 }
