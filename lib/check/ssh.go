@@ -59,7 +59,7 @@ func SSH(ctx context.Context, b *config.Backend, j Judged) Report {
 				break
 			}
 			var err error
-			if dev, _, err = sshbackend.ChooseDevice(b, f, sshbackend.NeedsTorch(name, nil)); err != nil {
+			if dev, _, err = sshbackend.ChooseDevice(b, f, trainer.NeedsTorch(name, nil)); err != nil {
 				v.Reason = strings.TrimPrefix(v.Reason+"; "+err.Error(), "; ")
 			} else if dev == "cpu" && f.CPUTorch() && len(f.GPUs) > 0 && !b.GPUs.None {
 				r.Warnings = append(r.Warnings, fmt.Sprintf(probe.CPUTorchFormat, f.Torch, name, b.Host))

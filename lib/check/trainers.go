@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	sshbackend "potato-training/lib/backend/ssh"
 	"potato-training/lib/config"
 	"potato-training/lib/probe"
 	"potato-training/lib/trainer"
@@ -98,7 +97,7 @@ func pythonPackages() []string {
 		if i.Builtin {
 			continue
 		}
-		for _, p := range sshbackend.TrainerPackages(i.Name, nil) {
+		for _, p := range trainer.Packages(i.Name, nil) {
 			if !seen[p] {
 				seen[p] = true
 				pkgs = append(pkgs, p)
@@ -140,7 +139,7 @@ func missingByTrainer(f probe.Facts) map[string][]string {
 		if i.Builtin {
 			continue
 		}
-		for _, p := range sshbackend.TrainerPackages(i.Name, nil) {
+		for _, p := range trainer.Packages(i.Name, nil) {
 			if gone[p] {
 				out[i.Name] = append(out[i.Name], p)
 			}
