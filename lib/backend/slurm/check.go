@@ -18,7 +18,7 @@ import (
 // names the job_python the job will use, whose packages it cannot see
 // from the login node.
 func Check(ctx context.Context, b *config.Backend, j check.Judged) check.Report {
-	r, f, ok := sshbackend.ProbeHost(ctx, b, nil)
+	r, f, ok := sshbackend.ProbeHost(ctx, b, label(b), nil)
 	if !ok {
 		check.Conclude(&r, j, check.Unreachable(j, r.Problems[0]), "")
 		return r

@@ -18,7 +18,7 @@ import (
 // would get, the packages the Python trainers lack there, and each
 // trainer's verdict.
 func Check(ctx context.Context, b *config.Backend, j check.Judged) check.Report {
-	r, f, ok := ProbeHost(ctx, b, check.PythonPackages())
+	r, f, ok := ProbeHost(ctx, b, label(b), check.PythonPackages())
 	if !ok {
 		check.Conclude(&r, j, check.Unreachable(j, r.Problems[0]), "")
 		return r
@@ -103,9 +103,10 @@ func deviceInfo(dev string, f probe.Facts) *check.DeviceInfo {
 }
 
 // ProbeHost logs in to b's host and runs the probe, looking for pkgs; a
-// login or probe that fails is the report's first problem, and ok is
-// false. The SLURM backend's check starts with it too.
-func ProbeHost(ctx context.Context, b *config.Backend, pkgs []string) (r check.Report, f probe.Facts, ok bool) {
+// login or probe that fails is the report's first problem, after the
+// backend's label on its first line, and ok is false. The SLURM backend's
+// check starts with it too.
+func ProbeHost(ctx context.Context, b *config.Backend, label string, pkgs []string) (r check.Report, f probe.Facts, ok bool) {
 	r = check.Report{Backend: b.Name, Type: b.Type, GPUs: []check.GPUInfo{}, Warnings: []string{}, Problems: []string{}}
 	conn, err := sshx.Dial(ctx, sshx.TargetOf(b), "")
 	if err == nil {
@@ -113,7 +114,7 @@ func ProbeHost(ctx context.Context, b *config.Backend, pkgs []string) (r check.R
 		f, err = Probe(ctx, conn, b, pkgs)
 	}
 	if err != nil {
-		r.Summary = label(b) + ": " + err.Error()
+		r.Summary = label + ": " + err.Error()
 		r.Problems = append(r.Problems, err.Error())
 		return r, f, false
 	}
