@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"time"
 
 	"potato-training/internal/cli"
+	"potato-training/lib/backend"
+	_ "potato-training/lib/backend/all" // the registry, read below
 	"potato-training/lib/check"
 	"potato-training/lib/dispatch"
 	"potato-training/lib/gpu"
@@ -21,11 +24,15 @@ func (c *command) Run(ctx *cli.Context) error {
 	if !ok {
 		return cli.Failf(cli.ExitUsage, "no backend %q in %s", c.Backend, c.Config)
 	}
-	j, err := check.Judge(cfg, b, c.Trainer)
+	d, ok := backend.Lookup(b.Type)
+	if !ok {
+		return cli.Failf(cli.ExitUsage, "backend %s is of type %s, which this version cannot check", b.Name, b.Type)
+	}
+	j, err := check.Judge(cfg, d.OnServer, c.Trainer)
 	if err != nil {
 		return cli.Failf(cli.ExitUsage, "%v", err)
 	}
-	r := check.Backend(context.Background(), cfg, b, gpu.Probe{}, j)
+	r := backend.Check(context.Background(), check.Input{Config: cfg, Backend: b, GPU: gpu.Probe{}, Judged: j, Now: time.Now()})
 	if c.JSON {
 		err = check.WriteJSON(ctx.Stdout, r)
 	} else {

@@ -14,6 +14,8 @@ import (
 	"potato-training/internal/cli"
 	"potato-training/lib/agentproto"
 	"potato-training/lib/atomicfile"
+	"potato-training/lib/backend"
+	_ "potato-training/lib/backend/all" // the registry, read below
 	"potato-training/lib/config"
 	"potato-training/lib/dispatch"
 )
@@ -60,7 +62,7 @@ func (c *command) Run(ctx *cli.Context) error {
 		return cli.Failf(cli.ExitUsage, "no backend %q in %s", c.Backend, c.Config).
 			WithHint("an agent backend is an entry of model_training.backends with type: agent")
 	}
-	if b.Type != config.TypeAgent {
+	if !backend.Of(b).Tokens {
 		return cli.Failf(cli.ExitUsage, "backend %s is of type %s: only agent backends take a token", b.Name, b.Type).
 			WithHint("local, ssh and slurm backends need none: the server starts their agent itself")
 	}

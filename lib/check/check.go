@@ -1,9 +1,11 @@
-// Package check answers potato-check(1)'s question: can a run start on a
-// backend now, and where would it run?
+// Package check is the language of potato-check(1)'s answer to: can a run
+// start on a backend now, and where would it run? The report, the
+// trainers' verdicts and the text are here; each backend type's check,
+// which fills a report, is in its own package under lib/backend, and
+// lib/backend's Check picks it by the backend's type.
 package check
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"maps"
@@ -11,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"potato-training/lib/backend/local"
 	"potato-training/lib/config"
 	"potato-training/lib/gpu"
 	"potato-training/lib/probe"
@@ -71,6 +72,10 @@ type Report struct {
 	Notes []string `json:"notes"`
 	// Hints say how to fix the problems.
 	Hints []string `json:"hints,omitempty"`
+	// ThisMachine is set on the report of the backend that trains on the
+	// annotation server (local): its summary names the device, so the text
+	// has no line of its own for it.
+	ThisMachine bool `json:"-"`
 }
 
 // GPUInfo is one GPU as nvidia-smi lists it.
@@ -89,85 +94,41 @@ type DeviceInfo struct {
 	Cores    int    `json:"cores"`
 }
 
-// Local checks the local backend (SPEC L2): the device a local run of the
-// judged trainer would use, given model_training.device, and the
-// interpreter of the Python trainers (model_training.python).
-func Local(ctx context.Context, cfg *config.Config, gp gpu.Probe, j Judged) Report {
-	r := Report{Backend: "local", Type: config.TypeLocal, GPUs: []GPUInfo{}, Warnings: []string{}, Problems: []string{}}
-	if gpus, err := gpu.Query(ctx, gp.NvidiaSMI); err == nil {
-		for _, g := range gpus {
-			r.GPUs = append(r.GPUs, GPUInfo{GPU: g})
-		}
-	}
-	py := trainer.LocalPythonOf(cfg)
-	r.Python, r.PythonFrom = py.Name, py.From
-	pyErr := ""
-	var f probe.Facts
-	if path, err := py.Find(); err != nil {
-		pyErr = err.Error()
-	} else if f, err = probeLocal(ctx, path); err != nil {
-		pyErr = err.Error()
-	} else {
-		r.Python, r.PythonVersion = f.Python, f.PythonVersion
-		r.Missing = missingByTrainer(f)
-	}
-	var verdicts []Verdict
-	for _, name := range candidates(j) {
-		v := Verdict{Trainer: name}
-		dev, err := local.Device(ctx, cfg, name, gp, func(w string) {
-			if name == j.Name {
-				r.Warnings = append(r.Warnings, w)
-			}
-		})
-		switch {
-		case err != nil:
-			v.Reason = err.Error()
-		case isPython(name) && pyErr != "":
-			v.Reason = pyErr
-		case isPython(name):
-			v.Reason = pythonVerdict(name, f, "this machine", r.Missing)
-		case trainer.IsExec(name):
-			v.Reason = execProgram(name)
-		default:
-			if _, err := trainer.FindProgram("potato-agent"); err != nil {
-				v.Reason = err.Error()
-			}
-		}
-		v.OK = v.Reason == ""
-		if err == nil {
-			v.Device = dev.Describe()
-			if name == j.Name {
-				r.Device = &DeviceInfo{Kind: dev.Kind, Name: dev.Name, Device: dev.String(), Describe: dev.Describe(), Cores: dev.Cores}
-				r.Summary = "local: this machine, " + dev.Describe()
-			}
-		}
-		verdicts = append(verdicts, v)
-	}
-	judge(&r, j, verdicts, "local")
-	return r
+// Input is what a backend type's check is given (lib/backend's
+// Descriptor.Check).
+type Input struct {
+	Config  *config.Config
+	Backend *config.Backend
+	// GPU is how this machine's GPUs are found (the local backend).
+	GPU    gpu.Probe
+	Judged Judged
+	// Now is the time of the check (the agent backend's last_seen).
+	Now time.Time
 }
 
-// Backend checks a configured backend for the judged trainer.
-func Backend(ctx context.Context, cfg *config.Config, b *config.Backend, gp gpu.Probe, j Judged) Report {
-	r := backendReport(ctx, cfg, b, gp, j)
-	r.Notes = []string{}
-	return r
+// MsgNeverSet is an agent backend's last_seen before any agent polled.
+const MsgNeverSet = "no agent has connected yet"
+
+// HostOr is an agent's host as a report names it.
+func HostOr(h string) string {
+	if h == "" {
+		return "an unnamed host"
+	}
+	return h
 }
 
-func backendReport(ctx context.Context, cfg *config.Config, b *config.Backend, gp gpu.Probe, j Judged) Report {
-	switch b.Type {
-	case config.TypeLocal:
-		return Local(ctx, cfg, gp, j)
-	case config.TypeSSH:
-		return SSH(ctx, b, j)
-	case config.TypeSLURM:
-		return SLURM(ctx, b, j)
-	case config.TypeAgent:
-		return Agent(cfg, b, time.Now(), j)
+// Ago writes a number of seconds the way a person reads it: 45 s, 12 min,
+// 3 h, 2 days.
+func Ago(s int64) string {
+	switch {
+	case s < 120:
+		return fmt.Sprintf("%d s", s)
+	case s < 2*3600:
+		return fmt.Sprintf("%d min", s/60)
+	case s < 2*86400:
+		return fmt.Sprintf("%d h", s/3600)
 	}
-	msg := fmt.Sprintf("checking %s backends is not available in this version", b.Type)
-	return Report{Backend: b.Name, Type: b.Type, Summary: b.Label() + ": " + msg,
-		GPUs: []GPUInfo{}, Warnings: []string{}, Problems: []string{msg}}
+	return fmt.Sprintf("%d days", s/86400)
 }
 
 // WriteText prints the report for a person.
@@ -213,12 +174,12 @@ func WriteText(w io.Writer, r Report) error {
 		fmt.Fprintf(&b, "  token: issued %s\n", r.TokenIssuedAt.UTC().Format(time.RFC3339))
 		switch {
 		case r.LastSeen == nil || r.LastSeenAgoS == nil:
-			b.WriteString("  last_seen: never (" + msgNeverSet + ")\n")
+			b.WriteString("  last_seen: never (" + MsgNeverSet + ")\n")
 		default:
-			fmt.Fprintf(&b, "  last_seen: %s on %s (%s ago)\n", r.LastSeen.UTC().Format(time.RFC3339), hostOr(r.LastHost), ago(*r.LastSeenAgoS))
+			fmt.Fprintf(&b, "  last_seen: %s on %s (%s ago)\n", r.LastSeen.UTC().Format(time.RFC3339), HostOr(r.LastHost), Ago(*r.LastSeenAgoS))
 		}
 	}
-	if r.Device != nil && r.Type != config.TypeLocal {
+	if r.Device != nil && !r.ThisMachine {
 		fmt.Fprintf(&b, "  a run would get: %s\n", r.Device.Describe)
 	}
 	if r.Trainer != "" {

@@ -1,14 +1,8 @@
 package check
 
 import (
-	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 
-	sshbackend "potato-training/lib/backend/ssh"
 	"potato-training/lib/config"
 	"potato-training/lib/probe"
 	"potato-training/lib/trainer"
@@ -43,9 +37,11 @@ type Judged struct {
 
 // Judge picks the trainer a check answers for: name when given, else the
 // one model_training.auto_retrain names, else the first trainer of the
-// registry that uses a GPU and that b can run. A name that is no trainer
-// is an error.
-func Judge(cfg *config.Config, b *config.Backend, name string) (Judged, error) {
+// registry that uses a GPU and that the backend can run; onServer says
+// that it trains on the annotation server (lib/backend's
+// Descriptor.OnServer), which alone runs the trainers that read its files.
+// A name that is no trainer is an error.
+func Judge(cfg *config.Config, onServer bool, name string) (Judged, error) {
 	if name != "" {
 		if _, ok := trainer.Lookup(name); !ok && !trainer.IsExec(name) {
 			return Judged{}, fmt.Errorf("unknown trainer %q: the trainers are %s", name, trainer.Choices())
@@ -57,7 +53,7 @@ func Judge(cfg *config.Config, b *config.Backend, name string) (Judged, error) {
 	}
 	first := ""
 	for _, i := range trainer.Runnable() {
-		if i.LocalOnly && b.Type != config.TypeLocal {
+		if i.LocalOnly && !onServer {
 			continue
 		}
 		if i.GPU {
@@ -70,9 +66,9 @@ func Judge(cfg *config.Config, b *config.Backend, name string) (Judged, error) {
 	return Judged{Name: first, From: FromFirst}, nil
 }
 
-// candidates are the trainers a report gives a verdict for: the
+// Candidates are the trainers a report gives a verdict for: the
 // registry's, then the judged one when it is a program.
-func candidates(j Judged) []string {
+func Candidates(j Judged) []string {
 	var out []string
 	for _, i := range trainer.Runnable() {
 		out = append(out, i.Name)
@@ -83,22 +79,22 @@ func candidates(j Judged) []string {
 	return out
 }
 
-// isPython is whether a trainer is a Python script of the registry.
-func isPython(name string) bool {
+// IsPython is whether a trainer is a Python script of the registry.
+func IsPython(name string) bool {
 	i, ok := trainer.Lookup(name)
 	return ok && !i.Builtin
 }
 
-// pythonPackages are the import names the registry's Python trainers
+// PythonPackages are the import names the registry's Python trainers
 // need, each once.
-func pythonPackages() []string {
+func PythonPackages() []string {
 	var pkgs []string
 	seen := map[string]bool{}
 	for _, i := range trainer.Runnable() {
 		if i.Builtin {
 			continue
 		}
-		for _, p := range sshbackend.TrainerPackages(i.Name, nil) {
+		for _, p := range trainer.Packages(i.Name, nil) {
 			if !seen[p] {
 				seen[p] = true
 				pkgs = append(pkgs, p)
@@ -108,10 +104,10 @@ func pythonPackages() []string {
 	return pkgs
 }
 
-// pythonVerdict judges a Python trainer on an interpreter's facts: the
+// PythonVerdict judges a Python trainer on an interpreter's facts: the
 // interpreter must run, be 3.8 or newer, and find the trainer's packages.
 // It returns the reason, or "".
-func pythonVerdict(name string, f probe.Facts, host string, missing map[string][]string) string {
+func PythonVerdict(name string, f probe.Facts, host string, missing map[string][]string) string {
 	if err := f.PythonError(host); err != nil {
 		return err.Error()
 	}
@@ -125,9 +121,9 @@ func pythonVerdict(name string, f probe.Facts, host string, missing map[string][
 	return ""
 }
 
-// missingByTrainer maps each Python trainer to the import names of its
+// MissingByTrainer maps each Python trainer to the import names of its
 // packages that the facts say are missing.
-func missingByTrainer(f probe.Facts) map[string][]string {
+func MissingByTrainer(f probe.Facts) map[string][]string {
 	if f.PythonMissing || f.PythonError("") != nil {
 		return nil
 	}
@@ -140,7 +136,7 @@ func missingByTrainer(f probe.Facts) map[string][]string {
 		if i.Builtin {
 			continue
 		}
-		for _, p := range sshbackend.TrainerPackages(i.Name, nil) {
+		for _, p := range trainer.Packages(i.Name, nil) {
 			if gone[p] {
 				out[i.Name] = append(out[i.Name], p)
 			}
@@ -152,48 +148,33 @@ func missingByTrainer(f probe.Facts) map[string][]string {
 	return out
 }
 
-// localOnly is the reason a trainer cannot run on a remote backend, or "".
-func localOnly(name string) string {
+// LocalOnly is the reason a trainer cannot run on a remote backend, or "".
+func LocalOnly(name string) string {
 	if i, ok := trainer.Lookup(name); ok && i.LocalOnly {
 		return "it runs only on the annotation server: " + i.LocalReason
 	}
 	return ""
 }
 
-// execProgram is why an exec: trainer's program cannot run here, or "".
-func execProgram(name string) string {
-	p := strings.TrimPrefix(name, trainer.ExecPrefix)
-	if abs, err := filepath.Abs(p); err == nil {
-		p = abs
+// Unreachable is every trainer's verdict on a host the check could not
+// probe: none can start, for the same reason.
+func Unreachable(j Judged, why string) []Verdict {
+	var out []Verdict
+	for _, name := range Candidates(j) {
+		v := Verdict{Trainer: name, Reason: why}
+		if lo := LocalOnly(name); lo != "" {
+			v.Reason = lo
+		}
+		out = append(out, v)
 	}
-	st, err := os.Stat(p)
-	switch {
-	case err != nil:
-		return fmt.Sprintf("%s was not found on this machine", p)
-	case st.IsDir() || st.Mode()&0o111 == 0:
-		return fmt.Sprintf("%s is not an executable file", p)
-	}
-	return ""
+	return out
 }
 
-// probeLocal runs the probe on this machine, with python and the Python
-// trainers' packages, without importing torch (a local run's device comes
-// from nvidia-smi, not from torch).
-func probeLocal(ctx context.Context, python string) (probe.Facts, error) {
-	cmd := exec.CommandContext(ctx, "sh", "-s")
-	cmd.Stdin = strings.NewReader(probe.ScriptFor(python, pythonPackages(), false))
-	out, err := cmd.Output()
-	if err != nil {
-		return probe.Facts{}, fmt.Errorf("the probe of this machine failed: %v", err)
-	}
-	return probe.Parse(out)
-}
-
-// judge ends a report: the judged trainer and the verdicts are recorded,
+// Conclude ends a report: the judged trainer and the verdicts are recorded,
 // and the judged trainer's failure becomes the report's first problem,
 // worded "TRAINER cannot start: REASON" after prefix on the first line.
 // A report that already has a problem keeps its first line.
-func judge(r *Report, j Judged, verdicts []Verdict, prefix string) {
+func Conclude(r *Report, j Judged, verdicts []Verdict, prefix string) {
 	r.Trainer, r.TrainerFrom, r.Trainers = j.Name, j.From, verdicts
 	if len(r.Problems) > 0 {
 		r.OK = false

@@ -203,20 +203,6 @@ type Backend struct {
 	Lines map[string]int // line of each key present
 }
 
-// Label is the backend as the "Runs on" menu and run.json's ran_on show it
-// (SPEC A1): "gpu-server (ssh to gpu.example.org)".
-func (b *Backend) Label() string {
-	switch b.Type {
-	case TypeSSH:
-		return fmt.Sprintf("%s (ssh to %s)", b.Name, b.Host)
-	case TypeSLURM:
-		return fmt.Sprintf("%s (slurm via %s)", b.Name, b.Host)
-	case TypeAgent:
-		return fmt.Sprintf("%s (agent)", b.Name)
-	}
-	return fmt.Sprintf("%s (this machine)", b.Name)
-}
-
 // LocalBackend is the backend that always exists (SPEC B1).
 var LocalBackend = &Backend{Name: "local", Type: TypeLocal}
 

@@ -82,12 +82,6 @@ model_training:
 	if got, want := c.BackendNames(), []string{"local", "gpu", "cluster", "lab"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("BackendNames = %q, want %q", got, want)
 	}
-	if got := gpu.Label(); got != "gpu (ssh to g)" {
-		t.Errorf("label %q", got)
-	}
-	if got := cl.Label(); got != "cluster (slurm via l)" {
-		t.Errorf("label %q", got)
-	}
 	names := []string{}
 	for _, b := range c.Training.Backends {
 		names = append(names, b.Name)

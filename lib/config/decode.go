@@ -39,7 +39,7 @@ func (d *decoder) checkKeys(m *yaml.Node, path string, table []Key, typ, backend
 			continue
 		}
 		if _, ok := findKey(table, name); !ok {
-			if why, refused := notAccepted[typ][name]; refused {
+			if why, refused := notAccepted(typ, name); refused {
 				d.errorf(k.Line, full, "%s: %s is not accepted on %s backend: %s", path, name, article(typ), why)
 			} else if typ != "" {
 				d.errorf(k.Line, full, "%s: unknown key %q for %s backend%s", path, name, article(typ), suggest(name, table))
@@ -58,11 +58,17 @@ func (d *decoder) checkKeys(m *yaml.Node, path string, table []Key, typ, backend
 
 // article puts "a" or "an" before a backend type, as it is read aloud.
 func article(typ string) string {
-	switch typ {
-	case TypeSSH, TypeAgent:
-		return "an " + typ
+	if t, ok := backendType(typ); ok {
+		return t.Article + " " + typ
 	}
 	return "a " + typ
+}
+
+// notAccepted is why a type refuses a key on purpose, if it does.
+func notAccepted(typ, key string) (string, bool) {
+	t, _ := backendType(typ)
+	why, ok := t.NotAccepted[key]
+	return why, ok
 }
 
 // tag marks the last problem as concerning backend.
@@ -425,7 +431,7 @@ func (d *decoder) backends(v *yaml.Node, line int) {
 		table := KeysFor(typ)
 		switch {
 		case typ == "":
-			d.backendErrorf(b, k.Line, path+".type", "%s has no type: give type: ssh, slurm or agent", path)
+			d.backendErrorf(b, k.Line, path+".type", "%s has no type: give type: %s", path, backendTypeNames("or"))
 			continue
 		case table == nil:
 			tl := k.Line
@@ -434,7 +440,7 @@ func (d *decoder) backends(v *yaml.Node, line int) {
 					tl = e.Content[j].Line
 				}
 			}
-			d.backendErrorf(b, tl, path+".type", "%s.type is %q: the types are ssh, slurm and agent", path, typ)
+			d.backendErrorf(b, tl, path+".type", "%s.type is %q: the types are %s", path, typ, backendTypeNames("and"))
 			continue
 		}
 		vals, lines := d.checkKeys(e, path, table, typ, name)

@@ -1,5 +1,7 @@
 package config
 
+import "strings"
+
 // The key tables below are the single source of what each part of the
 // model_training block accepts: the decoder, the validator and the key
 // table of potato-config(5) are all made from them.
@@ -21,10 +23,6 @@ const (
 	TypeSLURM = "slurm"
 	TypeAgent = "agent"
 )
-
-// BackendTypes lists the types a configured backend may have, in the order
-// the manual presents them.
-var BackendTypes = []string{TypeSSH, TypeSLURM, TypeAgent}
 
 // DefaultRemoteDir is where an ssh backend keeps its code and jobs.
 const DefaultRemoteDir = "~/.cache/potato-training"
@@ -96,15 +94,59 @@ var AgentKeys = []Key{
 	{Name: "queue_timeout_s", Doc: "A queued run fails after this long without an agent; without it, it waits until cancelled."},
 }
 
-// notAccepted explains keys that a type refuses on purpose, beyond "unknown".
-var notAccepted = map[string]map[string]string{
-	TypeSLURM: {
+// BackendType is what an entry of model_training.backends of one type may
+// say: the decoder, the validator and potato-config(5) read it. Each
+// backend type's package in lib/backend names its table in its descriptor
+// (the registry's test checks that the two agree); the tables stay here,
+// with the Backend struct that holds their values, because the config
+// file's format is this package's, and a program that links no backend
+// (potato-validate's decoder, the login node's slurm.json) reads it the
+// same.
+type BackendType struct {
+	Name string
+	// Article is "a" or "an", as the type's name is read aloud.
+	Article string
+	Keys    []Key
+	// NotAccepted explains keys the type refuses on purpose, beyond
+	// "unknown".
+	NotAccepted map[string]string
+}
+
+// BackendTypes are the types an entry of model_training.backends may have,
+// in the order the manual presents them. The local backend is none of
+// them: it always exists, and the keys of the block itself set it.
+var BackendTypes = []BackendType{
+	{Name: TypeSSH, Article: "an", Keys: SSHKeys},
+	{Name: TypeSLURM, Article: "a", Keys: SLURMKeys, NotAccepted: map[string]string{
 		"packages": "a virtual environment made on the login node may not work on the compute nodes; point job_python at an environment they have and put its activation in prelude",
 		"gpus":     "GPUs come from gres and the scheduler sets CUDA_VISIBLE_DEVICES",
-	},
-	TypeAgent: {
+	}},
+	{Name: TypeAgent, Article: "an", Keys: AgentKeys, NotAccepted: map[string]string{
 		"host": "the agent opens every connection itself, so the server needs no host",
-	},
+	}},
+}
+
+// backendType is the entry type named typ.
+func backendType(typ string) (BackendType, bool) {
+	for _, t := range BackendTypes {
+		if t.Name == typ {
+			return t, true
+		}
+	}
+	return BackendType{}, false
+}
+
+// backendTypeNames names the entry types, "ssh, slurm or agent" with
+// conj "or".
+func backendTypeNames(conj string) string {
+	var names []string
+	for _, t := range BackendTypes {
+		names = append(names, t.Name)
+	}
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " " + conj + " " + names[len(names)-1]
 }
 
 // TrainingKeys are the keys of the model_training block itself.
@@ -157,15 +199,8 @@ var ValidationKeys = []Key{
 
 // KeysFor returns the key table of a backend type, or nil for an unknown type.
 func KeysFor(typ string) []Key {
-	switch typ {
-	case TypeSSH:
-		return SSHKeys
-	case TypeSLURM:
-		return SLURMKeys
-	case TypeAgent:
-		return AgentKeys
-	}
-	return nil
+	t, _ := backendType(typ)
+	return t.Keys
 }
 
 func findKey(table []Key, name string) (Key, bool) {

@@ -32,8 +32,8 @@ func ManKeyTables() string {
 	section("model_training", "The block itself:", TrainingKeys)
 	section("model_training.writeback", "Which predictions become prelabels:", WritebackKeys)
 	section("model_training.auto_retrain", "Runs started by\n.Nm potato-dispatch Cm auto :", AutoRetrainKeys)
-	for _, typ := range BackendTypes {
-		section("Backends of type "+typ, "A backend entry under\n.Ic model_training.backends\nwith\n.Ql type: "+typ+"\naccepts these keys and no others:", KeysFor(typ))
+	for _, t := range BackendTypes {
+		section("Backends of type "+t.Name, "A backend entry under\n.Ic model_training.backends\nwith\n.Ql type: "+t.Name+"\naccepts these keys and no others:", t.Keys)
 	}
 	section("validation", "Read by\n.Xr potato-validate 1\nonly:", ValidationKeys)
 	return b.String()

@@ -12,10 +12,7 @@ import (
 	"sync"
 
 	"potato-training/lib/backend"
-	agentbackend "potato-training/lib/backend/agent"
-	"potato-training/lib/backend/local"
-	slurmbackend "potato-training/lib/backend/slurm"
-	sshbackend "potato-training/lib/backend/ssh"
+	_ "potato-training/lib/backend/all" // the registry, read below
 	"potato-training/lib/config"
 	"potato-training/lib/events"
 	"potato-training/lib/rundir"
@@ -114,18 +111,13 @@ func Root(cfg *config.Config) (*rundir.Root, error) {
 	return rundir.Open(cfg.TrainingDir())
 }
 
+// defaultBackend makes the backend of b with its type's constructor.
 func defaultBackend(b *config.Backend) (backend.Backend, error) {
-	switch b.Type {
-	case config.TypeLocal:
-		return local.New(), nil
-	case config.TypeSSH:
-		return sshbackend.New(b), nil
-	case config.TypeSLURM:
-		return slurmbackend.New(b), nil
-	case config.TypeAgent:
-		return agentbackend.New(b), nil
+	d, ok := backend.Lookup(b.Type)
+	if !ok {
+		return nil, fmt.Errorf("backend %s is of type %s, which this version of potato-dispatch cannot run yet", b.Name, b.Type)
 	}
-	return nil, fmt.Errorf("backend %s is of type %s, which this version of potato-dispatch cannot run yet", b.Name, b.Type)
+	return d.New(b), nil
 }
 
 // check refuses a run that cannot work, before anything is recorded.
@@ -140,6 +132,10 @@ func check(cfg *config.Config, opt *Options) (*config.Backend, error) {
 	b, ok := cfg.Backend(name)
 	if !ok {
 		return nil, usagef("no backend %q in %s: the backends are %s", name, cfg.Path, strings.Join(cfg.BackendNames(), ", "))
+	}
+	d, ok := backend.Lookup(b.Type)
+	if !ok {
+		return nil, usagef("backend %s is of type %s, which this version of potato-dispatch cannot run yet", b.Name, b.Type)
 	}
 	if !cfg.Training.Enabled {
 		return nil, usagef("model_training.enabled is not true in %s: set it to train this project", cfg.Path)
@@ -156,8 +152,8 @@ func check(cfg *config.Config, opt *Options) (*config.Backend, error) {
 		switch {
 		case !ok:
 			return nil, usagef("unknown trainer %q: the trainers are %s", opt.Trainer, trainer.Choices())
-		case info.LocalOnly && b.Type != config.TypeLocal:
-			return nil, usagef("trainer %s runs only on the annotation server (local), not on %s: %s", opt.Trainer, b.Label(), info.LocalReason)
+		case info.LocalOnly && !d.OnServer:
+			return nil, usagef("trainer %s runs only on the annotation server (local), not on %s: %s", opt.Trainer, d.Label(b), info.LocalReason)
 		case !info.Available:
 			return nil, usagef("trainer %s is not available in this version", opt.Trainer)
 		}
@@ -179,11 +175,6 @@ func check(cfg *config.Config, opt *Options) (*config.Backend, error) {
 		if !sc.Classification() && !trainer.IsExec(opt.Trainer) {
 			return nil, usagef("schema %s is a %s schema: the trainers learn radio, select and multiselect schemas", s, sc.AnnotationType)
 		}
-	}
-	switch b.Type {
-	case config.TypeLocal, config.TypeSSH, config.TypeSLURM, config.TypeAgent:
-	default:
-		return nil, usagef("backend %s is of type %s, which this version of potato-dispatch cannot run yet", b.Name, b.Type)
 	}
 	return b, nil
 }
@@ -211,7 +202,7 @@ func Run(ctx context.Context, opt Options) (int, error) {
 	host, _ := os.Hostname()
 	run, err := root.Create(rundir.Record{
 		RunID: opt.RunID, Project: cfg.TaskName, Trainer: opt.Trainer, Schemas: opt.Schemas,
-		Params: opt.Params, Backend: b.Name, BackendType: b.Type, RanOn: b.Label(),
+		Params: opt.Params, Backend: b.Name, BackendType: b.Type, RanOn: backend.Label(b),
 		Trigger: opt.Trigger, Step: "waiting in the queue", Host: host, Curve: newCurve(cfg, opt.Curve, opt.CurveDraws),
 	})
 	if err != nil {

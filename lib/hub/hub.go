@@ -17,8 +17,9 @@ import (
 	"slices"
 	"strings"
 
+	"potato-training/lib/backend"
+	_ "potato-training/lib/backend/all" // the registry, read below
 	"potato-training/lib/bundle"
-	"potato-training/lib/config"
 	"potato-training/lib/rundir"
 	"potato-training/lib/trainer/hf"
 )
@@ -219,8 +220,8 @@ func hostOf(uri string) string {
 // whyRemote says why the model stayed on the host, as the run log tells
 // it, and where it is.
 func whyRemote(root *rundir.Root, rec rundir.Record) string {
-	if rec.BackendType == config.TypeAgent {
-		return "an agent backend keeps its model on the agent's machine, in " + rec.ArtifactURI
+	if d, ok := backend.Lookup(rec.BackendType); ok && d.ModelStays != "" {
+		return d.ModelStays + ", in " + rec.ArtifactURI
 	}
 	log, _ := os.ReadFile(filepath.Join(root.RunDir(rec.RunID), rundir.LogFile))
 	why := ""

@@ -19,7 +19,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 
 	"potato-training/lib/agentproto"
-	"potato-training/lib/config"
+	"potato-training/lib/backend"
 	"potato-training/lib/rundir"
 )
 
@@ -75,10 +75,17 @@ func (s *Server) socketOf(id string) string {
 	info, err := s.Root.Read(id)
 	// Only agent runs are reached through the server: an ssh or slurm
 	// run's socket is for its own forwarded session.
-	if err != nil || info.Finished || info.Gone || info.BackendType != config.TypeAgent {
+	if err != nil || info.Finished || info.Gone || !takesTokens(info.BackendType) {
 		return ""
 	}
 	return listening(s.Root, id, info)
+}
+
+// takesTokens is whether runs of backends of type typ, as a run's record
+// names it, wait for an agent with the backend's token (the agent type).
+func takesTokens(typ string) bool {
+	d, ok := backend.Lookup(typ)
+	return ok && d.Tokens
 }
 
 // listening is the socket of a run's dispatch, if it is there.
@@ -215,7 +222,7 @@ func (s *Server) tokenBackend(tok string) string {
 		return ""
 	}
 	for _, b := range s.Config.Training.Backends {
-		if b.Type == config.TypeAgent && s.Root.CheckToken(b.Name, tok) && found == "" {
+		if backend.Of(b).Tokens && s.Root.CheckToken(b.Name, tok) && found == "" {
 			found = b.Name
 		}
 	}
@@ -344,7 +351,7 @@ func (b *broker) scan() {
 			continue // over: the cheap test first
 		}
 		info, err := b.root.Read(id)
-		if err != nil || info.Finished || info.Gone || info.BackendType != config.TypeAgent || info.State != rundir.StateQueued {
+		if err != nil || info.Finished || info.Gone || !takesTokens(info.BackendType) || info.State != rundir.StateQueued {
 			continue
 		}
 		// A run waiting its turn (B6) is queued too, with no socket yet:

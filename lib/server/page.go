@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"potato-training/lib/backend"
+	_ "potato-training/lib/backend/all" // the registry, read below
 	"potato-training/lib/config"
 	"potato-training/lib/rundir"
 	"potato-training/lib/trainer"
@@ -284,9 +286,10 @@ func (s *Server) backends(now time.Time) []apiBackend {
 	}
 	out := []apiBackend{}
 	for _, b := range append([]*config.Backend{config.LocalBackend}, cfg.Training.Backends...) {
-		e := apiBackend{Name: b.Name, Type: b.Type, Host: b.Host, Label: b.Label(), Description: b.Description, Default: b.Name == def}
+		d := backend.Of(b)
+		e := apiBackend{Name: b.Name, Type: b.Type, Host: b.Host, Label: d.Label(b), Description: b.Description, Default: b.Name == def}
 		e.MenuLabel = e.Label
-		if b.Type == config.TypeAgent {
+		if d.Tokens {
 			rec, err := s.Root.Agent(b.Name)
 			switch {
 			case err == nil:
@@ -295,9 +298,9 @@ func (s *Server) backends(now time.Time) []apiBackend {
 				if rec.LastSeen != nil {
 					seen = "last seen " + ago(now.Sub(*rec.LastSeen))
 				}
-				e.MenuLabel = fmt.Sprintf("%s (agent, %s)", b.Name, seen)
+				e.MenuLabel = fmt.Sprintf("%s (%s, %s)", b.Name, b.Type, seen)
 			case errors.Is(err, rundir.ErrNoToken):
-				e.MenuLabel = b.Name + " (agent, not registered)"
+				e.MenuLabel = fmt.Sprintf("%s (%s, not registered)", b.Name, b.Type)
 			default:
 				s.logf("backend %s: %v", b.Name, err)
 			}

@@ -7,14 +7,14 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"path"
 	"regexp"
 	"slices"
 	"sort"
 	"strings"
-	"time"
 	"unicode/utf8"
 
+	"potato-training/lib/backend"
+	_ "potato-training/lib/backend/all" // the registry, read below
 	"potato-training/lib/config"
 	"potato-training/lib/rundir"
 	"potato-training/lib/trainer"
@@ -22,11 +22,9 @@ import (
 
 // The user-visible texts of SPEC V3 and V4, kept in one place.
 const (
-	longTimeWarning  = "%s is %s. A job that holds a GPU for more than 6 hours is long on a shared cluster; check its policy"
-	ackTooShort      = "validation.acknowledge entry %q is too short to acknowledge anything: an entry needs at least %d characters"
-	ackMatchesNone   = "validation.acknowledge entry %q matches no warning"
-	ackMinChars      = 12
-	maxSLURMDuration = 6 * time.Hour
+	ackTooShort    = "validation.acknowledge entry %q is too short to acknowledge anything: an entry needs at least %d characters"
+	ackMatchesNone = "validation.acknowledge entry %q matches no warning"
+	ackMinChars    = 12
 )
 
 // Finding is one error, warning or note.
@@ -149,8 +147,6 @@ var (
 	backendNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 	splitNameRE   = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
 	deviceRE      = regexp.MustCompile(`^(auto|cpu|mps|cuda|cuda:[0-9]+)$`)
-	envNameRE     = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	memRE         = regexp.MustCompile(`^[0-9]+[KMGT]?$`)
 )
 
 func (ch *checker) training() {
@@ -241,7 +237,7 @@ func (ch *checker) training() {
 		if name == "" {
 			name = t.Backend
 		}
-		if b, ok := c.Backend(name); ok && b.Type != config.TypeLocal {
+		if b, ok := c.Backend(name); ok && !backend.Of(b).OnServer {
 			ch.errorf(al("trainer"), "model_training.auto_retrain.trainer", "", "model_training.auto_retrain: the trainer decision-calibrate runs only on the annotation server, not on %s (%s)", b.Name, b.Type)
 		}
 	}
@@ -385,79 +381,17 @@ func (ch *checker) backend(b *config.Backend) {
 			ch.errorf(l(k), p+"."+k, b.Name, "%s.%s is %d: it must be at least 1", p, k, v)
 		}
 	}
-	nonNegative := func(k string, v int) {
-		if v < 0 {
-			ch.errorf(l(k), p+"."+k, b.Name, "%s.%s is %d: it cannot be negative", p, k, v)
-		}
-	}
 	positive("heartbeat_timeout_s", b.HeartbeatTimeoutS)
-	if b.Type == config.TypeAgent {
-		positive("queue_timeout_s", b.QueueTimeoutS)
+	// The rest is the type's own (lib/backend's registry).
+	validate := backend.Of(b).Validate
+	if validate == nil {
 		return
 	}
-	if _, set := b.Lines["port"]; set && (b.Port < 1 || b.Port > 65535) {
-		ch.errorf(l("port"), p+".port", b.Name, "%s.port is %d: a port is between 1 and 65535", p, b.Port)
-	}
-	if strings.ContainsAny(b.Host, " \t\n") || strings.HasPrefix(b.Host, "-") {
-		ch.errorf(l("host"), p+".host", b.Name, "%s.host is %q, which is not a host name ssh accepts", p, b.Host)
-	}
-	if strings.HasPrefix(b.User, "-") {
-		ch.errorf(l("user"), p+".user", b.Name, "%s.user is %q, which is not a login name", p, b.User)
-	}
-	if b.Python == "" {
-		ch.errorf(l("python"), p+".python", b.Name, "%s.python is empty: name an interpreter", p)
-	}
-	nonNegative("min_free_gpu_mb", b.MinFreeGPUMB)
-	nonNegative("num_threads", b.NumThreads)
-	positive("max_artifact_mb", b.MaxArtifactMB)
-	positive("max_fetch_mb", b.MaxFetchMB)
-	for _, k := range slices.Sorted(maps.Keys(b.Env)) {
-		if !envNameRE.MatchString(k) {
-			ch.errorf(l("env"), p+".env", b.Name, "%s.env: %q is not an environment variable name", p, k)
-		}
-	}
-	for _, pkg := range b.Packages {
-		if strings.TrimSpace(pkg) == "" || strings.HasPrefix(pkg, "-") {
-			ch.errorf(l("packages"), p+".packages", b.Name, "%s.packages: %q is not a package requirement", p, pkg)
-		}
-	}
-	if b.Type != config.TypeSLURM {
-		return
-	}
-	if rd := b.RemoteDir; rd != "" && path.IsAbs(rd) {
-		clean := path.Clean(rd)
-		for _, tmp := range []string{"/tmp", "/var/tmp"} {
-			if clean == tmp || strings.HasPrefix(clean, tmp+"/") {
-				ch.errorf(l("remote_dir"), p+".remote_dir", b.Name, "%s.remote_dir is %s, which is under %s: %s is local to each node, and the compute nodes must share remote_dir with the login node", p, rd, tmp, tmp)
-			}
-		}
-	}
-	if b.Time != "" {
-		d, unlimited, err := config.ParseSLURMTime(b.Time)
-		switch {
-		case err != nil:
-			ch.errorf(l("time"), p+".time", b.Name, "%s.time: %v", p, err)
-		case unlimited || d > maxSLURMDuration:
-			ch.warnf(l("time"), p+".time", b.Name, longTimeWarning, p+".time", b.Time)
-		}
-	}
-	if b.Mem != "" && !memRE.MatchString(strings.ToUpper(b.Mem)) {
-		ch.errorf(l("mem"), p+".mem", b.Name, "%s.mem is %q: use a size such as 16G or 4000M", p, b.Mem)
-	}
-	if strings.ContainsAny(b.Gres, " \t\n") {
-		ch.errorf(l("gres"), p+".gres", b.Name, "%s.gres is %q: use the form sbatch accepts, such as gpu:1", p, b.Gres)
-	}
-	positive("cpus_per_task", b.CPUsPerTask)
-	positive("poll_interval_s", b.PollIntervalS)
-	for _, k := range []struct{ key, v string }{{"partition", b.Partition}, {"account", b.Account}, {"qos", b.QOS}, {"constraint", b.Constraint}} {
-		if strings.ContainsAny(k.v, "\n") || strings.HasPrefix(k.v, "-") {
-			ch.errorf(l(k.key), p+"."+k.key, b.Name, "%s.%s is %q, which sbatch would not read as a value", p, k.key, k.v)
-		}
-	}
-	for _, line := range b.Prelude {
-		if strings.Contains(line, "\n") {
-			ch.errorf(l("prelude"), p+".prelude", b.Name, "%s.prelude: give one line per entry", p)
-			break
+	for _, f := range validate(b, p) {
+		if f.Warning {
+			ch.warnf(l(f.Key), p+"."+f.Key, b.Name, "%s", f.Message)
+		} else {
+			ch.errorf(l(f.Key), p+"."+f.Key, b.Name, "%s", f.Message)
 		}
 	}
 }

@@ -116,8 +116,8 @@ func (f *flavor) ResultError(res agentproto.Result) error {
 	return nil
 }
 
-// Check is what potato-check reports of a login node (M4).
-type Check struct {
+// HostCheck is what potato-check reports of a login node (M4).
+type HostCheck struct {
 	Problems []string
 	Warnings []string
 	Hints    []string
@@ -125,8 +125,8 @@ type Check struct {
 
 // CheckHost judges a login node's facts for potato-check: the commands
 // on PATH, scontrol where present, remote_dir not under /tmp.
-func CheckHost(b *config.Backend, f probe.Facts) Check {
-	var c Check
+func CheckHost(b *config.Backend, f probe.Facts) HostCheck {
+	var c HostCheck
 	c.Problems = MissingCommands(b, f)
 	if len(c.Problems) > 0 {
 		c.Hints = append(c.Hints, fmt.Sprintf(HintPath, b.Name))

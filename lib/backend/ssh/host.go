@@ -21,7 +21,6 @@ import (
 	"potato-training/lib/shell"
 	"potato-training/lib/sshx"
 	"potato-training/lib/trainer"
-	"potato-training/lib/trainer/hf"
 )
 
 // makeVenv builds, once, the virtual environment of the backend's
@@ -213,7 +212,7 @@ func (s *execution) probe(ctx context.Context) (probe.Facts, error) {
 	needPython := !info.Builtin && s.flavor == nil
 	var pkgs []string
 	if needPython {
-		pkgs = TrainerPackages(s.spec.Trainer, s.spec.Params)
+		pkgs = trainer.Packages(s.spec.Trainer, s.spec.Params)
 	}
 	// A run that uses no Python on the host (a built-in or exec: trainer,
 	// no packages) starts none to report it, a tenth of a second less
@@ -226,7 +225,7 @@ func (s *execution) probe(ctx context.Context) (probe.Facts, error) {
 		c.Python = ""
 		b = &c
 	}
-	f, out, err := probeWith(ctx, s.conn, b, pkgs, s.flavor == nil && NeedsTorch(s.spec.Trainer, s.spec.Params), s.probeTail())
+	f, out, err := probeWith(ctx, s.conn, b, pkgs, s.flavor == nil && trainer.NeedsTorch(s.spec.Trainer, s.spec.Params), s.probeTail())
 	if err != nil {
 		return f, err
 	}
@@ -257,16 +256,6 @@ func (s *execution) probe(ctx context.Context) (probe.Facts, error) {
 	return f, nil
 }
 
-// TrainerPackages are the import names a Python trainer needs with these
-// parameters (nil: its defaults).
-func TrainerPackages(name string, params map[string]string) []string {
-	switch name {
-	case hf.Name:
-		return hf.Packages(params)
-	}
-	return nil
-}
-
 // chooseDevice applies gpus: auto, a pin, or none (SPEC S4) and logs the
 // GPU obtained (S7).
 func (s *execution) chooseDevice() error {
@@ -275,7 +264,7 @@ func (s *execution) chooseDevice() error {
 		s.run.Sink.Logf("%s uses no GPU: training on the CPU of %s", s.spec.Trainer, s.b.Host)
 		return nil
 	}
-	dev, notes, err := ChooseDevice(s.b, s.facts, NeedsTorch(s.spec.Trainer, s.spec.Params))
+	dev, notes, err := ChooseDevice(s.b, s.facts, trainer.NeedsTorch(s.spec.Trainer, s.spec.Params))
 	for _, n := range notes {
 		s.run.Sink.Logf("%s", n)
 	}
@@ -284,12 +273,6 @@ func (s *execution) chooseDevice() error {
 	}
 	s.spec.Limits.Device = dev
 	return nil
-}
-
-// NeedsTorch is whether a trainer imports torch, so that the host's torch
-// decides which GPUs it can use.
-func NeedsTorch(trainer string, params map[string]string) bool {
-	return slices.Contains(TrainerPackages(trainer, params), "torch")
 }
 
 // ChooseDevice is the device a run on b gets, given the host's facts:

@@ -1,4 +1,4 @@
-package check
+package ssh_test
 
 // Against the real sshd of scripts/test-sshd; the GPUs are a fake
 // nvidia-smi on the remote PATH, since this machine has none.
@@ -15,6 +15,7 @@ import (
 	"potato-training/internal/fakebin"
 	"potato-training/internal/testcli"
 	sshbackend "potato-training/lib/backend/ssh"
+	"potato-training/lib/check"
 	"potato-training/lib/config"
 	"potato-training/lib/gpu"
 	"potato-training/lib/probe"
@@ -22,7 +23,7 @@ import (
 
 // exec is a judged trainer that may use a GPU and needs no package: the
 // device it gets is the one gpus and min_free_gpu_mb choose.
-var execJudged = Judged{Name: "exec:/bin/true", From: FromFlag}
+var execJudged = check.Judged{Name: "exec:/bin/true", From: check.FromFlag}
 
 func sshBackend(t *testing.T, host, python, gpus string) *config.Backend {
 	t.Helper()
@@ -58,7 +59,7 @@ func sshBackendEnv(t *testing.T, host, python, gpus, env string) *config.Backend
 
 func TestSSHReport(t *testing.T) {
 	b := sshBackend(t, "potato-test", "python3", "0, GPU-a, NVIDIA H200, 143771, 3000, 90, 9.0\n1, GPU-b, NVIDIA H200, 143771, 100000, 4, 9.0\n")
-	r := SSH(context.Background(), b, execJudged)
+	r := sshbackend.Check(context.Background(), b, execJudged)
 	if !r.OK || r.Device == nil || r.Device.Device != "cuda:1" || len(r.GPUs) != 2 || r.PythonVersion == "" {
 		t.Fatalf("%+v", r)
 	}
@@ -66,7 +67,7 @@ func TestSSHReport(t *testing.T) {
 		t.Errorf("missing packages: %v", r.Missing)
 	}
 	var out strings.Builder
-	WriteText(&out, r)
+	check.WriteText(&out, r)
 	for _, want := range []string{"gpu-server (ssh to potato-test) (Linux", ": a run can start", "  GPU 1: NVIDIA H200, 100000 of 143771 MB free, 4% used", "a run would get: GPU 1, NVIDIA H200, 100000 MB free (cuda:1)",
 		"  trainer: exec:/bin/true (--trainer)", "  tfidf-logreg: can start on CPU\n",
 		"  hf-text-classification: cannot start: Trainer 'hf-text-classification' could not be imported",
@@ -83,12 +84,12 @@ func TestSSHReport(t *testing.T) {
 func TestSSHReportMissingPython(t *testing.T) {
 	b := sshBackend(t, "potato-test", "/opt/conda/bin/python3", "")
 	want := "hf-text-classification cannot start: /opt/conda/bin/python3 was not found on potato-test"
-	r := SSH(context.Background(), b, Judged{Name: "tfidf-logreg", From: FromFlag})
+	r := sshbackend.Check(context.Background(), b, check.Judged{Name: "tfidf-logreg", From: check.FromFlag})
 	if !r.OK || r.Device == nil || r.Device.Device != "cpu" || len(r.Trainers) != 3 || r.Trainers[1].OK ||
 		"hf-text-classification cannot start: "+r.Trainers[1].Reason != want {
 		t.Errorf("tfidf-logreg: %+v", r)
 	}
-	r = SSH(context.Background(), b, Judged{Name: "hf-text-classification", From: FromFirstGPU})
+	r = sshbackend.Check(context.Background(), b, check.Judged{Name: "hf-text-classification", From: check.FromFirstGPU})
 	if r.OK || !strings.HasSuffix(r.Summary, ": "+want) || r.Problems[0] != want {
 		t.Errorf("hf-text-classification: %+v", r)
 	}
@@ -102,7 +103,7 @@ func TestSSHReportFailures(t *testing.T) {
 		{"F3", "potato-test", "python3", "0, GPU-a, NVIDIA H200, 143771, 3000, 90, 9.0\n", "No GPU has 4000 MB free"},
 	}
 	for _, c := range cases {
-		r := SSH(context.Background(), sshBackend(t, c.host, c.python, c.gpus), execJudged)
+		r := sshbackend.Check(context.Background(), sshBackend(t, c.host, c.python, c.gpus), execJudged)
 		if r.OK || !strings.Contains(strings.Join(r.Problems, "\n"), c.want) || !strings.Contains(r.Summary, c.want) {
 			t.Errorf("%s: %+v", c.name, r)
 		}
@@ -160,7 +161,7 @@ func TestSSHReportCPUTorch(t *testing.T) {
 		t.Fatalf("/usr/bin/python3 has no CPU-only torch: %v", err)
 	}
 	b := sshBackend(t, "potato-test", "/usr/bin/python3", "0, GPU-a, NVIDIA H200, 143771, 3000, 90, 9.0\n1, GPU-b, NVIDIA H200, 143771, 100000, 4, 9.0\n")
-	r := SSH(context.Background(), b, Judged{Name: "tfidf-logreg", From: FromFlag})
+	r := sshbackend.Check(context.Background(), b, check.Judged{Name: "tfidf-logreg", From: check.FromFlag})
 	warnings := strings.Join(r.Warnings, "\n")
 	if !r.OK || r.Device == nil || r.Device.Device != "cpu" || len(r.Problems) > 0 ||
 		!strings.Contains(warnings, "is a CPU build, so hf-text-classification trains on the CPU of potato-test") {
@@ -171,12 +172,12 @@ func TestSSHReportCPUTorch(t *testing.T) {
 			t.Errorf("GPU %d not marked: a CPU torch has no kernels for it", g.Index)
 		}
 	}
-	r = SSH(context.Background(), b, Judged{Name: "hf-text-classification", From: FromFlag})
+	r = sshbackend.Check(context.Background(), b, check.Judged{Name: "hf-text-classification", From: check.FromFlag})
 	if r.OK || r.Device == nil || r.Device.Device != "cpu" {
 		t.Errorf("hf-text-classification: %+v", r)
 	}
 	b.GPUs = config.GPUs{Indices: []int{0}}
-	r = SSH(context.Background(), b, Judged{Name: "hf-text-classification", From: FromFlag})
+	r = sshbackend.Check(context.Background(), b, check.Judged{Name: "hf-text-classification", From: check.FromFlag})
 	want := "gpus pins GPU 0, but the torch " + torchVersion(t) + " on potato-test is a CPU build and cannot use it"
 	if r.OK || r.Device != nil || !strings.Contains(r.Trainers[1].Reason, want) {
 		t.Errorf("pinned: %+v", r)
@@ -197,12 +198,12 @@ func TestSSHReportNeverANoKernelGPU(t *testing.T) {
 	os.WriteFile(py+"/torch/version.py", []byte("cuda = '12.4'\n"), 0o644)
 	os.WriteFile(py+"/torch/cuda/__init__.py", []byte("def get_arch_list():\n    return ['sm_80', 'sm_86']\ndef is_available():\n    return True\n"), 0o644)
 	env := `PYTHONPATH: "` + py + `", `
-	hf := Judged{Name: "hf-text-classification", From: FromFirstGPU}
+	hf := check.Judged{Name: "hf-text-classification", From: check.FromFirstGPU}
 
 	b := sshBackendEnv(t, "potato-test", "python3", "0, GPU-a, NVIDIA A100, 81920, 70000, 0, 8.0\n1, GPU-b, NVIDIA H200, 143771, 140000, 0, 9.0\n", env)
-	r := SSH(context.Background(), b, hf)
+	r := sshbackend.Check(context.Background(), b, hf)
 	var out strings.Builder
-	WriteText(&out, r)
+	check.WriteText(&out, r)
 	if r.Device == nil || r.Device.Device != "cuda:0" || !r.GPUs[1].NoTorchKernels || r.GPUs[0].NoTorchKernels {
 		t.Errorf("%+v", r)
 	}
@@ -211,7 +212,7 @@ func TestSSHReportNeverANoKernelGPU(t *testing.T) {
 	}
 
 	b = sshBackendEnv(t, "potato-test", "python3", "0, GPU-b, NVIDIA H200, 143771, 140000, 0, 9.0\n", env)
-	r = SSH(context.Background(), b, hf)
+	r = sshbackend.Check(context.Background(), b, hf)
 	if r.OK || r.Device != nil || !strings.Contains(r.Problems[0], gpu.NoUsableGPUText) {
 		t.Errorf("only a GPU without kernels: %+v", r)
 	}

@@ -1,4 +1,4 @@
-package check
+package agent_test
 
 import (
 	"bytes"
@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	agentbackend "potato-training/lib/backend/agent"
+	"potato-training/lib/check"
 	"potato-training/lib/config"
 	"potato-training/lib/rundir"
 )
@@ -29,10 +31,10 @@ func agentConfig(t *testing.T, extra string) (*config.Config, *config.Backend, *
 	return cfg, b, root
 }
 
-func text(t *testing.T, r Report) string {
+func text(t *testing.T, r check.Report) string {
 	t.Helper()
 	var b bytes.Buffer
-	if err := WriteText(&b, r); err != nil {
+	if err := check.WriteText(&b, r); err != nil {
 		t.Fatal(err)
 	}
 	return b.String()
@@ -40,7 +42,7 @@ func text(t *testing.T, r Report) string {
 
 func TestAgentNoToken(t *testing.T) {
 	cfg, b, _ := agentConfig(t, "")
-	r := Agent(cfg, b, time.Now(), hfJudged)
+	r := agentbackend.Check(cfg, b, time.Now(), hfJudged)
 	want := "lab (agent): no token issued yet\n" +
 		"  trainer: hf-text-classification (the first trainer that uses a GPU)\n" +
 		"  tfidf-logreg: cannot start: no token issued yet\n" +
@@ -63,7 +65,7 @@ func TestAgentLastSeen(t *testing.T) {
 	}
 
 	// Registered, never seen: a run would wait, so the answer is no.
-	r := Agent(cfg, b, issued.Add(time.Minute), hfJudged)
+	r := agentbackend.Check(cfg, b, issued.Add(time.Minute), hfJudged)
 	got := text(t, r)
 	if r.OK || r.TokenIssuedAt == nil || !r.TokenIssuedAt.Equal(issued) || r.LastSeen != nil {
 		t.Errorf("never seen: %+v", r)
@@ -84,7 +86,7 @@ func TestAgentLastSeen(t *testing.T) {
 	if err := root.AgentSeen("lab", "ws-01", seen); err != nil {
 		t.Fatal(err)
 	}
-	r = Agent(cfg, b, seen.Add(30*time.Second), hfJudged)
+	r = agentbackend.Check(cfg, b, seen.Add(30*time.Second), hfJudged)
 	got = text(t, r)
 	if !r.OK || !r.AgentPolling || r.LastHost != "ws-01" || r.LastSeenAgoS == nil || *r.LastSeenAgoS != 30 {
 		t.Errorf("polling: %+v", r)
@@ -99,7 +101,7 @@ func TestAgentLastSeen(t *testing.T) {
 	}
 
 	// Seen 3 hours ago: no agent polls now (F10).
-	r = Agent(cfg, b, seen.Add(3*time.Hour), hfJudged)
+	r = agentbackend.Check(cfg, b, seen.Add(3*time.Hour), hfJudged)
 	got = text(t, r)
 	if r.OK || r.AgentPolling {
 		t.Errorf("stale: %+v", r)
@@ -116,7 +118,7 @@ func TestAgentLastSeen(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer run.Close()
-	r = Agent(cfg, b, seen.Add(3*time.Hour), hfJudged)
+	r = agentbackend.Check(cfg, b, seen.Add(3*time.Hour), hfJudged)
 	if !r.OK || r.AgentRun != run.ID || !strings.HasPrefix(r.Summary, "lab (agent): an agent is training run "+run.ID) {
 		t.Errorf("busy: %+v", r)
 	}
@@ -127,13 +129,13 @@ func TestAgentLastSeen(t *testing.T) {
 		t.Fatal(err)
 	}
 	run.Close()
-	r = Agent(cfg, b, seen.Add(4*time.Hour), hfJudged)
+	r = agentbackend.Check(cfg, b, seen.Add(4*time.Hour), hfJudged)
 	if r.OK || r.LastSeen != nil || !strings.Contains(text(t, r), "last_seen: never") {
 		t.Errorf("re-registered: %+v", r)
 	}
 }
 
-var hfJudged = Judged{Name: "hf-text-classification", From: FromFirstGPU}
+var hfJudged = check.Judged{Name: "hf-text-classification", From: check.FromFirstGPU}
 
 // An agent polling: every trainer but the local-only one can start, on
 // the agent's machine, whose packages the check cannot see.
@@ -151,11 +153,11 @@ func TestAgentVerdicts(t *testing.T) {
 	if err := root.AgentSeen("lab", "ws-01", time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	r := Agent(cfg, b, time.Now(), hfJudged)
+	r := agentbackend.Check(cfg, b, time.Now(), hfJudged)
 	if !r.OK || r.Trainer != "hf-text-classification" || len(r.Trainers) != 3 {
 		t.Fatalf("%+v", r)
 	}
-	want := []Verdict{
+	want := []check.Verdict{
 		{Trainer: "tfidf-logreg", OK: true, Device: "the CPU of the agent's machine"},
 		{Trainer: "hf-text-classification", OK: true, Device: "the agent's machine", Note: "its packages on the agent's machine cannot be seen from here"},
 		{Trainer: "decision-calibrate", Reason: r.Trainers[2].Reason},
@@ -168,7 +170,7 @@ func TestAgentVerdicts(t *testing.T) {
 	if !strings.HasPrefix(r.Trainers[2].Reason, "it runs only on the annotation server") {
 		t.Errorf("decision-calibrate: %q", r.Trainers[2].Reason)
 	}
-	r = Agent(cfg, b, time.Now(), Judged{Name: "decision-calibrate", From: FromFlag})
+	r = agentbackend.Check(cfg, b, time.Now(), check.Judged{Name: "decision-calibrate", From: check.FromFlag})
 	if r.OK || !strings.HasPrefix(r.Summary, "lab (agent): decision-calibrate cannot start: it runs only on the annotation server") {
 		t.Errorf("decision-calibrate judged: %+v", r)
 	}

@@ -1,10 +1,11 @@
-package check
+package agent
 
 import (
 	"errors"
 	"fmt"
 	"time"
 
+	"potato-training/lib/check"
 	"potato-training/lib/config"
 	"potato-training/lib/rundir"
 	"potato-training/lib/trainer"
@@ -13,7 +14,6 @@ import (
 // Texts of the agent check (SPEC G5, F10).
 const (
 	msgNoToken  = "no token issued yet"
-	msgNeverSet = "no agent has connected yet"
 	msgRegister = "issue one with: potato training register %s %s"
 	msgStart    = "start the agent on the training machine: potato training agent --server URL --backend %s (with the token that potato training register printed)"
 )
@@ -21,41 +21,41 @@ const (
 // defaultHeartbeat is heartbeat_timeout_s when the backend leaves it out.
 const defaultHeartbeat = 120
 
-// Agent checks an agent backend (SPEC G5, F10) from its token record in
+// Check checks an agent backend (SPEC G5, F10) from its token record in
 // training/agents/: whether a token was issued, and when and from which
 // host an agent last polled. The server records a visit at most every 10
 // seconds while an agent long-polls for work, so an agent seen within
 // heartbeat_timeout_s is taken to be polling. A run can start when one is
 // polling, or when one is busy with a run of this backend (it polls again
 // when that run ends); otherwise a run would wait in the queue.
-func Agent(cfg *config.Config, b *config.Backend, now time.Time, j Judged) Report {
+func Check(cfg *config.Config, b *config.Backend, now time.Time, j check.Judged) check.Report {
 	r := agentReport(cfg, b, now)
-	var verdicts []Verdict
-	for _, name := range candidates(j) {
-		v := Verdict{Trainer: name, OK: r.OK, Device: "the agent's machine"}
+	var verdicts []check.Verdict
+	for _, name := range check.Candidates(j) {
+		v := check.Verdict{Trainer: name, OK: r.OK, Device: "the agent's machine"}
 		if !trainer.UsesGPU(name) {
 			v.Device = "the CPU of the agent's machine"
 		}
 		switch {
-		case localOnly(name) != "":
-			v.OK, v.Reason, v.Device = false, localOnly(name), ""
+		case check.LocalOnly(name) != "":
+			v.OK, v.Reason, v.Device = false, check.LocalOnly(name), ""
 		case !r.OK:
 			v.Reason = r.Problems[0]
-		case isPython(name):
+		case check.IsPython(name):
 			v.Note = "its packages on the agent's machine cannot be seen from here"
 		case trainer.IsExec(name):
 			v.Note = "the agent runs it only when its --allow-exec names it"
 		}
 		verdicts = append(verdicts, v)
 	}
-	judge(&r, j, verdicts, b.Label())
+	check.Conclude(&r, j, verdicts, label(b))
 	return r
 }
 
-func agentReport(cfg *config.Config, b *config.Backend, now time.Time) Report {
-	r := Report{Backend: b.Name, Type: b.Type, GPUs: []GPUInfo{}, Warnings: []string{}, Problems: []string{}}
-	fail := func(msg string, hints ...string) Report {
-		r.Summary = b.Label() + ": " + msg
+func agentReport(cfg *config.Config, b *config.Backend, now time.Time) check.Report {
+	r := check.Report{Backend: b.Name, Type: b.Type, GPUs: []check.GPUInfo{}, Warnings: []string{}, Problems: []string{}}
+	fail := func(msg string, hints ...string) check.Report {
+		r.Summary = label(b) + ": " + msg
 		r.Problems = append(r.Problems, msg)
 		r.Hints = append(r.Hints, hints...)
 		return r
@@ -86,14 +86,14 @@ func agentReport(cfg *config.Config, b *config.Backend, now time.Time) Report {
 	switch {
 	case r.AgentPolling:
 		r.OK = true
-		r.Summary = fmt.Sprintf("%s: an agent on %s is polling for work", b.Label(), hostOr(rec.LastHost))
+		r.Summary = fmt.Sprintf("%s: an agent on %s is polling for work", label(b), check.HostOr(rec.LastHost))
 	case r.AgentRun != "":
 		r.OK = true
-		r.Summary = fmt.Sprintf("%s: an agent is training run %s", b.Label(), r.AgentRun)
+		r.Summary = fmt.Sprintf("%s: an agent is training run %s", label(b), r.AgentRun)
 	case rec.LastSeen == nil:
-		return fail(msgNeverSet+", so a run would wait in the queue", fmt.Sprintf(msgStart, b.Name))
+		return fail(check.MsgNeverSet+", so a run would wait in the queue", fmt.Sprintf(msgStart, b.Name))
 	default:
-		return fail(fmt.Sprintf("no agent has polled for %s, so a run would wait in the queue", ago(*r.LastSeenAgoS)),
+		return fail(fmt.Sprintf("no agent has polled for %s, so a run would wait in the queue", check.Ago(*r.LastSeenAgoS)),
 			fmt.Sprintf(msgStart, b.Name))
 	}
 	return r
@@ -112,25 +112,4 @@ func runningOn(root *rundir.Root, backend string) string {
 		}
 	}
 	return ""
-}
-
-func hostOr(h string) string {
-	if h == "" {
-		return "an unnamed host"
-	}
-	return h
-}
-
-// ago writes a number of seconds the way a person reads it: 45 s, 12 min,
-// 3 h, 2 days.
-func ago(s int64) string {
-	switch {
-	case s < 120:
-		return fmt.Sprintf("%d s", s)
-	case s < 2*3600:
-		return fmt.Sprintf("%d min", s/60)
-	case s < 2*86400:
-		return fmt.Sprintf("%d h", s/3600)
-	}
-	return fmt.Sprintf("%d days", s/86400)
 }

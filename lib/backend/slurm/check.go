@@ -1,4 +1,4 @@
-package check
+package slurm
 
 import (
 	"context"
@@ -6,20 +6,21 @@ import (
 	"maps"
 	"slices"
 
-	slurmbackend "potato-training/lib/backend/slurm"
+	sshbackend "potato-training/lib/backend/ssh"
+	"potato-training/lib/check"
 	"potato-training/lib/config"
 	"potato-training/lib/trainer"
 )
 
-// SLURM connects to a cluster's login node (SPEC M4, F8): sbatch, squeue
+// Check connects to a cluster's login node (SPEC M4, F8): sbatch, squeue
 // and scancel on PATH with the backend's env, scontrol where present,
 // remote_dir not under /tmp, and the login node's Python and shell; it
 // names the job_python the job will use, whose packages it cannot see
 // from the login node.
-func SLURM(ctx context.Context, b *config.Backend, j Judged) Report {
-	r, f, ok := probeHost(ctx, b, nil)
+func Check(ctx context.Context, b *config.Backend, j check.Judged) check.Report {
+	r, f, ok := sshbackend.ProbeHost(ctx, b, label(b), nil)
 	if !ok {
-		judge(&r, j, unreachable(j, r.Problems[0]), "")
+		check.Conclude(&r, j, check.Unreachable(j, r.Problems[0]), "")
 		return r
 	}
 	r.Python = f.Python
@@ -39,18 +40,18 @@ func SLURM(ctx context.Context, b *config.Backend, j Judged) Report {
 	for _, k := range slices.Sorted(maps.Keys(f.Commands)) {
 		r.Commands[k] = f.Commands[k]
 	}
-	c := slurmbackend.CheckHost(b, f)
+	c := CheckHost(b, f)
 	r.Problems = append(r.Problems, c.Problems...)
 	r.Warnings = append(r.Warnings, c.Warnings...)
 	r.Hints = append(r.Hints, c.Hints...)
-	host := fmt.Sprintf("%s (%s %s)", b.Label(), f.OS, f.Arch)
-	var verdicts []Verdict
-	for _, name := range candidates(j) {
-		v := Verdict{Trainer: name, OK: true}
-		dev := &DeviceInfo{Kind: "slurm", Name: "SLURM job", Device: "cpu", Describe: "a SLURM job without gres (CPU only)"}
+	host := fmt.Sprintf("%s (%s %s)", label(b), f.OS, f.Arch)
+	var verdicts []check.Verdict
+	for _, name := range check.Candidates(j) {
+		v := check.Verdict{Trainer: name, OK: true}
+		dev := &check.DeviceInfo{Kind: "slurm", Name: "SLURM job", Device: "cpu", Describe: "a SLURM job without gres (CPU only)"}
 		switch g := b.Gres; {
-		case localOnly(name) != "":
-			v.OK, v.Reason, dev = false, localOnly(name), nil
+		case check.LocalOnly(name) != "":
+			v.OK, v.Reason, dev = false, check.LocalOnly(name), nil
 		case !trainer.UsesGPU(name):
 			dev.Describe = "the CPUs of a SLURM job"
 		case g != "":
@@ -60,7 +61,7 @@ func SLURM(ctx context.Context, b *config.Backend, j Judged) Report {
 		if len(r.Problems) > 0 {
 			v.OK, v.Reason = false, r.Problems[0]
 		}
-		if isPython(name) {
+		if check.IsPython(name) {
 			v.Note = "its packages on the compute nodes cannot be seen from the login node"
 		}
 		if dev != nil {
@@ -76,6 +77,6 @@ func SLURM(ctx context.Context, b *config.Backend, j Judged) Report {
 	} else {
 		r.Summary = host + ": " + r.Problems[0]
 	}
-	judge(&r, j, verdicts, host)
+	check.Conclude(&r, j, verdicts, host)
 	return r
 }
