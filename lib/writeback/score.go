@@ -30,15 +30,18 @@ import (
 // Score also gives Labels, each label's decisions, and for a nominal
 // schema Confusion; a score made before they existed has neither.
 type SchemaScore struct {
-	Kind       config.Kind    `json:"kind"`
-	N          int            `json:"n"`
-	NMissing   int            `json:"n_missing"`
-	Accuracy   float64        `json:"accuracy"`
-	MacroF1    float64        `json:"macro_f1"`
-	CohenKappa *float64       `json:"cohen_kappa,omitempty"`
-	MicroF1    *float64       `json:"micro_f1,omitempty"`
-	Labels     []LabelFigures `json:"labels,omitempty"`
-	Confusion  *Confusion     `json:"confusion,omitempty"`
+	Kind       config.Kind `json:"kind"`
+	N          int         `json:"n"`
+	NMissing   int         `json:"n_missing"`
+	Accuracy   float64     `json:"accuracy"`
+	MacroF1    float64     `json:"macro_f1"`
+	CohenKappa *float64    `json:"cohen_kappa,omitempty"`
+	MicroF1    *float64    `json:"micro_f1,omitempty"`
+	// MAE and QWK are an ordinal schema's (ordinal.go).
+	MAE       *float64       `json:"mae,omitempty"`
+	QWK       *float64       `json:"qwk,omitempty"`
+	Labels    []LabelFigures `json:"labels,omitempty"`
+	Confusion *Confusion     `json:"confusion,omitempty"`
 }
 
 // LabelFigures are one label's decisions on the test split, one against
@@ -57,6 +60,9 @@ type LabelFigures struct {
 	Precision float64 `json:"precision"`
 	Recall    float64 `json:"recall"`
 	F1        float64 `json:"f1"`
+	// MAE is, for a point of an ordinal schema, the mean absolute error
+	// of the items whose gold label it is (ordinal.go).
+	MAE *float64 `json:"mae,omitempty"`
 }
 
 // Confusion is a nominal schema's confusion matrix on the test split:
@@ -99,7 +105,7 @@ func HeldoutOf(schemas []bundle.Schema, scores map[string]SchemaScore) (Heldout,
 func Score(bundleDir, predictionsPath string, schemas []bundle.Schema) (map[string]SchemaScore, error) {
 	var scored []bundle.Schema
 	for _, s := range schemas {
-		if s.Kind == config.KindNominal || s.Kind == config.KindMultilabel {
+		if scoredKind(s.Kind) {
 			scored = append(scored, s)
 		}
 	}
@@ -122,6 +128,7 @@ func Score(bundleDir, predictionsPath string, schemas []bundle.Schema) (map[stri
 	// pred[schema][item] is the predicted label; an item absent was not
 	// predicted.
 	pred := make(map[string]map[string]string, len(scored))
+	ordinal := ordinalScales(scored)
 	for _, s := range scored {
 		pred[s.Name] = make(map[string]string, len(gold[s.Name]))
 	}
@@ -137,7 +144,11 @@ func Score(bundleDir, predictionsPath string, schemas []bundle.Schema) (map[stri
 		if _, ok := g[p.id]; !ok {
 			return nil
 		}
-		pred[p.schema][p.id] = labelOf(p.raw[2])
+		l := labelOf(p.raw[2])
+		if scale, ok := ordinal[p.schema]; ok && l != "" {
+			l = ordinalLabel(scale, l)
+		}
+		pred[p.schema][p.id] = l
 		return nil
 	})
 	if err != nil {
@@ -146,6 +157,10 @@ func Score(bundleDir, predictionsPath string, schemas []bundle.Schema) (map[stri
 
 	for _, s := range scored {
 		var sc SchemaScore
+		if s.Ordinal() {
+			out[s.Name] = scoreOrdinal(s, gold[s.Name], pred[s.Name])
+			continue
+		}
 		if s.Kind == config.KindNominal {
 			sc = scoreNominal(gold[s.Name], pred[s.Name])
 		} else {
@@ -239,6 +254,7 @@ func labelFigures(s bundle.Schema, gold, pred map[string]string) ([]LabelFigures
 // joined by "|", the form predictions use.
 func readGold(path string, schemas []bundle.Schema) (map[string]map[string]string, error) {
 	kinds := make(map[string]config.Kind, len(schemas))
+	ordinal := ordinalScales(schemas)
 	gold := make(map[string]map[string]string, len(schemas))
 	for _, s := range schemas {
 		kinds[s.Name] = s.Kind
@@ -258,6 +274,12 @@ func readGold(path string, schemas []bundle.Schema) (map[string]map[string]strin
 		for name, raw := range r.Targets {
 			kind, ok := kinds[name]
 			if !ok || string(raw) == "null" {
+				continue
+			}
+			if kind == config.KindOrdinal {
+				if l := ordinalGold(ordinal[name], raw); l != "" {
+					gold[name][r.InstanceID] = l
+				}
 				continue
 			}
 			if kind == config.KindNominal {
