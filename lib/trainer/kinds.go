@@ -78,7 +78,11 @@ func KindRefusal(name string, s config.Scheme) string {
 	i, _ := Lookup(name)
 	msg := fmt.Sprintf("schema %s is a %s schema (kind %s): %s learns %s schemas", s.Name, orType(s.AnnotationType), s.Kind, name, lastAnd(typesOf(i.Kinds)))
 	if who := Learners(s.Kind); len(who) > 0 {
-		return msg + fmt.Sprintf("; %s learns %s schemas", joinAnd(who), kindTypes[string(s.Kind)])
+		verb := "learns"
+		if len(who) > 1 {
+			verb = "learn"
+		}
+		return msg + fmt.Sprintf("; %s %s %s schemas", joinAnd(who), verb, kindTypes[string(s.Kind)])
 	}
 	return msg + "; " + NoLearner(s.Kind)
 }
