@@ -194,3 +194,21 @@ func testLikertAgent(t *testing.T) {
 	}
 	checkLikertRun(t, e.Runs, info)
 }
+
+// TestLikertLocalHF: hf-text-classification learns the likert schema of
+// real tweets on the annotation server, by the cumulative binary
+// decomposition over the packaged MiniLM (LoRA), and the run has the
+// ordinal figures and prelabels of the scale.
+func TestLikertLocalHF(t *testing.T) {
+	py, model := hfStack(t)
+	r := likertProject(t, 400, 300, "")
+	r.Env = []string{"POTATO_TRAINING_PYTHON=" + py, "HF_HUB_OFFLINE=1", "HF_HOME=" + t.TempDir()}
+	res := r.Run("--trainer", "hf-text-classification", "--schemas", "sentiment", "--param", "model="+model,
+		"--param", "epochs=2", "--param", "max_length=64", "--param", "learning_rate=0.001")
+	info := r.Info(res.ID)
+	checkLikertRun(t, r, info)
+	card, err := os.ReadFile(filepath.Join(r.Root().RunDir(res.ID), "artifacts", "model-sentiment", "model_card.json"))
+	if err != nil || !strings.Contains(string(card), `"ordinal"`) || !strings.Contains(string(card), "cumulative binary decomposition") {
+		t.Errorf("the model card does not say the ordinal method: %v\n%.800s", err, card)
+	}
+}
