@@ -61,6 +61,11 @@ func checkLikertRun(t *testing.T, r *testproject.Runs, info rundir.Info) {
 		t.Fatalf("held-out score %+v: want a mean absolute error and a quadratic-weighted kappa", h)
 	}
 	t.Logf("%s: held-out accuracy %.3f, macro-F1 %.3f%s on %d test items", info.RanOn, h.Accuracy, h.MacroF1, h.OrdinalText(), h.N)
+	// The confidences are calibrated as a radio schema's are, from every
+	// point's probability.
+	if c, ok := info.Calibration["sentiment"]; !ok || c.Method != rundir.CalibrationTemperature {
+		t.Errorf("calibration of the likert schema: %+v, want temperature scaling of its points' probabilities", info.Calibration)
+	}
 	if log := r.File(info.RunID, "run.log"); !strings.Contains(log, "mean absolute error") || !strings.Contains(log, "quadratic-weighted kappa") {
 		t.Errorf("the run log does not give the ordinal figures:\n%s", log)
 	}
