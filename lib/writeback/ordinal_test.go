@@ -1,6 +1,7 @@
 package writeback
 
 import (
+	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -85,4 +86,57 @@ func TestScoreOrdinalPerfect(t *testing.T) {
 	near(t, "mae", *sc.MAE, 0)
 	near(t, "qwk", *sc.QWK, 1)
 	near(t, "accuracy", sc.Accuracy, 1)
+}
+
+// ordinalCompare compares, on n test items of gold point 1 ("1" of a
+// 5-point scale, stored as a number), a run that predicts oursOff points
+// off on the first k items with a published one off by theirsOff on them.
+func ordinalCompare(t *testing.T, n, k, oursOff, theirsOff int) Comparison {
+	t.Helper()
+	s := bundle.Schema{Name: "rating", Kind: config.KindOrdinal, Labels: []string{"1", "2", "3", "4", "5"}}
+	bdir := simBundle(t, s, 0, n, func(string, int) any { return 1.0 })
+	var lines []any
+	theirs := map[string]string{}
+	for i := range n {
+		id := fmt.Sprintf("test%d", i)
+		o, th := 1, 1
+		if i < k {
+			o, th = 1+oursOff, 1+theirsOff
+		}
+		theirs[id] = fmt.Sprint(th)
+		lines = append(lines, pred{id, "rating", label(fmt.Sprint(o), 0.5), conf(0.5)})
+	}
+	path := filepath.Join(bdir, "predictions.jsonl")
+	writeLines(t, path, lines...)
+	c, err := CompareOnCommon(bdir, path, s, theirs)
+	if err != nil || c.N != n {
+		t.Fatalf("compare: %+v %v", c, err)
+	}
+	return c
+}
+
+// TestBootstrapOrdinal: the gate judges an ordinal schema by MAE. A run
+// one point off where the published run is four points off, on the same
+// items, has the same accuracy and macro-F1 but is better by MAE, in
+// every draw; the reverse is worse in every draw.
+func TestBootstrapOrdinal(t *testing.T) {
+	better := ordinalCompare(t, 200, 50, 1, 4)
+	if better.Ours.Accuracy != better.Theirs.Accuracy {
+		t.Fatalf("accuracy %v and %v: the case wants them equal", better.Ours.Accuracy, better.Theirs.Accuracy)
+	}
+	near(t, "ours mae", *better.Ours.MAE, 0.25)
+	near(t, "theirs mae", *better.Theirs.MAE, 1)
+	b := better.Bootstrap(GateResamples, GateSeed)
+	near(t, "diff", b.Diff, 0.75)
+	if b.PWorse != 0 || b.Low <= 0 {
+		t.Errorf("one point off against four: %+v", b)
+	}
+	w := ordinalCompare(t, 200, 50, 4, 1).Bootstrap(GateResamples, GateSeed)
+	if w.PWorse < 0.999 || w.High >= 0 {
+		t.Errorf("four points off against one: %+v", w)
+	}
+	same := ordinalCompare(t, 200, 50, 2, 2).Bootstrap(GateResamples, GateSeed)
+	if same.Diff != 0 || same.PWorse != 0 {
+		t.Errorf("alike: %+v", same)
+	}
 }
