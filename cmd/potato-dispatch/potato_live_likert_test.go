@@ -121,6 +121,17 @@ func TestReleasedPotatoLikert(t *testing.T) {
 		t.Fatalf("run: exit %d, %s %s, held-out %+v\n%s\n%s", res.Code, info.State, info.Error, info.Heldout, res.Stderr, r.File(res.ID, "run.log"))
 	}
 	t.Logf("held-out accuracy %.3f%s on %d test items", info.Heldout.Accuracy, info.Heldout.OrdinalText(), info.Heldout.N)
+	// On a few val items the check against the median point may hold the
+	// model back (the run log says why): published by hand, as
+	// potato-dispatch publish does, its prelabels still show how Potato
+	// renders a likert prelabel.
+	if d, ok := info.Promotion["sentiment"]; ok && !d.Published {
+		t.Logf("held back by the run (%s); publishing it by hand", d.Reason)
+		if code, out, errb := testproject.Exec(t, r.Command("potato-dispatch", "publish", cfg, res.ID)); code != 0 {
+			t.Fatalf("potato-dispatch publish: exit %d\n%s%s", code, out, errb)
+		}
+		info = r.Info(res.ID)
+	}
 	if got := info.Writeback["n_written"]; got < n-rated {
 		t.Fatalf("%d prelabels written, want at least the %d unrated tweets'", got, n-rated)
 	}

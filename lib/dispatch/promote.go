@@ -84,7 +84,7 @@ func promotion(cfg *config.Config, bdir, pred, runID string, m bundle.Manifest, 
 	var checks []learntCheck
 	for _, name := range publish {
 		s, ok := kinds[name]
-		if !ok || s.Kind != config.KindNominal && s.Kind != config.KindMultilabel {
+		if !ok || s.Kind != config.KindNominal && s.Kind != config.KindMultilabel && s.Kind != config.KindOrdinal {
 			kept = append(kept, name)
 			continue
 		}
