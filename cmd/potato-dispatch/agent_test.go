@@ -299,6 +299,7 @@ func TestAgent(t *testing.T) {
 	testcli.Short(t, "it starts potato-server and polling agents for the agent backend's group (about 25 s)")
 	testcli.Group(t, []testcli.Case{
 		{Name: "TestAgentRunEndToEnd", Run: testAgentRunEndToEnd},
+		{Name: "TestLikertAgent", Run: testLikertAgent},
 		{Name: "TestQueuedUntilQueueTimeout", Run: testQueuedUntilQueueTimeout},
 		{Name: "TestCancelWhileWaitingForAnAgent", Run: testCancelWhileWaitingForAnAgent},
 		{Name: "TestOnceAgentCancelled", Run: testOnceAgentCancelled},

@@ -739,6 +739,7 @@ func TestSLURM(t *testing.T) {
 		{Name: "TestNoSbatchOnPath", Run: testNoSbatchOnPath},
 		{Name: "TestCheckCluster", Run: testCheckCluster},
 		{Name: "TestRealSubmitQueueRelay", Run: testRealSubmitQueueRelay},
+		{Name: "TestRealLikert", Run: testLikertSLURM},
 		{Name: "TestRealCancel", Run: testRealCancel},
 		{Name: "TestRealTimeLimit", Run: testRealTimeLimit},
 		{Name: "TestRealExternalScancel", Run: testRealExternalScancel},

@@ -571,6 +571,7 @@ func testRelativeRemoteDir(t *testing.T) {
 func TestSSH(t *testing.T) {
 	testcli.Group(t, []testcli.Case{
 		{Name: "TestRunEndToEndAndCodeReuse", Run: testRunEndToEndAndCodeReuse},
+		{Name: "TestLikertSSH", Run: testLikertSSH},
 		{Name: "TestTokenNeverOnACommandLineOrInALog", Run: testTokenNeverOnACommandLineOrInALog},
 		{Name: "TestKeyRefusedFailsAtOnce", Run: testKeyRefusedFailsAtOnce},
 		{Name: "TestGPUChoice", Run: testGPUChoice},

@@ -465,7 +465,26 @@ func readScheme(n *yaml.Node) Scheme {
 			}
 		}
 	}
+	if s.Kind == KindOrdinal && s.Labels == nil {
+		s.Labels = likertPoints(mapGet(n, "size"))
+		s.SizeOnly = s.Labels != nil
+	}
 	return s
+}
+
+// likertPoints are the points of a likert scale given by size instead of
+// labels: "1" to size, the values Potato's page gives them. A size that is
+// not a whole number from 2 to 100 gives none.
+func likertPoints(size *yaml.Node) []string {
+	n, err := strconv.Atoi(scalarString(size))
+	if err != nil || n < 2 || n > 100 {
+		return nil
+	}
+	points := make([]string, n)
+	for i := range points {
+		points[i] = strconv.Itoa(i + 1)
+	}
+	return points
 }
 
 func (d *decoder) validation(k, v *yaml.Node) {

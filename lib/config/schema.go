@@ -41,7 +41,10 @@ type Scheme struct {
 	// SourceField, when set, names the item field the schema annotates
 	// instead of the project's text_key.
 	SourceField string
-	Line        int
+	// SizeOnly is a likert scale given by size, without labels: Labels
+	// are then its points, "1" to size.
+	SizeOnly bool
+	Line     int
 }
 
 // Classification reports whether a trainer can learn the schema as labels.

@@ -39,6 +39,10 @@ type learntCheck struct {
 	// Few is set when the val items are too few for the test: even all
 	// right, P would not be below learntAlpha.
 	Few bool
+	// Ordinal is an ordinal schema's check, by absolute error
+	// (learnt_ordinal.go), with its MAE and the constant's.
+	Ordinal       bool
+	MAE, ConstMAE float64
 }
 
 // learnt is the check that keeps a model that learnt nothing from
@@ -62,12 +66,16 @@ type learntCheck struct {
 // checked.
 func learnt(r *writeback.RunReading, s bundle.Schema) (learntCheck, error) {
 	c := learntCheck{Schema: s.Name, Multi: s.Kind == config.KindMultilabel}
-	if s.Kind != config.KindNominal && s.Kind != config.KindMultilabel {
+	if s.Kind != config.KindNominal && s.Kind != config.KindMultilabel && s.Kind != config.KindOrdinal {
 		return c, nil
 	}
 	gold, got, err := r.Split("val", s)
 	if err != nil {
 		return c, err
+	}
+	if s.Ordinal() {
+		ordinalLearnt(&c, s, gold, got)
+		return c, nil
 	}
 	c.Items = len(got)
 	if c.Multi {
@@ -181,6 +189,9 @@ func labelText(l string) string {
 // reason is the check's finding as a promotion decision's reason and as
 // the run log's line.
 func (c learntCheck) reason() string {
+	if c.Ordinal && c.Items > 0 {
+		return c.ordinalReason()
+	}
 	switch {
 	case c.Items == 0:
 		return "not checked: the run predicted no labelled item of the val split"

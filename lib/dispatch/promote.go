@@ -84,7 +84,7 @@ func promotion(cfg *config.Config, r *writeback.RunReading, runID string, m bund
 	var checks []learntCheck
 	for _, name := range publish {
 		s, ok := kinds[name]
-		if !ok || s.Kind != config.KindNominal && s.Kind != config.KindMultilabel {
+		if !ok || s.Kind != config.KindNominal && s.Kind != config.KindMultilabel && s.Kind != config.KindOrdinal {
 			kept = append(kept, name)
 			continue
 		}
@@ -123,8 +123,12 @@ func decide(st *writeback.Store, project string, r *writeback.RunReading, runID 
 		return rundir.Promotion{}, err
 	}
 	if other == "" {
-		return rundir.Promotion{Published: true, MacroF1: own.MacroF1, N: own.N,
-			Reason: "published: no run's prelabels of " + s.Name + " are published yet"}, nil
+		d := rundir.Promotion{Published: true, MacroF1: own.MacroF1, N: own.N,
+			Reason: "published: no run's prelabels of " + s.Name + " are published yet"}
+		if s.Ordinal() {
+			d.Metric, d.MAE = "mae", own.MAE
+		}
+		return d, nil
 	}
 	labels, err := st.StoredLabels(project, other, s)
 	if err != nil {
@@ -142,6 +146,9 @@ func decide(st *writeback.Store, project string, r *writeback.RunReading, runID 
 	}
 	b := c.Bootstrap(writeback.GateResamples, writeback.GateSeed)
 	d.Bootstrap = &b
+	if s.Ordinal() {
+		return decideOrdinal(d, c, other, rule), nil
+	}
 	noise := fmt.Sprintf(" (paired bootstrap: difference %+.3f, 95%% interval %+.3f to %+.3f, worse in %.0f%% of %d draws)",
 		b.Diff, b.Low, b.High, 100*b.PWorse, b.Resamples)
 	if rule.set {

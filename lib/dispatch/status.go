@@ -164,7 +164,7 @@ func writeDetail(w io.Writer, info rundir.Info, log []string) error {
 	field("finished", ts(r.FinishedAt))
 	field("progress", ProgressText(r, time.Now()))
 	if r.Heldout != nil {
-		field("held-out", fmt.Sprintf("%s: accuracy %.3f, macro-F1 %.3f on %d test items", r.Heldout.Schema, r.Heldout.Accuracy, r.Heldout.MacroF1, r.Heldout.N))
+		field("held-out", fmt.Sprintf("%s: accuracy %.3f, macro-F1 %.3f%s on %d test items", r.Heldout.Schema, r.Heldout.Accuracy, r.Heldout.MacroF1, r.Heldout.OrdinalText(), r.Heldout.N))
 	}
 	if r.Writeback != nil {
 		field("prelabels", fmt.Sprintf("%d written of %d predictions", r.Writeback["n_written"], r.Writeback["n_read"]))
@@ -234,7 +234,7 @@ func summary(configPath, id string) (string, error) {
 	}
 	s := fmt.Sprintf("run %s: success", id)
 	if h := r.Heldout; h != nil {
-		s += fmt.Sprintf("; held-out accuracy %.3f, macro-F1 %.3f on %d test items of %s", h.Accuracy, h.MacroF1, h.N, h.Schema)
+		s += fmt.Sprintf("; held-out accuracy %.3f, macro-F1 %.3f%s on %d test items of %s", h.Accuracy, h.MacroF1, h.OrdinalText(), h.N, h.Schema)
 	}
 	for _, name := range slices.Sorted(maps.Keys(r.Promotion)) {
 		if d := r.Promotion[name]; !d.Published {

@@ -43,6 +43,10 @@ func (d *dispatcher) writeBack(m bundle.Manifest) error {
 	d.set(func(r *rundir.Record) { setHeldout(r, m, scores) })
 	for _, name := range slices.Sorted(maps.Keys(scores)) {
 		s := scores[name]
+		if s.MAE != nil && s.QWK != nil {
+			d.logf("held-out score of %s on %d test items: accuracy %.3f, macro-F1 %.3f, mean absolute error %.3f points, quadratic-weighted kappa %.3f", name, s.N, s.Accuracy, s.MacroF1, *s.MAE, *s.QWK)
+			continue
+		}
 		d.logf("held-out score of %s on %d test items: accuracy %.3f, macro-F1 %.3f", name, s.N, s.Accuracy, s.MacroF1)
 	}
 
@@ -112,7 +116,9 @@ func setHeldout(r *rundir.Record, m bundle.Manifest, scores map[string]writeback
 	}
 	r.Metrics["heldout"] = scores
 	if held, ok := writeback.HeldoutOf(m.Schemas, scores); ok {
-		r.Heldout = &rundir.Heldout{Schema: heldoutSchema(m, scores), N: held.N, Accuracy: held.Accuracy, MacroF1: held.MacroF1}
+		name := heldoutSchema(m, scores)
+		r.Heldout = &rundir.Heldout{Schema: name, N: held.N, Accuracy: held.Accuracy, MacroF1: held.MacroF1,
+			MAE: scores[name].MAE, QWK: scores[name].QWK}
 	}
 }
 

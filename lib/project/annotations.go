@@ -481,7 +481,10 @@ func chosen(v any) bool {
 // Ordinal and continuous: when the map has exactly one entry, its value as a
 // number (Potato's likert stores {"3": "3"}, a slider or number field its
 // value), else, when the value is chosen but not a number ("true", the name),
-// the name as a number. Anything else yields no target.
+// the name as a number. A likert scale's point that is a word (a scale given
+// labels stores the chosen label's name) is that name, as Potato's own
+// training reads it; the trainers place it on the scale by the schema's
+// labels. Anything else yields no target.
 func labelTarget(kind config.Kind, values map[string]any) (any, bool) {
 	switch kind {
 	case config.KindNominal:
@@ -514,6 +517,9 @@ func labelTarget(kind config.Kind, values map[string]any) (any, bool) {
 			if chosen(v) {
 				if f, ok := number(name); ok {
 					return f, true
+				}
+				if kind == config.KindOrdinal && name != "" {
+					return name, true
 				}
 			}
 		}

@@ -161,7 +161,11 @@ func TestLabelTargets(t *testing.T) {
 		{config.KindMultilabel, map[string]any{"x": false}, nil, false},
 		{config.KindOrdinal, map[string]any{"3": "3"}, 3.0, true},
 		{config.KindOrdinal, map[string]any{"3": "true"}, 3.0, true},
-		{config.KindOrdinal, map[string]any{"very good": "true"}, nil, false},
+		// A likert scale given labels stores the chosen label's name: the
+		// target is that name, placed on the scale by the trainers.
+		{config.KindOrdinal, map[string]any{"very good": "true"}, "very good", true},
+		{config.KindOrdinal, map[string]any{"very good": "very good"}, "very good", true},
+		{config.KindContinuous, map[string]any{"very good": "true"}, nil, false},
 		{config.KindOrdinal, map[string]any{"3": nil}, nil, false},
 		{config.KindOrdinal, map[string]any{"2": "2", "3": "3"}, nil, false},
 		{config.KindContinuous, map[string]any{"slider": num("-1.5e2")}, -150.0, true},

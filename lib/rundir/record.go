@@ -3,6 +3,7 @@
 package rundir
 
 import (
+	"fmt"
 	"time"
 
 	"potato-training/lib/curve"
@@ -24,6 +25,19 @@ type Heldout struct {
 	N        int     `json:"n"`
 	Accuracy float64 `json:"accuracy"`
 	MacroF1  float64 `json:"macro_f1"`
+	// MAE and QWK are an ordinal schema's mean absolute error in scale
+	// points and quadratic-weighted kappa.
+	MAE *float64 `json:"mae,omitempty"`
+	QWK *float64 `json:"qwk,omitempty"`
+}
+
+// OrdinalText is ", mean absolute error M points, quadratic-weighted
+// kappa Q" for an ordinal schema's held-out score, else "".
+func (h Heldout) OrdinalText() string {
+	if h.MAE == nil || h.QWK == nil {
+		return ""
+	}
+	return fmt.Sprintf(", mean absolute error %.3f points, quadratic-weighted kappa %.3f", *h.MAE, *h.QWK)
 }
 
 // Record is run.json. New fields may be added; readers ignore unknown ones.
@@ -93,4 +107,11 @@ type Promotion struct {
 	// Bootstrap is the paired bootstrap of the two runs' macro-F1s on
 	// the N common test items; absent when there was nothing to compare.
 	Bootstrap *Bootstrap `json:"bootstrap,omitempty"`
+	// Metric is what the gate judged by when it is not macro-F1: "mae"
+	// for an ordinal schema, whose MAE and AgainstMAE are then the two
+	// runs' mean absolute errors in scale points, and whose Bootstrap is
+	// of the published run's MAE less this run's.
+	Metric     string   `json:"metric,omitempty"`
+	MAE        *float64 `json:"mae,omitempty"`
+	AgainstMAE *float64 `json:"against_mae,omitempty"`
 }

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"potato-training/lib/bundle"
-	"potato-training/lib/config"
 	"potato-training/lib/curve"
 	"potato-training/lib/events"
 	"potato-training/lib/trainer/tfidf"
@@ -89,6 +88,7 @@ func fitTfidfCurve(ctx context.Context, spec Spec, params Values, splits map[str
 		if err := tfidfSchema(s); err != nil {
 			return err
 		}
+		s = ordinalSchema(s, splits["train"])
 		val := docsFor(splits["val"], s)
 		for d := range draws {
 			for _, p := range spec.Curve {
@@ -119,10 +119,10 @@ func fitCurvePoint(ctx context.Context, spec Spec, params Values, s bundle.Schem
 	if draws > 1 {
 		at += fmt.Sprintf(", draw %d", d)
 	}
-	if len(train) < MinLabelled || (s.Kind == config.KindNominal && len(labels) < 2) {
+	if distinct := distinctLabels(s, train, labels); len(train) < MinLabelled || distinct < 2 {
 		return &fitError{events.ExitBadSpec, events.CodeValidationFailed,
 			fmt.Sprintf("schema %s: %s has %d labelled training items with %d distinct labels: tfidf-logreg needs at least %d items and 2 labels; give later --points",
-				s.Name, at, len(train), len(labels), MinLabelled)}
+				s.Name, at, len(train), distinct, MinLabelled)}
 	}
 	_ = ev.Emit(events.Status("fitting", fmt.Sprintf("fitting %s at %s%% of the train split, %d items, draw %d of %d", s.Name, curve.Format(p), len(train), d+1, draws)))
 	opt := tfidfOptions(spec, params, s)
@@ -135,7 +135,7 @@ func fitCurvePoint(ctx context.Context, spec Spec, params Values, s bundle.Schem
 		}
 		return err
 	}
-	res.LabelOrder[s.Name] = model.Labels()
+	res.LabelOrder[s.Name] = labelOrder(s, model)
 	correct, n := 0, 0
 	for _, x := range splits["test"] {
 		if err := ctx.Err(); err != nil {
@@ -146,7 +146,7 @@ func fitCurvePoint(ctx context.Context, spec Spec, params Values, s bundle.Schem
 			return err
 		}
 		res.NPredictions++
-		if gold, ok := goldLabel(x.targets[s.Name]); ok {
+		if gold, ok := goldLabel(s, x.targets[s.Name]); ok {
 			n++
 			if gold == label {
 				correct++

@@ -121,11 +121,11 @@ var registry = []Info{
 	// tfidf-logreg fits in a moment: 8 draws, which let a curve of a few
 	// dozen items show a clear rise in most subsets where 3 show it in
 	// fewer than half (scripts/bench-curve).
-	{Name: "tfidf-logreg", Builtin: true, Kinds: []string{"nominal", "multilabel"}, Available: true, Curve: true, CurveDraws: 8, Params: tfidfParams},
+	{Name: "tfidf-logreg", Builtin: true, Kinds: []string{"nominal", "multilabel", "ordinal"}, Available: true, Curve: true, CurveDraws: 8, Params: tfidfParams},
 	// hf-text-classification fits curve.DefaultDraws: a fit is minutes
 	// where tfidf-logreg's is a moment, so fewer than its 8, but more than
 	// one, whose judge has only the draw's scatter about its line.
-	{Name: hf.Name, Kinds: []string{"nominal", "multilabel"}, Available: true, GPU: true, Curve: true, CurveDraws: curve.DefaultDraws, Params: hfParams},
+	{Name: hf.Name, Kinds: []string{"nominal", "multilabel", "ordinal"}, Available: true, GPU: true, Curve: true, CurveDraws: curve.DefaultDraws, Params: hfParams},
 	{Name: calibrate.Name, LocalOnly: true, Builtin: true, Kinds: []string{"nominal"}, Available: true,
 		NoPredictions: true, LocalReason: "it reads the annotation server's own files (Potato's store, project.sqlite, and the annotations)",
 		Params: calibrateParams},

@@ -242,7 +242,7 @@ func scoreBatch(ctx context.Context, b *batch, name, path string, models []schem
 			}
 			b.tally.predictions++
 			if name == "val" {
-				if gold, ok := goldLabel(x.targets[s.Name]); ok {
+				if gold, ok := goldLabel(s, x.targets[s.Name]); ok {
 					b.tally.n[si]++
 					if gold == label {
 						b.tally.correct[si]++

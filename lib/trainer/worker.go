@@ -167,6 +167,9 @@ func readSplit(dir, name, path string) ([]example, error) {
 
 // docsFor returns the documents of a schema: the items with a target.
 func docsFor(xs []example, s bundle.Schema) []tfidf.Doc {
+	if s.Ordinal() {
+		return ordinalDocs(xs, s)
+	}
 	var docs []tfidf.Doc
 	for _, x := range xs {
 		switch t := x.targets[s.Name].(type) {
@@ -189,11 +192,33 @@ func docsFor(xs []example, s bundle.Schema) []tfidf.Doc {
 	return docs
 }
 
+// distinctLabels is the number of labels the fit's check counts: those of
+// labelSet, the points the train items are at for an ordinal schema, and
+// 2 for a multilabel schema, which needs no two.
+func distinctLabels(s bundle.Schema, train []tfidf.Doc, labels []string) int {
+	switch {
+	case s.Ordinal():
+		return pointsPresent(train)
+	case s.Kind == config.KindNominal:
+		return len(labels)
+	}
+	return max(len(labels), 2)
+}
+
+// labelOrder is the result's label_order of a schema: an ordinal schema's
+// scale, else the model's labels.
+func labelOrder(s bundle.Schema, m *tfidf.Model) []string {
+	if s.Ordinal() {
+		return append([]string{}, s.Labels...)
+	}
+	return m.Labels()
+}
+
 // tfidfSchema refuses a schema tfidf-logreg cannot learn.
 func tfidfSchema(s bundle.Schema) error {
-	if s.Kind != config.KindNominal && s.Kind != config.KindMultilabel {
+	if !Learns("tfidf-logreg", s.Kind) {
 		return &fitError{events.ExitBadSpec, events.CodeValidationFailed,
-			fmt.Sprintf("schema %s is %s (%s): tfidf-logreg learns radio, select and multiselect schemas", s.Name, s.Kind, s.AnnotationType)}
+			KindRefusal("tfidf-logreg", config.Scheme{Name: s.Name, AnnotationType: s.AnnotationType, Kind: s.Kind})}
 	}
 	return nil
 }
@@ -205,7 +230,7 @@ func tfidfOptions(spec Spec, params Values, s bundle.Schema) tfidf.Options {
 	if patience <= 0 {
 		patience = -1
 	}
-	return tfidf.Options{Multilabel: s.Kind == config.KindMultilabel, MaxEpochs: params.Int("epochs"), L2: params.Float("l2"),
+	return tfidf.Options{Multilabel: s.Kind == config.KindMultilabel || s.Ordinal(), MaxEpochs: params.Int("epochs"), L2: params.Float("l2"),
 		LearningRate: params.Float("learning_rate"), Patience: patience, MinDF: params.Int("min_df"),
 		MaxFeatures: params.Int("max_features"), Threads: spec.Limits.NumThreads, Seed: spec.Seed}
 }
@@ -249,11 +274,12 @@ func fitTfidf(ctx context.Context, spec Spec, params Values, ev *events.Writer) 
 		if err := tfidfSchema(s); err != nil {
 			return err
 		}
+		s = ordinalSchema(s, splits["train"])
 		train, val := docsFor(splits["train"], s), docsFor(splits["val"], s)
 		labels := labelSet(s, train)
-		if len(train) < MinLabelled || (s.Kind == config.KindNominal && len(labels) < 2) {
+		if distinct := distinctLabels(s, train, labels); len(train) < MinLabelled || distinct < 2 {
 			return &fitError{events.ExitBadSpec, events.CodeValidationFailed,
-				fmt.Sprintf("schema %s has %d labelled training items with %d distinct labels: tfidf-logreg needs at least %d items and 2 labels", s.Name, len(train), len(labels), MinLabelled)}
+				fmt.Sprintf("schema %s has %d labelled training items with %d distinct labels: tfidf-logreg needs at least %d items and 2 labels", s.Name, len(train), distinct, MinLabelled)}
 		}
 		_ = ev.Emit(events.Status("fitting", fmt.Sprintf("fitting %s on %d items", s.Name, len(train))))
 		opt := tfidfOptions(spec, params, s)
@@ -278,7 +304,7 @@ func fitTfidf(ctx context.Context, spec Spec, params Values, ev *events.Writer) 
 		if err := saveModel(filepath.Join(spec.Workdir, "model-"+safeName(s.Name)+".json"), model, ev); err != nil {
 			return err
 		}
-		res.LabelOrder[s.Name] = model.Labels()
+		res.LabelOrder[s.Name] = labelOrder(s, model)
 		models = append(models, schemaModel{s, model})
 	}
 	// The fit's items are no longer needed while the pool is predicted.
@@ -353,6 +379,9 @@ type prediction struct {
 // a multilabel label is the sorted chosen names joined by "|"
 // (FORMATS.md).
 func predict(m *tfidf.Model, s bundle.Schema, text string) (string, float64, map[string]float32) {
+	if s.Ordinal() {
+		return predictOrdinal(m, s, text)
+	}
 	p := m.Probabilities(text)
 	probs := make(map[string]float32, len(p))
 	for c, v := range p {
@@ -367,7 +396,10 @@ func predict(m *tfidf.Model, s bundle.Schema, text string) (string, float64, map
 	return label, conf, probs
 }
 
-func goldLabel(t any) (string, bool) {
+func goldLabel(s bundle.Schema, t any) (string, bool) {
+	if s.Ordinal() {
+		return ordinalGold(s, t)
+	}
 	switch v := t.(type) {
 	case string:
 		return v, v != ""
@@ -386,6 +418,9 @@ func goldLabel(t any) (string, bool) {
 
 // labelSet is the configured labels, then any other label seen in train.
 func labelSet(s bundle.Schema, train []tfidf.Doc) []string {
+	if s.Ordinal() {
+		return thresholds(s.Labels)
+	}
 	seen := map[string]bool{}
 	var out []string
 	for _, l := range s.Labels {

@@ -196,7 +196,7 @@ func (ch *checker) training() {
 	if mc := t.Writeback.MinConfidence; mc < 0 || mc > 1 {
 		ch.errorf(wl("min_confidence"), "model_training.writeback.min_confidence", "", "model_training.writeback.min_confidence is %g: it must be between 0 and 1", mc)
 	}
-	ch.schemas("model_training.writeback.schemas", t.Writeback.Schemas, wl("schemas"))
+	ch.schemas("model_training.writeback.schemas", t.Writeback.Schemas, wl("schemas"), "")
 	if p := t.Writeback.Promote; p != config.PromoteAlways && p != config.PromoteIfBetter {
 		ch.errorf(wl("promote"), "model_training.writeback.promote", "", "model_training.writeback.promote is %q: use always or if_better", p)
 	}
@@ -222,7 +222,7 @@ func (ch *checker) training() {
 			ch.errorf(al("backend"), "model_training.auto_retrain.backend", "", "model_training.auto_retrain.backend is %q, which names no backend: the backends are %s", ar.Backend, ch.backendNames())
 		}
 	}
-	ch.schemas("model_training.auto_retrain.schemas", ar.Schemas, al("schemas"))
+	ch.schemas("model_training.auto_retrain.schemas", ar.Schemas, al("schemas"), ar.Trainer)
 	if ar.Enabled {
 		if ar.Trainer == "" {
 			ch.errorf(al("enabled"), "model_training.auto_retrain.trainer", "", "model_training.auto_retrain is enabled but names no trainer")
@@ -318,7 +318,9 @@ func (ch *checker) backendNames() string {
 	return strings.Join(names, ", ")
 }
 
-func (ch *checker) schemas(key string, names []string, line int) {
+// schemas checks a list of schema names; tr, when set, is the trainer
+// that is to learn them.
+func (ch *checker) schemas(key string, names []string, line int, tr string) {
 	for _, n := range names {
 		s, ok := ch.c.Scheme(n)
 		switch {
@@ -328,8 +330,12 @@ func (ch *checker) schemas(key string, names []string, line int) {
 				have = append(have, s.Name)
 			}
 			ch.errorf(line, key, "", "%s names %q, which is not in annotation_schemes (%s)", key, n, strings.Join(have, ", "))
-		case !s.Classification():
-			ch.warnf(line, key, "", "%s names %q, a %s schema: the trainers predict labels of radio, select and multiselect schemas only", key, n, s.AnnotationType)
+		case tr != "" && trainer.KindRefusal(tr, s) != "":
+			ch.warnf(line, key, "", "%s names %q: %s", key, n, trainer.KindRefusal(tr, s))
+		case len(trainer.Learners(s.Kind)) == 0:
+			ch.warnf(line, key, "", "%s names %q, a %s schema: %s", key, n, s.AnnotationType, trainer.NoLearner(s.Kind))
+		case s.SizeOnly && key == "model_training.writeback.schemas":
+			ch.warnf(line, key, "", "%s names %q, a likert scale given by size without labels: Potato (2.12.1) pre-selects no prelabel on such a scale; give it labels (its points in order, e.g. [\"1\", \"2\", ...]) to have its prelabels shown", key, n)
 		}
 	}
 }

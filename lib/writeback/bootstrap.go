@@ -30,8 +30,11 @@ type contribution struct {
 // the items (ours less theirs), Low and High the 2.5th and 97.5th
 // percentiles of the drawn differences, PWorse the share of draws in
 // which ours scored below theirs. A comparison of no items has a zero
-// Bootstrap.
+// Bootstrap. An ordinal schema's is of MAE instead (ordinal_gate.go).
 func (c Comparison) Bootstrap(resamples int, seed uint64) rundir.Bootstrap {
+	if c.kind == config.KindOrdinal {
+		return c.bootstrapOrdinal(resamples, seed)
+	}
 	b := rundir.Bootstrap{Resamples: resamples, Seed: seed, Diff: c.Ours.MacroF1 - c.Theirs.MacroF1}
 	if c.N == 0 || resamples <= 0 {
 		return b

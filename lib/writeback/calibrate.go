@@ -60,8 +60,9 @@ type calSchema struct {
 // calibrated confidences when any schema was calibrated: a line's
 // confidence, its payload's, and its probs become the calibrated ones,
 // and uncalibrated_confidence keeps the trainer's. Lines of other schemas
-// are copied as they are. Only nominal and multilabel schemas are
-// calibrated. The val and test predictions are held in memory; the
+// are copied as they are. Nominal, multilabel and ordinal schemas are
+// calibrated, an ordinal one as a nominal one over its points (its probs
+// are every point's, summing to 1; the predicted point stays). The val and test predictions are held in memory; the
 // others are streamed, twice.
 //
 // A file a calibration has rewritten already (a line has
@@ -69,7 +70,7 @@ type calSchema struct {
 func Calibrate(bundleDir, predictionsPath string, schemas []bundle.Schema) (map[string]rundir.Calibration, error) {
 	var scored []bundle.Schema
 	for _, s := range schemas {
-		if s.Kind == config.KindNominal || s.Kind == config.KindMultilabel {
+		if scoredKind(s.Kind) {
 			scored = append(scored, s)
 		}
 	}
@@ -267,7 +268,7 @@ func (c *calSchema) fit() rundir.Calibration {
 		}
 	}
 	hi, lo := (float64(pos)+0.5)/float64(pos+1), 0.5/float64(neg+1)
-	if probs && c.s.Kind == config.KindNominal {
+	if probs && c.s.Kind != config.KindMultilabel {
 		lo = 0.5 / float64(pos+1) // spread over the other labels
 	}
 	cross := func(p float64, y bool) float64 {

@@ -55,13 +55,14 @@ func ScoreCurve(bundleDir, predictionsPath string, schemas []bundle.Schema, poin
 	draws = max(draws, 1)
 	var scored []bundle.Schema
 	for _, s := range schemas {
-		if s.Kind == config.KindNominal || s.Kind == config.KindMultilabel {
+		if scoredKind(s.Kind) {
 			scored = append(scored, s)
 		}
 	}
 	if len(scored) == 0 {
 		return out, nil
 	}
+	ordinal := ordinalScales(scored)
 	path, _, err := splitPath(bundleDir, "test")
 	if err != nil {
 		return nil, fmt.Errorf("writeback: curve: %w", err)
@@ -117,7 +118,11 @@ func ScoreCurve(bundleDir, predictionsPath string, schemas []bundle.Schema, poin
 			ds.NTrain = *r.NTrain
 		}
 		if _, ok := c.gold[r.InstanceID]; ok {
-			c.preds[i][d][r.InstanceID] = labelOf(r.Payload)
+			l := labelOf(r.Payload)
+			if scale, ok := ordinal[r.SchemaName]; ok && l != "" {
+				l = ordinalLabel(scale, l)
+			}
+			c.preds[i][d][r.InstanceID] = l
 		}
 		return nil
 	})
@@ -129,9 +134,14 @@ func ScoreCurve(bundleDir, predictionsPath string, schemas []bundle.Schema, poin
 		for i := range c.Points {
 			for d := range c.Points[i].Draws {
 				ds := &c.Points[i].Draws[d]
-				if s.Kind == config.KindNominal {
+				switch s.Kind {
+				case config.KindNominal:
 					ds.Score = scoreNominal(c.gold, c.preds[i][d])
-				} else {
+				case config.KindOrdinal:
+					// An ordinal schema's curve is of macro-F1 over its
+					// points, as the others'; its MAE is in its scores.
+					ds.Score = scoreOrdinal(s, c.gold, c.preds[i][d])
+				default:
 					ds.Score = scoreMultilabel(c.gold, c.preds[i][d])
 				}
 				figs, _ := labelFigures(s, c.gold, c.preds[i][d])
@@ -188,7 +198,7 @@ func (c *CurveScore) decisions(i, d int, index map[string]int) decisions {
 	out := decisions{ds: make([]decision, 0, len(c.ids)), off: make([]int32, 1, len(c.ids)+1)}
 	for _, id := range c.ids {
 		g, p := c.gold[id], c.preds[i][d][id]
-		if c.Kind == config.KindNominal {
+		if c.Kind != config.KindMultilabel {
 			switch {
 			case p == g && p != "":
 				out.ds = append(out.ds, decision{num(g), 0})

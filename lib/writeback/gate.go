@@ -59,6 +59,8 @@ type Comparison struct {
 	// Bootstrap.
 	gold, ours, theirs map[string]string
 	kind               config.Kind
+	// scale is an ordinal schema's (ordinal_gate.go).
+	scale []string
 }
 
 // CompareOnCommon scores, for one schema, this run's predictions
@@ -112,6 +114,10 @@ func compareOnCommon(s bundle.Schema, gold, ours, other map[string]string) Compa
 	}
 	c.N = len(common)
 	c.gold, c.ours, c.theirs, c.kind = common, mine, theirs, s.Kind
+	if s.Ordinal() {
+		compareOrdinal(&c, s)
+		return c
+	}
 	if s.Kind == config.KindMultilabel {
 		c.Ours, c.Theirs = scoreMultilabel(common, mine), scoreMultilabel(common, theirs)
 	} else {

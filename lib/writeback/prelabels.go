@@ -262,7 +262,7 @@ func mustJSON(v any) []byte {
 func labelNames(kind config.Kind, raw json.RawMessage) (names []string, ok bool) {
 	var one string
 	switch kind {
-	case config.KindNominal:
+	case config.KindNominal, config.KindOrdinal:
 		if json.Unmarshal(raw, &one) != nil {
 			return nil, false
 		}

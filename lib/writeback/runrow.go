@@ -111,8 +111,8 @@ func RunRowOf(cfg *config.Config, dir string, rec rundir.Record) RunRow {
 // potatoMetrics is the run's metrics as Potato stores them: a flat object
 // of numbers. Metric events count as <split>_<name>, the result's own
 // metrics are merged over them, and the held-out score of the test split
-// is test_accuracy and test_macro_f1 (test_cohen_kappa, test_micro_f1
-// where scored). A name that starts with a schema ("sentiment/loss", as the
+// is test_accuracy and test_macro_f1 (test_cohen_kappa, test_micro_f1,
+// test_mae and test_qwk where scored). A name that starts with a schema ("sentiment/loss", as the
 // trainers name them) drops the schema when the run has one; a run with
 // several keeps it ("sentiment/test_accuracy") and also has the first
 // scored schema's score under the plain names. That score's accuracy is
@@ -182,6 +182,12 @@ func potatoMetrics(rec rundir.Record, dir string) map[string]float64 {
 		}
 		if s.MicroF1 != nil {
 			out[name(schema, "test_micro_f1")] = *s.MicroF1
+		}
+		if s.MAE != nil {
+			out[name(schema, "test_mae")] = *s.MAE
+		}
+		if s.QWK != nil {
+			out[name(schema, "test_qwk")] = *s.QWK
 		}
 	}
 	first := ""

@@ -30,15 +30,18 @@ import (
 // Score also gives Labels, each label's decisions, and for a nominal
 // schema Confusion; a score made before they existed has neither.
 type SchemaScore struct {
-	Kind       config.Kind    `json:"kind"`
-	N          int            `json:"n"`
-	NMissing   int            `json:"n_missing"`
-	Accuracy   float64        `json:"accuracy"`
-	MacroF1    float64        `json:"macro_f1"`
-	CohenKappa *float64       `json:"cohen_kappa,omitempty"`
-	MicroF1    *float64       `json:"micro_f1,omitempty"`
-	Labels     []LabelFigures `json:"labels,omitempty"`
-	Confusion  *Confusion     `json:"confusion,omitempty"`
+	Kind       config.Kind `json:"kind"`
+	N          int         `json:"n"`
+	NMissing   int         `json:"n_missing"`
+	Accuracy   float64     `json:"accuracy"`
+	MacroF1    float64     `json:"macro_f1"`
+	CohenKappa *float64    `json:"cohen_kappa,omitempty"`
+	MicroF1    *float64    `json:"micro_f1,omitempty"`
+	// MAE and QWK are an ordinal schema's (ordinal.go).
+	MAE       *float64       `json:"mae,omitempty"`
+	QWK       *float64       `json:"qwk,omitempty"`
+	Labels    []LabelFigures `json:"labels,omitempty"`
+	Confusion *Confusion     `json:"confusion,omitempty"`
 }
 
 // LabelFigures are one label's decisions on the test split, one against
@@ -57,6 +60,9 @@ type LabelFigures struct {
 	Precision float64 `json:"precision"`
 	Recall    float64 `json:"recall"`
 	F1        float64 `json:"f1"`
+	// MAE is, for a point of an ordinal schema, the mean absolute error
+	// of the items whose gold label it is (ordinal.go).
+	MAE *float64 `json:"mae,omitempty"`
 }
 
 // Confusion is a nominal schema's confusion matrix on the test split:
@@ -117,6 +123,7 @@ func Score(bundleDir, predictionsPath string, schemas []bundle.Schema) (map[stri
 	// pred[schema][item] is the predicted label; an item absent was not
 	// predicted.
 	pred := make(map[string]map[string]string, len(scored))
+	ordinal := ordinalScales(scored)
 	for _, s := range scored {
 		pred[s.Name] = make(map[string]string, len(gold[s.Name]))
 	}
@@ -132,7 +139,11 @@ func Score(bundleDir, predictionsPath string, schemas []bundle.Schema) (map[stri
 		if _, ok := g[p.id]; !ok {
 			return nil
 		}
-		pred[p.schema][p.id] = labelOf(p.raw[2])
+		l := labelOf(p.raw[2])
+		if scale, ok := ordinal[p.schema]; ok && l != "" {
+			l = ordinalLabel(scale, l)
+		}
+		pred[p.schema][p.id] = l
 		return nil
 	})
 	if err != nil {
@@ -146,7 +157,7 @@ func Score(bundleDir, predictionsPath string, schemas []bundle.Schema) (map[stri
 func scoredSchemas(schemas []bundle.Schema) []bundle.Schema {
 	var scored []bundle.Schema
 	for _, s := range schemas {
-		if s.Kind == config.KindNominal || s.Kind == config.KindMultilabel {
+		if scoredKind(s.Kind) {
 			scored = append(scored, s)
 		}
 	}
@@ -159,6 +170,10 @@ func scoreAll(scored []bundle.Schema, gold, pred map[string]map[string]string) m
 	out := make(map[string]SchemaScore, len(scored))
 	for _, s := range scored {
 		var sc SchemaScore
+		if s.Ordinal() {
+			out[s.Name] = scoreOrdinal(s, gold[s.Name], pred[s.Name])
+			continue
+		}
 		if s.Kind == config.KindNominal {
 			sc = scoreNominal(gold[s.Name], pred[s.Name])
 		} else {
@@ -259,12 +274,13 @@ func readGold(path string, schemas []bundle.Schema) (map[string]map[string]strin
 // goldReader is readGold's reading of one line at a time, into gold:
 // schema, item, label.
 type goldReader struct {
-	kinds map[string]config.Kind
-	gold  map[string]map[string]string
+	kinds   map[string]config.Kind
+	ordinal map[string][]string // a likert schema's scale
+	gold    map[string]map[string]string
 }
 
 func newGoldReader(schemas []bundle.Schema) *goldReader {
-	g := &goldReader{kinds: make(map[string]config.Kind, len(schemas)), gold: make(map[string]map[string]string, len(schemas))}
+	g := &goldReader{kinds: make(map[string]config.Kind, len(schemas)), ordinal: ordinalScales(schemas), gold: make(map[string]map[string]string, len(schemas))}
 	for _, s := range schemas {
 		g.kinds[s.Name] = s.Kind
 		g.gold[s.Name] = map[string]string{}
@@ -286,6 +302,12 @@ func (g *goldReader) line(line []byte) error {
 	for name, raw := range r.Targets {
 		kind, ok := g.kinds[name]
 		if !ok || string(raw) == "null" {
+			continue
+		}
+		if kind == config.KindOrdinal {
+			if l := ordinalGold(g.ordinal[name], raw); l != "" {
+				g.gold[name][r.InstanceID] = l
+			}
 			continue
 		}
 		if kind == config.KindNominal {

@@ -13,7 +13,7 @@ import (
 )
 
 var scoreSchemas = []bundle.Schema{
-	{Name: "rating", Kind: config.KindOrdinal},
+	{Name: "rating", Kind: config.KindContinuous},
 	{Name: "sentiment", Kind: config.KindNominal},
 	{Name: "tags", Kind: config.KindMultilabel},
 }
@@ -267,11 +267,11 @@ func TestScoreLabelsAndConfusion(t *testing.T) {
 	near(t, "accuracy", sc.Accuracy, 0.5)
 	near(t, "macro_f1", sc.MacroF1, (4.0/7+2.0/3+0.5+0)/4)
 	want := []LabelFigures{
-		{"pos", 4, 2, 1, 2, 5, 2.0 / 3, 0.5, 4.0 / 7},
-		{"neg", 3, 2, 1, 1, 6, 2.0 / 3, 2.0 / 3, 2.0 / 3},
-		{"neu", 3, 1, 0, 2, 7, 1, 1.0 / 3, 0.5},
-		{"mixed", 0, 0, 0, 0, 10, 0, 0, 0},
-		{"sarcasm", 0, 0, 1, 0, 9, 0, 0, 0},
+		{"pos", 4, 2, 1, 2, 5, 2.0 / 3, 0.5, 4.0 / 7, nil},
+		{"neg", 3, 2, 1, 1, 6, 2.0 / 3, 2.0 / 3, 2.0 / 3, nil},
+		{"neu", 3, 1, 0, 2, 7, 1, 1.0 / 3, 0.5, nil},
+		{"mixed", 0, 0, 0, 0, 10, 0, 0, 0, nil},
+		{"sarcasm", 0, 0, 1, 0, 9, 0, 0, 0, nil},
 	}
 	if len(sc.Labels) != len(want) {
 		t.Fatalf("labels %+v, want %+v", sc.Labels, want)
@@ -337,7 +337,7 @@ func TestScoreMultilabelLabels(t *testing.T) {
 		t.Fatal(err)
 	}
 	sc := scores["tags"]
-	if got, want := fmt.Sprint(sc.Labels), "[{z 2 2 1 0 2 0.6666666666666666 1 0.8} {y 2 1 0 1 3 1 0.5 0.6666666666666666} {x 3 2 0 1 2 1 0.6666666666666666 0.8}]"; got != want {
+	if got, want := fmt.Sprint(sc.Labels), "[{z 2 2 1 0 2 0.6666666666666666 1 0.8 <nil>} {y 2 1 0 1 3 1 0.5 0.6666666666666666 <nil>} {x 3 2 0 1 2 1 0.6666666666666666 0.8 <nil>}]"; got != want {
 		t.Errorf("labels %s, want %s", got, want)
 	}
 	if sc.Confusion != nil {

@@ -3,6 +3,7 @@
     spec       the run's spec.json and params, the exit codes and errors
     events     the v1 event protocol on standard output
     data       the bundle, each schema's labels and examples, prediction rows
+    ordinal    likert schemas: the cumulative binary decomposition
     packages   which packages a run needs, their versions, importing them
     device     the torch device, the precision, the seeds, out of memory
     hub        pretrained models by directory or name, offline first

@@ -44,19 +44,25 @@ def save_model(workdir, loaded, card):
     return out_dir, final_dir
 
 
-def model_card(spec, schema, params, labels, loaded, fit):
+def model_card(spec, schema, params, labels, loaded, fit, outputs=None):
     """model_card.json of a schema's model: what it is, what it learned
     from, with what, and how to read its outputs. fit holds precision,
     seed, train_items, val_items, best_epoch, val_accuracy and packages."""
-    multi = schema["kind"] == "multilabel"
+    multi = schema["kind"] in ("multilabel", "ordinal")
+    # An ordinal schema's model outputs the thresholds of its scale, whose
+    # points are labels (ordinal.py).
+    outputs = outputs or labels
     card = {"format": MODEL_CARD_FORMAT, "v": 1, "trainer": TRAINER, "model_version": MODEL_VERSION,
             "run_id": spec.get("run_id", ""), "schema": schema["name"], "kind": schema["kind"],
             "annotation_type": schema.get("annotation_type", ""), "labels": labels,
-            "id2label": {str(i): l for i, l in enumerate(labels)}, "label2id": {l: i for i, l in enumerate(labels)},
+            "id2label": {str(i): l for i, l in enumerate(outputs)}, "label2id": {l: i for i, l in enumerate(outputs)},
             "problem_type": "multi_label_classification" if multi else "single_label_classification",
-            "threshold": params["threshold"] if multi else None,
+            "threshold": (0.5 if schema["kind"] == "ordinal" else params["threshold"]) if multi else None,
             "merged": bool(loaded.card.get("lora") and params["merge"]),
             "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    if schema["kind"] == "ordinal":
+        card["ordinal"] = {"method": "cumulative binary decomposition (Frank and Hall 2001)", "thresholds": outputs,
+                           "prediction": "the median of the points' probabilities"}
     card.update(fit)
     card.update(loaded.card)
     card["params"] = {k: v for k, v in params.items() if k in spec["params"]}

@@ -6,6 +6,7 @@ import json
 import math
 import os
 
+from . import ordinal
 from .spec import EXIT_BAD_SPEC, TrainerError
 
 
@@ -93,6 +94,9 @@ def label_order(schema, manifest, train_rows):
     """The schema's labels as configured, then, sorted, any other label the
     manifest or the training targets name: the model's output order."""
     name = schema["name"]
+    if ordinal.is_ordinal(schema):
+        # The scale's points, in order: nothing else is a point.
+        return ordinal.scale(schema, train_rows)
     out, seen = [], set()
     for l in schema.get("labels") or []:
         if l not in seen:
@@ -112,12 +116,19 @@ def label_order(schema, manifest, train_rows):
 
 def examples(rows, schema, labels):
     """(instance_id, text, target) for the rows with a usable target: a
-    label index (nominal) or a multi-hot list (multilabel)."""
+    label index (nominal), a multi-hot list (multilabel) or an ordinal
+    schema's cumulative targets (ordinal.py)."""
     name, multi = schema["name"], schema.get("kind") == "multilabel"
     index = {l: i for i, l in enumerate(labels)}
     out = []
     for row in rows:
         t = row["targets"].get(name)
+        if ordinal.is_ordinal(schema):
+            # The K-1 cumulative targets of the item's point.
+            p = ordinal.point_of(labels, t)
+            if p is not None:
+                out.append((row["instance_id"], row["text"], ordinal.cumulative(p, len(labels))))
+            continue
         if multi and isinstance(t, list):
             hot = [0.0] * len(labels)
             for l in t:

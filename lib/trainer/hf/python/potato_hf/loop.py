@@ -15,7 +15,7 @@ import signal
 import sys
 import time
 
-from . import curve
+from . import curve, ordinal
 from .artifacts import model_card, publish, remove_partial, save_model
 from .data import chunks, examples, label_order, prediction_row, read_bundle
 from .device import choose_precision, grad_scaler, is_oom, resolve_device, set_seed
@@ -199,7 +199,7 @@ def train(spec, ev, stop, env=None):
     for s in spec["schemas"]:
         labels = label_order(s, manifest, splits.get("train", []))
         train_ex = examples(splits.get("train", []), s, labels)
-        if len(train_ex) < 2 or (s["kind"] == "nominal" and len({t for _, _, t in train_ex}) < 2):
+        if len(train_ex) < 2 or too_few_labels(s, train_ex):
             raise TrainerError(EXIT_BAD_SPEC, "validation_failed",
                                "schema %s has %d labelled training items: %s needs at least 2 items and 2 labels"
                                % (s["name"], len(train_ex), TRAINER))
@@ -302,7 +302,7 @@ def curve_plans(spec, plans, bs, params, seed, splits):
         for d in range(draws):
             for p in points:
                 sub = curve.subset(train_ex, curve.draw_seed(seed, d), p)
-                if len(sub) < 2 or (s["kind"] == "nominal" and len({t for _, _, t in sub}) < 2):
+                if len(sub) < 2 or too_few_labels(s, sub):
                     at = "curve point %s%%" % curve.label(p) + (", draw %d," % d if draws > 1 else "")
                     raise TrainerError(EXIT_BAD_SPEC, "validation_failed",
                                        "schema %s: %s has %d labelled training items: %s needs at least "
@@ -311,6 +311,16 @@ def curve_plans(spec, plans, bs, params, seed, splits):
                 out.append((s, labels, sub, steps, (p, d, draws)))
                 total += steps
     return out, total
+
+
+def too_few_labels(s, ex):
+    """Whether the examples of a nominal schema have fewer than 2 labels,
+    or those of an ordinal one fewer than 2 points."""
+    if s["kind"] == "nominal":
+        return len({t for _, _, t in ex}) < 2
+    if ordinal.is_ordinal(s):
+        return len({tuple(t) for _, _, t in ex}) < 2
+    return False
 
 
 def fit_point(point, torch, device, amp, precision, params, spec, s, labels, train_ex, steps, total_steps, splits,
@@ -337,7 +347,10 @@ def fit_schema(torch, device, amp, precision, params, spec, s, labels, train_ex,
     """Fits one schema's model, saves it under PARTIAL_PREFIX (appending
     the directory and its final name to saved), writes its predictions to
     pf and returns how many."""
-    name, multi = s["name"], s["kind"] == "multilabel"
+    # An ordinal schema's model has a sigmoid output per threshold of its
+    # scale, learnt as a multilabel one's (ordinal.py).
+    name, multi = s["name"], s["kind"] in ("multilabel", "ordinal")
+    outputs = ordinal.thresholds(labels) if ordinal.is_ordinal(s) else labels
     bs = params["batch_size"]
     epochs = epochs_for(params, len(train_ex))
     if epochs != params["epochs"]:
@@ -351,7 +364,7 @@ def fit_schema(torch, device, amp, precision, params, spec, s, labels, train_ex,
     # The same seed before each schema: its model does not depend on the
     # schemas before it.
     set_seed(torch, seed)
-    loaded = load_model(params, labels, multi, mods, env, ev, tok_cache)
+    loaded = load_model(params, outputs, multi, mods, env, ev, tok_cache)
     ev.log("info", "%s: %s" % (name, loaded.describe))
     model = loaded.model
     if params.get("auto_learning_rate"):
@@ -383,16 +396,17 @@ def fit_schema(torch, device, amp, precision, params, spec, s, labels, train_ex,
     opt = torch.optim.AdamW(groups, lr=params["learning_rate"], weight_decay=params["weight_decay"])
     sched = linear_schedule(torch, opt, int(params["warmup_ratio"] * steps), steps)
     scaler = grad_scaler(torch) if precision == "fp16" else None
-    weights, why = class_weights(params["class_weights"], [y for _, _, y in train_ex], len(labels), multi)
+    weights, why = class_weights(params["class_weights"], [y for _, _, y in train_ex], len(outputs), multi)
     if weights is not None:
         ev.log("info", "%s: class weights %s: %s (--param class_weights=none for none)" % (
-            name, ", ".join("%s %.2f" % (l, w) for l, w in zip(labels, weights)), why))
+            name, ", ".join("%s %.2f" % (l, w) for l, w in zip(outputs, weights)), why))
         w = torch.tensor(weights, dtype=torch.float, device=device)
         loss_fn = torch.nn.BCEWithLogitsLoss(pos_weight=w) if multi else torch.nn.CrossEntropyLoss(weight=w)
     else:
         loss_fn = torch.nn.BCEWithLogitsLoss() if multi else torch.nn.CrossEntropyLoss()
     gen = random.Random(seed)
-    threshold = params["threshold"]
+    # An ordinal schema's thresholds are read at 0.5 (ordinal.py).
+    threshold = 0.5 if ordinal.is_ordinal(s) else params["threshold"]
 
     def forward(inp, att):
         if amp is not None:
@@ -496,7 +510,7 @@ def fit_schema(torch, device, amp, precision, params, spec, s, labels, train_ex,
     model.eval()
     card = model_card(spec, s, params, labels, loaded, {
         "precision": precision, "seed": seed, "train_items": len(train_ex), "val_items": len(val_ex),
-        "best_epoch": best_epoch or None, "val_accuracy": vacc, "packages": versions})
+        "best_epoch": best_epoch or None, "val_accuracy": vacc, "packages": versions}, outputs=outputs)
     saved.append(save_model(spec["workdir"], loaded, card))
 
     if loaded.card.get("lora") and not params["merge"] and hasattr(model, "merge_adapter"):
@@ -524,6 +538,7 @@ def predict(torch, device, forward, loaded, splits, s, labels, params, stop, pf,
     in no order). Adds the items and seconds to clock's pred_n and
     pred_s."""
     name, multi, threshold, bs = s["name"], s["kind"] == "multilabel", params["threshold"], params["batch_size"]
+    ordered = ordinal.is_ordinal(s)
     n_pred = 0
     t0 = time.time()
     for split in sorted(splits):
@@ -541,10 +556,13 @@ def predict(torch, device, forward, loaded, splits, s, labels, params, stop, pf,
                     # Probabilities in float64 on the host, as the rows'
                     # confidences are.
                     logits = forward(inp, att).cpu().double()
-                    probs = (torch.sigmoid(logits) if multi else torch.softmax(logits, dim=-1)).tolist()
+                    probs = (torch.sigmoid(logits) if multi or ordered else torch.softmax(logits, dim=-1)).tolist()
                     for j, p in zip(order[start:start + bs], probs):
-                        pf.write(json.dumps(prediction_row(rows[j]["instance_id"], name, p, labels, multi, threshold),
-                                            separators=(",", ":"), ensure_ascii=False) + "\n")
+                        if ordered:
+                            row = ordinal.prediction_row(rows[j]["instance_id"], name, p, labels)
+                        else:
+                            row = prediction_row(rows[j]["instance_id"], name, p, labels, multi, threshold)
+                        pf.write(json.dumps(row, separators=(",", ":"), ensure_ascii=False) + "\n")
             n_pred += len(rows)
             del enc
     clock["pred_n"] = clock.get("pred_n", 0) + n_pred

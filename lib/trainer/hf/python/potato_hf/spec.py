@@ -342,8 +342,10 @@ def epochs_for(params, n_train):
 
 def check_schemas(spec):
     for s in spec["schemas"]:
-        if s.get("kind") not in ("nominal", "multilabel"):
+        if s.get("kind") not in ("nominal", "multilabel", "ordinal"):
             raise TrainerError(EXIT_BAD_SPEC, "validation_failed",
-                               "schema %s is %s (%s): %s learns radio, select and multiselect schemas"
+                               "schema %s is %s (%s): %s learns radio, select, multiselect and likert schemas; "
+                               "an exec:PROGRAM trainer of your own, given the schema in the bundle, can learn "
+                               "the others (potato-config(5), SCHEMA KINDS)"
                                % (s.get("name"), s.get("kind"), s.get("annotation_type"), TRAINER))
 

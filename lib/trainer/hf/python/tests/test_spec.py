@@ -62,10 +62,13 @@ class TestSpec(unittest.TestCase):
             self.assertIn("param " + list(bad)[0], cm.exception.message)
 
     def test_schema_kind(self):
-        doc = {"schemas": [{"name": "x", "kind": "ordinal", "annotation_type": "likert"}]}
+        # A likert schema is learnt (ordinal.py); a slider is not.
+        spec.check_schemas({"schemas": [{"name": "x", "kind": "ordinal", "annotation_type": "likert"}]})
+        doc = {"schemas": [{"name": "x", "kind": "continuous", "annotation_type": "slider"}]}
         with self.assertRaises(spec.TrainerError) as cm:
             spec.check_schemas(doc)
         self.assertEqual(cm.exception.code, "validation_failed")
+        self.assertIn("likert", cm.exception.message)
 
 
 if __name__ == "__main__":
