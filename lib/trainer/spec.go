@@ -180,7 +180,7 @@ var hfParams = Params{
 	{Name: "attention_dropout", Kind: KindFloat, Default: "0", Range: &Range{Min: 0, Max: 1, MaxOpen: true}, Help: "the dropout of a transformers model's attention probabilities while training, in place of its config's (0: the fused attention kernel runs)"},
 	{Name: "target_modules", Kind: KindList, DefaultNote: "peft's choice for the model", Help: "the modules LoRA adapts"},
 	{Name: "epochs", Kind: KindInt, DefaultNote: "3, more on a small train split (enough for about 100 steps, at most 10); 8 for builtin:ngram", Range: AtLeast(1), Help: "the most passes over the training items"},
-	{Name: "batch_size", Kind: KindInt, DefaultNote: "16; 32 for builtin:ngram", Range: AtLeast(1), Help: "items per step"},
+	{Name: "batch_size", Kind: KindInt, DefaultNote: "16; 32 for builtin:ngram", Range: AtLeast(1), Help: "items per training step; prediction takes four times as many at a time"},
 	{Name: "learning_rate", Kind: KindFloat, DefaultNote: "by the model's size: 1e-3 with LoRA, 2e-5 without, for a model of BERT-base's 110 million parameters, divided by the square root of how many times larger a larger model is (at least 1e-4 with LoRA, 5e-6 without), and without LoRA multiplied by it for a smaller model (at most 1e-4); 0.01 for builtin:ngram", Range: Above(0), Help: "the step size"},
 	{Name: "head_learning_rate", Kind: KindFloat, DefaultNote: "0.01; learning_rate for builtin:ngram", Range: Above(0), Help: "the step size of the new classification head"},
 	{Name: "weight_decay", Kind: KindFloat, Default: "0.01", Help: "AdamW's weight decay"},
