@@ -36,9 +36,10 @@ testbin:
 # The fast tier: every test but those that start a real service (sshd,
 # SLURM, the released Potato, chromium) or a real fine-tune, each of which
 # says so in its skip; the Python trainer's unit tests included. make test
-# stays the whole suite.
+# stays the whole suite. -parallel 4: most parallel tests wait on the
+# processes they start, so more of them than cores keep the cores busy.
 check: testbin
-	POTATO_TEST_BIN=$(TESTBIN) $(GO) test -short -count=1 ./...
+	POTATO_TEST_BIN=$(TESTBIN) $(GO) test -short -count=1 -parallel 4 ./...
 
 lint:
 	@out=$$(gofmt -l cmd lib internal); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

@@ -17,6 +17,7 @@ import (
 // alone on stdout, waited for, auto.json written; then nothing to do, said
 // on stderr (or not, with --quiet), exit 0.
 func TestAutoCommand(t *testing.T) {
+	t.Parallel()
 	dir, cfg := testproject.AutoProject(t, "    enabled: true\n    update_frequency: 10\n    min_interval_s: 0\n")
 	r := run(t, "auto", cfg)
 	if r.code != 0 {
@@ -73,6 +74,7 @@ var autoLine = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}
 // exit code, with --quiet too, and says so; auto.log has the start and
 // the end.
 func TestAutoFailedRunExitsNonZero(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	tr := testproject.Trainer(t, dir, `echo '{"v":1,"event":"error","code":"trainer_crashed","message":"out of luck"}'
 exit 1`)
@@ -118,6 +120,7 @@ exit 1`)
 // and exits 2; nothing to do now is silent with --quiet and exits 0. Each
 // decision is a line of auto.log.
 func TestAutoConfigProblemsAreSaid(t *testing.T) {
+	t.Parallel()
 	cases := []struct{ name, extra, want string }{
 		{"disabled", "    enabled: false\n", "model_training.auto_retrain.enabled is not true in "},
 		{"unknown trainer", "    enabled: true\n    trainer: nosuch\n", `model_training.auto_retrain.trainer is "nosuch": the trainers are`},

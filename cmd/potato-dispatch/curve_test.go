@@ -69,6 +69,7 @@ func schemaCurve(t *testing.T, info rundir.Info, name string) curve.Schema {
 // label how many more it needs, with its interval. The run writes no
 // prelabel and is no one's latest model.
 func TestCurveRising(t *testing.T) {
+	t.Parallel()
 	r := curveProject(t, "train: 0.1, val: 0.1, test: 0.8")
 	info, report := runCurve(t, r, "--schemas", "spam", "--points", "25,50,75,100")
 	s := schemaCurve(t, info, "spam")
@@ -169,6 +170,7 @@ func TestCurveRising(t *testing.T) {
 // 90% interval is within ±0.02 per doubling, and the report says more of
 // the same will not help.
 func TestCurveFlat(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	r := &testproject.Runs{T: t, Bin: testcli.Binaries(t), Dir: dir,
 		Config: testproject.WriteSources(t, dir, testcli.Root(), "  splits: {train: 0.45, val: 0.05, test: 0.5}\n")}
@@ -195,6 +197,7 @@ func TestCurveFlat(t *testing.T) {
 // many test items would tell; signals rises by more than 0.02 per
 // doubling, and is not called flat.
 func TestCurveUnclear(t *testing.T) {
+	t.Parallel()
 	r := curveProject(t, "train: 0.6, val: 0.1, test: 0.3")
 	info, report := runCurve(t, r, "--schemas", "spam,signals")
 	spam := schemaCurve(t, info, "spam")
@@ -217,6 +220,7 @@ func TestCurveUnclear(t *testing.T) {
 // spec.json's curve and writes one model's predictions fails with
 // curve_incomplete instead of passing for a flat curve.
 func TestCurveRefused(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	r := &testproject.Runs{T: t, Bin: testcli.Binaries(t), Dir: dir, Config: testproject.Write(t, dir, 40, 30, "")}
 	for _, c := range []struct {
@@ -300,6 +304,7 @@ echo '{"v":1,"event":"result","status":"success","predictions_file":"predictions
 // the curve run goes on in the background as a curve run, with the draws
 // asked for, and --show prints its curve once wait has seen it end.
 func TestCurveDetach(t *testing.T) {
+	t.Parallel()
 	r := curveProject(t, "train: 0.1, val: 0.1, test: 0.8")
 	code, out, errs := runDispatch(t, r, nil, "curve", r.Config, "--trainer", "tfidf-logreg", "--schemas", "spam", "--points", "50,100", "--draws", "4", "--detach")
 	id := strings.TrimSpace(out)
@@ -339,6 +344,7 @@ func TestCurveDetach(t *testing.T) {
 // agent uploading only the predictions: every point is scored at home,
 // and the run says where it ran.
 func TestCurveOnAgent(t *testing.T) {
+	t.Parallel()
 	e := agentSetup(t, "      heartbeat_timeout_s: 30\n")
 	code, out, errs := runDispatch(t, e.Runs, nil, "curve", e.Config, "--trainer", "tfidf-logreg", "--schemas", "sentiment", "--points", "50,100", "--detach")
 	id := strings.TrimSpace(out)

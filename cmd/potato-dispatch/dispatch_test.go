@@ -50,6 +50,7 @@ func runLog(t *testing.T, dir, id string) string {
 }
 
 func TestEndToEndBuiltinTrainer(t *testing.T) {
+	t.Parallel()
 	dir, cfg := testproject.Project(t, 300, 240, "")
 	r := run(t, "run", cfg, "--trainer", "tfidf-logreg", "--schemas", "sentiment")
 	if r.code != 0 {
@@ -140,6 +141,7 @@ func TestEndToEndBuiltinTrainer(t *testing.T) {
 }
 
 func TestQueueRunsOneAtATimeInOrder(t *testing.T) {
+	t.Parallel()
 	dir, cfg := testproject.Project(t, 40, 30, "")
 	tr := trainerProgram(t, dir, `echo "start $(basename "$PWD") $(date +%s%N)" >> `+dir+`/order
 sleep 0.5
@@ -188,6 +190,7 @@ func detachRun(t *testing.T, cfg, tr string) string {
 // The fault: a trainer that ignores SIGTERM. Expected: it is killed after
 // grace_seconds and the run ends cancelled (exit_code 3).
 func TestCancelKillsATrainerThatIgnoresTERM(t *testing.T) {
+	t.Parallel()
 	dir, cfg := testproject.Project(t, 40, 30, "")
 	tr := trainerProgram(t, dir, `trap '' TERM
 echo '{"v":1,"event":"status","state":"fitting","step":"ignoring TERM"}'
@@ -212,6 +215,7 @@ while :; do sleep 0.1; done`)
 }
 
 func TestCancelWhileQueued(t *testing.T) {
+	t.Parallel()
 	dir, cfg := testproject.Project(t, 40, 30, "")
 	tr := trainerProgram(t, dir, "sleep 30")
 	first := detachRun(t, cfg, tr)
@@ -227,6 +231,7 @@ func TestCancelWhileQueued(t *testing.T) {
 }
 
 func TestWallLimit(t *testing.T) {
+	t.Parallel()
 	dir, cfg := testproject.Project(t, 40, 30, "  max_wall_seconds: 1\n")
 	id := detachRun(t, cfg, trainerProgram(t, dir, "sleep 30"))
 	testproject.WaitFor(t, "the end", func() bool { return testproject.Read(t, dir, id).Finished })
@@ -237,6 +242,7 @@ func TestWallLimit(t *testing.T) {
 }
 
 func TestExitZeroWithoutResultFails(t *testing.T) {
+	t.Parallel()
 	dir, cfg := testproject.Project(t, 40, 30, "")
 	r := run(t, "run", cfg, "--trainer", trainerProgram(t, dir, "exit 0"), "--schemas", "sentiment")
 	id := strings.TrimSpace(r.stdout)
@@ -249,6 +255,7 @@ func TestExitZeroWithoutResultFails(t *testing.T) {
 // The fault: the trainer is killed by SIGKILL with no cancel asked, as
 // the kernel's OOM killer does.
 func TestKilledTrainerSaysOutOfMemory(t *testing.T) {
+	t.Parallel()
 	dir, cfg := testproject.Project(t, 40, 30, "")
 	r := run(t, "run", cfg, "--trainer", trainerProgram(t, dir, "kill -9 $$"), "--schemas", "sentiment")
 	info := testproject.Read(t, dir, strings.TrimSpace(r.stdout))
@@ -258,6 +265,7 @@ func TestKilledTrainerSaysOutOfMemory(t *testing.T) {
 }
 
 func TestMalformedEventLinesAreLog(t *testing.T) {
+	t.Parallel()
 	dir, cfg := testproject.Project(t, 40, 30, "")
 	tr := trainerProgram(t, dir, `echo '{"v":1,"event":"progress","phase":"fit","current":1,"total":2}'
 echo 'this is not an event'
@@ -285,6 +293,7 @@ echo '{"v":1,"event":"teleport"}'
 // The fault: kill -9 of a dispatch. Expected: status reports its run
 // failed, and the queue is free for the next run.
 func TestStatusAfterDispatchIsKilled(t *testing.T) {
+	t.Parallel()
 	dir, cfg := testproject.Project(t, 40, 30, "")
 	// The orphaned trainer waits in its own group for stop.
 	stop := filepath.Join(dir, "stop")
@@ -309,6 +318,7 @@ func TestStatusAfterDispatchIsKilled(t *testing.T) {
 }
 
 func TestRefusals(t *testing.T) {
+	t.Parallel()
 	dir, cfg := testproject.Project(t, 40, 30, `  backends:
     gpu: {type: ssh, host: gpu.example.org}
     cluster: {type: slurm, host: login.example.org, remote_dir: /shared/potato}
@@ -340,6 +350,7 @@ func TestRefusals(t *testing.T) {
 }
 
 func TestTooFewLabelsIsValidationFailed(t *testing.T) {
+	t.Parallel()
 	dir, cfg := testproject.Project(t, 40, 6, "")
 	r := run(t, "run", cfg, "--trainer", "tfidf-logreg", "--schemas", "sentiment")
 	info := testproject.Read(t, dir, strings.TrimSpace(r.stdout))
@@ -351,6 +362,7 @@ func TestTooFewLabelsIsValidationFailed(t *testing.T) {
 // max_ram_mb becomes RLIMIT_AS and num_threads the thread variables; the
 // fake trainer prints what it was given.
 func TestLimitsReachTheTrainer(t *testing.T) {
+	t.Parallel()
 	dir, cfg := testproject.Project(t, 40, 30, "  max_ram_mb: 300\n  num_threads: 3\n")
 	tr := trainerProgram(t, dir, `echo "limit $(ulimit -v) threads $OMP_NUM_THREADS $MKL_NUM_THREADS $OPENBLAS_NUM_THREADS device $POTATO_TRAINING_DEVICE"
 `+resultLines)
@@ -382,6 +394,7 @@ func runOnFakeGPUs(t *testing.T, cfg, trainer, gpus string) string {
 // The machine has no GPU: a fake nvidia-smi lists one, and cuda:1 falls
 // back to it with a warning (SPEC L1).
 func TestAbsentDeviceFallsBack(t *testing.T) {
+	t.Parallel()
 	dir, cfg := testproject.Project(t, 40, 30, "  device: cuda:1\n")
 	tr := trainerProgram(t, dir, `echo "visible $CUDA_VISIBLE_DEVICES device $POTATO_TRAINING_DEVICE"
 `+resultLines)
@@ -398,6 +411,7 @@ func TestAbsentDeviceFallsBack(t *testing.T) {
 // every other backend; run.json keeps the machine's numbering. The GPUs
 // are a fake nvidia-smi's: this machine has none.
 func TestLocalSpecNamesTheVisibleDevice(t *testing.T) {
+	t.Parallel()
 	dir, cfg := testproject.Project(t, 40, 30, "  device: cuda:1\n")
 	tr := trainerProgram(t, dir, `echo "visible $CUDA_VISIBLE_DEVICES device $POTATO_TRAINING_DEVICE spec $(tr -d ' \n' < "$2" | grep -o '"device":"[^"]*"')"
 `+resultLines)
@@ -415,6 +429,7 @@ func TestLocalSpecNamesTheVisibleDevice(t *testing.T) {
 // local run is recorded, and its spec written, as running on the CPU, and
 // the run log says why.
 func TestBuiltinTrainerRunsOnCPU(t *testing.T) {
+	t.Parallel()
 	dir, cfg := testproject.Project(t, 40, 30, "")
 	id := runOnFakeGPUs(t, cfg, "tfidf-logreg", oneFakeGPU)
 	log := runLog(t, dir, id)
@@ -435,6 +450,7 @@ func TestBuiltinTrainerRunsOnCPU(t *testing.T) {
 // and its run log names it; python3 on PATH is not used. The interpreter
 // here is a stand-in that ends the run as the trainer would.
 func TestLocalRunNamesItsInterpreter(t *testing.T) {
+	t.Parallel()
 	dir, cfg := testproject.Project(t, 40, 30, "  python: ./venv/bin/python3\n")
 	py := filepath.Join(dir, "venv", "bin", "python3")
 	if err := os.MkdirAll(filepath.Dir(py), 0o755); err != nil {
@@ -468,6 +484,7 @@ func TestLocalRunNamesItsInterpreter(t *testing.T) {
 // Ctrl-C (SIGINT) to a dispatch waiting in the foreground cancels its run
 // gracefully: the run ends cancelled and the dispatch exits 3.
 func TestInterruptCancelsTheRun(t *testing.T) {
+	t.Parallel()
 	dir, cfg := testproject.Project(t, 40, 30, "")
 	tr := trainerProgram(t, dir, `echo '{"v":1,"event":"status","state":"fitting","step":"sleeping"}'
 sleep 30`)
@@ -493,6 +510,7 @@ sleep 30`)
 // standard output. Expected: the wall limit still ends the run, the
 // daemon's open pipe does not hold it.
 func TestDaemonHoldingStdoutDoesNotHoldTheRun(t *testing.T) {
+	t.Parallel()
 	dir, cfg := testproject.Project(t, 40, 30, "  max_wall_seconds: 1\n")
 	id := detachRun(t, cfg, trainerProgram(t, dir, `setsid sleep 300 &
 echo $! > `+dir+`/daemon
@@ -512,6 +530,7 @@ sleep 30`))
 // trainer itself exits on it. Expected: once the run is over, the group's
 // survivors are killed.
 func TestCancelKillsTheWholeGroup(t *testing.T) {
+	t.Parallel()
 	dir, cfg := testproject.Project(t, 40, 30, "")
 	tr := trainerProgram(t, dir, `sh -c 'trap "" TERM; echo $$ > `+dir+`/worker; while :; do sleep 0.2; done' &
 echo '{"v":1,"event":"status","state":"fitting","step":"with a worker"}'
@@ -535,6 +554,7 @@ wait`)
 // log, that Potato shows them after its next start, and nothing says they
 // are hidden.
 func TestPrelabelsShownWithoutPreAnnotation(t *testing.T) {
+	t.Parallel()
 	dir, cfg := testproject.Project(t, 120, 100, "")
 	text, err := os.ReadFile(cfg)
 	if err != nil {

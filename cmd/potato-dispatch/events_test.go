@@ -38,6 +38,7 @@ func runEvents(t *testing.T, dir, id string) (evs []events.Event, size int) {
 // of the metric are there, before the result. stdout.log holds the
 // program's own line, not a second copy of the events.
 func TestFloodingTrainerIsThrottled(t *testing.T) {
+	t.Parallel()
 	dir, cfg := testproject.Project(t, 40, 30, "")
 	tr := trainerProgram(t, dir, `echo 'a line of the trainer'
 awk 'BEGIN { for (i = 1; i <= 20000; i++) {
@@ -85,6 +86,7 @@ awk 'BEGIN { for (i = 1; i <= 20000; i++) {
 
 // status shows a running run's progress as its percent and ETA.
 func TestStatusShowsPercentAndETA(t *testing.T) {
+	t.Parallel()
 	dir, cfg := testproject.Project(t, 40, 30, "")
 	gate := filepath.Join(dir, "go")
 	tr := trainerProgram(t, dir, `echo '{"v":1,"event":"progress","phase":"fit","current":49994,"total":150000,"eta_s":600}'

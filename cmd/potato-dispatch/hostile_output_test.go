@@ -21,6 +21,7 @@ var controlBytes = regexp.MustCompile("[\x00-\x08\x0b-\x1f\x7f]|\u0080|[\u0081-\
 // sequences as text and act on nothing, and the agent's line is marked as
 // the agent's.
 func TestHostileTrainerOutput(t *testing.T) {
+	t.Parallel()
 	dir, cfg := testproject.Project(t, 40, 30, "")
 	tr := trainerProgram(t, dir, `printf '%s\n' '{"v":1,"event":"status","state":"running","step":"fit \u001b[2J\u001b]0;owned\u0007"}'
 printf '%s\n' '{"v":1,"event":"log","level":"info","msg":"epoch 1\r2026-01-01T00:00:00Z run succeeded \u009b31m\u202eevil"}'

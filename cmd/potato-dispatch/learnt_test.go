@@ -26,6 +26,7 @@ echo '{"v":1,"event":"result","status":"success","predictions_file":"predictions
 // the val split's most common label. A run of tfidf-logreg on the same
 // project learns, says so in its log, and is published.
 func TestLearntNothingNotPublished(t *testing.T) {
+	t.Parallel()
 	for _, promote := range []string{"always", "if_better"} {
 		t.Run(promote, func(t *testing.T) {
 			dir, cfg := testproject.Project(t, 240, 200, "")

@@ -63,6 +63,7 @@ func runDirs(t *testing.T, r *testproject.Runs) []string {
 // detaching again, and it keeps every flag it was given, from the command
 // line or the environment.
 func TestDetachForms(t *testing.T) {
+	t.Parallel()
 	for _, form := range []string{"--detach", "--detach=true"} {
 		t.Run(form, func(t *testing.T) {
 			r, trainer, gate := gatedProject(t)
@@ -94,6 +95,7 @@ func TestDetachForms(t *testing.T) {
 // --detach=false is no detach: the command waits for the run's end and
 // reports it.
 func TestDetachFalseWaits(t *testing.T) {
+	t.Parallel()
 	r, trainer, gate := gatedProject(t)
 	if err := os.WriteFile(gate, nil, 0o644); err != nil {
 		t.Fatal(err)
@@ -117,6 +119,7 @@ func TestDetachFalseWaits(t *testing.T) {
 // A detached run refused before it is recorded passes on its message and
 // exit status, and leaves no run behind.
 func TestDetachRefused(t *testing.T) {
+	t.Parallel()
 	r, _, _ := gatedProject(t)
 	code, stdout, stderr := runDispatch(t, r, nil, "run", r.Config, "--trainer", "nosuch", "--schemas", "sentiment", "--detach=true")
 	if code != 2 || stdout != "" || !strings.Contains(stderr, `unknown trainer "nosuch": the trainers are tfidf-logreg,`) {

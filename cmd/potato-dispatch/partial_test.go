@@ -16,6 +16,7 @@ import (
 // half written in artifacts/: the dispatch removes the .partial- entries
 // and says so in the run log; what else the trainer wrote stays.
 func TestPartialModelRemoved(t *testing.T) {
+	t.Parallel()
 	dir, cfg := testproject.Project(t, 40, 30, "")
 	tr := trainerProgram(t, dir, `mkdir -p artifacts/.partial-model-sentiment artifacts/kept
 echo half > artifacts/.partial-model-sentiment/model.safetensors

@@ -44,6 +44,7 @@ type previewJSON struct {
 // prelabel; after its retraction it would add them all; after a newer run,
 // the items that run holds are not its to write.
 func TestWritebackDryRun(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	// promote: always (the writeback block ends the config): the second
 	// run, worse than the first, is published all the same.

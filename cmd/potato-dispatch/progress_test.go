@@ -18,14 +18,15 @@ import (
 	"potato-training/lib/rundir"
 )
 
-// longFit is a tfidf-logreg run of 3000 epochs on 1500 emails: a few
-// seconds of fitting that, at one progress and three metric events an
-// epoch unthrottled, would write some 1.4 MB of events.
+// longFit is a tfidf-logreg run of 3000 epochs: at one progress and
+// three metric events an epoch unthrottled, some 1.4 MB of events,
+// whatever the number of items (TestNoProgressOnAPipe fits 300, a second
+// or so of fitting).
 var longFit = []string{"--trainer", "tfidf-logreg", "--schemas", "sentiment", "--param", "epochs=3000", "--param", "patience=-1"}
 
-func emailProject(t *testing.T) *testproject.Runs {
+func emailProject(t *testing.T, n int) *testproject.Runs {
 	dir := t.TempDir()
-	return &testproject.Runs{T: t, Bin: testcli.Binaries(t), Dir: dir, Config: testproject.Write(t, dir, 1500, 1500, "")}
+	return &testproject.Runs{T: t, Bin: testcli.Binaries(t), Dir: dir, Config: testproject.Write(t, dir, n, n, "")}
 }
 
 // shellQuote quotes s for sh.
@@ -37,10 +38,11 @@ func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''
 // tenth of a second apart, then the built-in trainer ends the run: two
 // seconds of progress at least, whatever the machine's speed.
 func TestProgressOnATerminal(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("script"); err != nil {
 		t.Skip("script(1) from util-linux is not installed")
 	}
-	r := emailProject(t)
+	r := emailProject(t, 1500)
 	fit := testproject.NewEndless(t, t.TempDir(), filepath.Join(r.Bin, "potato-agent"))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // a guard against a hang
 	defer cancel()
@@ -76,7 +78,8 @@ func TestProgressOnATerminal(t *testing.T) {
 // id on standard output and the summary on standard error, nothing else.
 // Its events.jsonl stays small whatever the fit's rate.
 func TestNoProgressOnAPipe(t *testing.T) {
-	r := emailProject(t)
+	t.Parallel()
+	r := emailProject(t, 300)
 	code, stdout, stderr := runDispatch(t, r, []string{"TERM=xterm"}, append([]string{"run", r.Config}, longFit...)...)
 	id := strings.TrimSpace(stdout)
 	if code != 0 || !rundir.ValidID(id) || stdout != id+"\n" {
@@ -86,7 +89,7 @@ func TestNoProgressOnAPipe(t *testing.T) {
 		t.Errorf("stderr is not the summary line alone: %q", stderr)
 	}
 
-	// The bar of the project's event files: a 1500-email tfidf run writes
+	// The bar of the project's event files: a 3000-epoch tfidf run writes
 	// an events.jsonl under 1 MB, and the last progress event, the fit's
 	// end, is in it.
 	b, err := os.ReadFile(filepath.Join(r.Root().RunDir(id), rundir.EventsFile))

@@ -15,6 +15,7 @@ import (
 // changed and what to set for the old one. The next run held back does
 // not say it again.
 func TestPromoteIfBetterIsTheDefault(t *testing.T) {
+	t.Parallel()
 	dir, cfg := testproject.Project(t, 240, 200, "")
 	tfidf := []string{"run", cfg, "--trainer", "tfidf-logreg", "--schemas", "sentiment"}
 	r := run(t, tfidf...)

@@ -93,6 +93,7 @@ func ifBetterProject(t *testing.T, extra string) (dir, cfg string) {
 // publish then publishes it by hand. With the true labels back, a run is
 // published again (it ties or beats the one published).
 func TestPromoteIfBetter(t *testing.T) {
+	t.Parallel()
 	dir, cfg := ifBetterProject(t, "")
 	tfidf := []string{"run", cfg, "--trainer", "tfidf-logreg", "--schemas", "sentiment"}
 
@@ -184,6 +185,7 @@ func TestPromoteIfBetter(t *testing.T) {
 // would, passes the same gate: trained on flipped labels, it succeeds and
 // is not published, and the store keeps the published run's prelabels.
 func TestAutoRetrainPassesTheGate(t *testing.T) {
+	t.Parallel()
 	dir, cfg := ifBetterProject(t, "  auto_retrain:\n    enabled: true\n    trainer: tfidf-logreg\n    schemas: [sentiment]\n    update_frequency: 10\n    min_interval_s: 0\n")
 	r := run(t, "run", cfg, "--trainer", "tfidf-logreg", "--schemas", "sentiment")
 	good := strings.TrimSpace(r.stdout)

@@ -280,6 +280,7 @@ func heldoutAgreement(t *testing.T, p *acceptanceProject) func(schema string, pr
 // and items labelled before the run are left out, and the report counts
 // them.
 func TestReportFlagsCopier(t *testing.T) {
+	t.Parallel()
 	p := newAcceptanceProject(t, true)
 	agreement := heldoutAgreement(t, p)
 	type expect struct {
@@ -495,6 +496,7 @@ func TestReportFlagsCopier(t *testing.T) {
 // train split has no prelabel, and an item nobody labelled or prelabelled
 // exits 1.
 func TestExplain(t *testing.T) {
+	t.Parallel()
 	p := newAcceptanceProject(t, false)
 	item := ""
 	for _, id := range slices.Sorted(maps.Keys(p.prelabel["signals"])) {

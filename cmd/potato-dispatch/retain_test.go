@@ -39,6 +39,7 @@ func storeRows(t *testing.T, dir, table, id string) int {
 // directory and its rows in Potato's store together, and the run log of
 // the run that removed it says so.
 func TestRetentionKeepsTheLatestModel(t *testing.T) {
+	t.Parallel()
 	dir, cfg := testproject.Project(t, 120, 100, "  retain_runs: 2\n")
 	var good, bad []string
 	for i := 0; i < 2; i++ {
@@ -134,6 +135,7 @@ exit 1`)
 // A project whose runs all failed has no latest model: exit 1, nothing on
 // stdout, no latest/ link.
 func TestLatestWithoutSuccess(t *testing.T) {
+	t.Parallel()
 	dir, cfg := testproject.Project(t, 40, 30, "")
 	if r := run(t, "run", cfg, "--trainer", trainerProgram(t, dir, "exit 3"), "--schemas", "sentiment"); r.code != 1 {
 		t.Fatalf("failing run: exit %d", r.code)
@@ -151,6 +153,7 @@ func TestLatestWithoutSuccess(t *testing.T) {
 // potato-dispatch writeback makes it the success it would have been, it
 // becomes the latest model and latest/ follows.
 func TestWritebackMovesTheLatestLink(t *testing.T) {
+	t.Parallel()
 	dir, cfg := testproject.Project(t, 120, 100, "")
 	first := run(t, "run", cfg, "--trainer", "tfidf-logreg", "--schemas", "sentiment")
 	if first.code != 0 {

@@ -47,6 +47,7 @@ func storeCount(t *testing.T, dir, query string, args ...any) int {
 // and answers 0. An unknown run and a run still going are refused with
 // exit 1, and nothing changes.
 func TestRetract(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	r := &testproject.Runs{T: t, Bin: testcli.Binaries(t), Dir: dir, Config: testproject.Write(t, dir, 60, 40, "")}
 	tr := testproject.Trainer(t, dir, predictingTrainer)

@@ -172,6 +172,7 @@ func (e *expected) check(t *testing.T, what string, got *reviewJSON) {
 // one Potato would refuse (neither accept, correct nor reject) count for
 // no run, and the report says so.
 func TestReportReviewVerdicts(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	// promote: always (the writeback block ends the config): the second
 	// run, trained on the same labels, replaces the first; 240 labelled

@@ -13,5 +13,6 @@ import (
 // usage a user types. The runs in them train the built-in tfidf-logreg on
 // a copy of examples/reviews, on the local backend.
 func TestScripts(t *testing.T) {
+	t.Parallel()
 	testscript.Run(t, testcli.Params(t, "testdata/script", true))
 }

@@ -103,6 +103,7 @@ func checkRunRow(t *testing.T, db *sql.DB, id, status string) map[string]float64
 // leaves one run row (success, kinds a list, test_accuracy a number) and
 // its prediction rows; while runs wait and train, their rows say so.
 func TestRunsLandInAStorePotatoCreated(t *testing.T) {
+	t.Parallel()
 	dir, cfg := testproject.Project(t, 300, 240, "")
 	store := potatoStore(t, dir)
 	db := openDB(t, store)
@@ -168,6 +169,7 @@ func TestRunsLandInAStorePotatoCreated(t *testing.T) {
 // The bar: a failing run leaves a row with status error and its code, in
 // a store Potato created.
 func TestFailedRunsLeaveErrorRows(t *testing.T) {
+	t.Parallel()
 	dir, cfg := testproject.Project(t, 40, 30, "")
 	db := openDB(t, potatoStore(t, dir))
 	for _, c := range []struct{ body, code string }{
@@ -210,6 +212,7 @@ func readOnlyCommand(t *testing.T, cmd *exec.Cmd, store string) {
 // The bar: with the store read-only from the start, dispatch exits
 // non-zero and says why: the SQLite error and the store's path.
 func TestReadOnlyStoreFailsTheRun(t *testing.T) {
+	t.Parallel()
 	dir, cfg := testproject.Project(t, 40, 30, "")
 	store := potatoStore(t, dir)
 	cmd := dispatchCmd(t, "run", cfg, "--trainer", "tfidf-logreg", "--schemas", "sentiment")
@@ -258,6 +261,7 @@ func predictionRows(t *testing.T, db *sql.DB) []string {
 // once it can be written, and potato-dispatch writeback applies them once the
 // store can be written, as often as it is called, with the same result.
 func TestStoreFailureThenWriteback(t *testing.T) {
+	t.Parallel()
 	dir, cfg := testproject.Project(t, 60, 50, "")
 	store := potatoStore(t, dir)
 	lock := `chmod 0444 "$store"`
@@ -388,6 +392,7 @@ func rawRecord(t *testing.T, dir, id string) rundir.Record {
 // or the next status, writes the end into run.json (error,
 // dispatch_lost) and into Potato's store, once.
 func TestKilledDispatchIsSettled(t *testing.T) {
+	t.Parallel()
 	dir, cfg := testproject.Project(t, 40, 30, "")
 	db := openDB(t, potatoStore(t, dir))
 	stop1, stop2 := filepath.Join(dir, "stop1"), filepath.Join(dir, "stop2")
@@ -453,6 +458,7 @@ func TestKilledDispatchIsSettled(t *testing.T) {
 // before its predictions were in the run directory stays an error, with
 // no prelabels.
 func TestWritebackOfARunLostInItsWriteback(t *testing.T) {
+	t.Parallel()
 	dir, cfg := testproject.Project(t, 60, 50, "")
 	db := openDB(t, potatoStore(t, dir))
 	lose := func(collected bool) string {

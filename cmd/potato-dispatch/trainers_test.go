@@ -20,6 +20,7 @@ import (
 // threshold in its metrics, calibration.json in artifacts/, and nothing
 // scored or written back.
 func TestLocalDecisionCalibrate(t *testing.T) {
+	t.Parallel()
 	dir, cfg := testproject.Project(t, 300, 240, "")
 	if r := run(t, "run", cfg, "--trainer", "tfidf-logreg", "--schemas", "sentiment"); r.code != 0 {
 		t.Fatalf("tfidf-logreg: exit %d: %s", r.code, r.stderr)
@@ -64,6 +65,7 @@ func TestLocalDecisionCalibrate(t *testing.T) {
 // TestLocalHFWithoutTorch: hf-text-classification on a machine without
 // torch fails with F4 and the trainer's own error code (SPEC F4).
 func TestLocalHFWithoutTorch(t *testing.T) {
+	t.Parallel()
 	py, err := exec.LookPath("python3")
 	if err != nil {
 		t.Skip("python3 is not on PATH")

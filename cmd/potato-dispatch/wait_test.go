@@ -81,6 +81,7 @@ func exitOf(t *testing.T, cmd *exec.Cmd) int {
 // exits the same, and with several runs the first non-zero in the order
 // given.
 func TestRunAndWaitExitCodes(t *testing.T) {
+	t.Parallel()
 	r, trainer, _ := modeProject(t)
 	codes := map[string]int{}
 	for _, mode := range []string{"success", "fail"} {
@@ -154,6 +155,7 @@ func TestRunAndWaitExitCodes(t *testing.T) {
 // --timeout gives up with status 124 and leaves the run going; the run
 // then ends as it would have.
 func TestWaitTimeout(t *testing.T) {
+	t.Parallel()
 	r, trainer, gate := modeProject(t)
 	id := r.Detach("--trainer", trainer, "--schemas", "sentiment", "--param", "mode=gate")
 	code, stdout, stderr := runDispatch(t, r, nil, "wait", r.Config, id, "--timeout", "1s")
@@ -176,6 +178,7 @@ func TestWaitTimeout(t *testing.T) {
 // make wait hang: the dispatch's lock is released, wait settles the run
 // as lost and exits 1.
 func TestWaitDispatchKilled(t *testing.T) {
+	t.Parallel()
 	r, trainer, _ := modeProject(t)
 	id := r.Detach("--trainer", trainer, "--schemas", "sentiment", "--param", "mode=gate")
 	testproject.WaitFor(t, "the run to train", func() bool { return r.Info(id).State == rundir.StateRunning })
@@ -203,6 +206,7 @@ func TestWaitDispatchKilled(t *testing.T) {
 // bad value exits 2 with the trainer's parameters listed, with or without
 // --detach, and leaves no run directory.
 func TestRunRefusesParams(t *testing.T) {
+	t.Parallel()
 	r, _, _ := modeProject(t)
 	for _, c := range []struct {
 		args []string

@@ -16,7 +16,8 @@ train_samples_per_second, the training examples, and the test score.
 
 A plain pipeline("text-classification") of the model a run saved, over
 the run's predicted items (every split but train, in file order),
-truncated at max_length, batch_size as the run's. Prints one JSON object:
+truncated at max_length, at batch_size BATCH (0: the pipeline's default,
+no batching). Prints one JSON object:
 the items, the seconds of the pipeline's call, and how many of its labels
 are those of the run's predictions.jsonl."""
 
@@ -111,7 +112,9 @@ def pipe(bundle, schema, model_dir, batch, max_length, threads, predictions):
     torch.set_num_threads(int(threads))
     manifest = json.load(open(os.path.join(bundle, "manifest.json")))
     items = [r for split in sorted(manifest["splits"]) if split != "train" for r in rows(bundle, split)]
-    clf = pipeline("text-classification", model=model_dir, batch_size=int(batch), device="cpu")
+    # batch 0: the pipeline's default, no batching.
+    kw = {"batch_size": int(batch)} if int(batch) > 0 else {}
+    clf = pipeline("text-classification", model=model_dir, device="cpu", **kw)
     start = time.time()
     out = clf([r.get("text") or " " for r in items], truncation=True, max_length=int(max_length))
     secs = time.time() - start

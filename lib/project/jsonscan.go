@@ -120,7 +120,10 @@ func (s *jsonStream) cut() ([]byte, error) {
 			i = s.pos
 		}
 		if inString {
-			// Jump to the closing quote; an escape is stepped over whole.
+			// Jump to the closing quote (or a raw newline, which ends the
+			// line), stepping over the escapes before it whole. The quote
+			// is looked for once, not again after each escape: a text of
+			// many lines has an escape (\n) every few dozen bytes.
 			rest := s.buf[i:s.end]
 			q := bytes.IndexByte(rest, '"')
 			if q < 0 {
@@ -130,21 +133,36 @@ func (s *jsonStream) cut() ([]byte, error) {
 			if nl >= 0 {
 				q = nl
 			}
-			if e := bytes.IndexByte(rest[:q], '\\'); e >= 0 {
-				if i+e+1 >= s.end {
-					i += e
+			j, again := 0, false
+			for {
+				e := bytes.IndexByte(rest[j:q], '\\')
+				if e < 0 {
+					break
+				}
+				j += e
+				if i+j+1 >= s.end {
+					i += j
 					s.pos = i
 					if !s.fill() {
 						return nil, s.readErr()
 					}
 					i = s.pos
-					continue
+					again = true
+					break
 				}
-				i += e + 2
-				if s.buf[i-1] == '\n' {
-					s.pos = i
-					return s.buf[s.mark:i], nil
+				j += 2
+				if rest[j-1] == '\n' {
+					s.pos = i + j
+					return s.buf[s.mark:s.pos], nil
 				}
+				if j > q {
+					// The escape took the quote at q: look again past it.
+					i += j
+					again = true
+					break
+				}
+			}
+			if again {
 				continue
 			}
 			if nl >= 0 {

@@ -24,6 +24,7 @@ import (
 // agent gets it. The dispatch is a fake on the run's socket that counts
 // the claims it is asked.
 func TestOneRunManyWaitingClaimsOneForward(t *testing.T) {
+	t.Parallel()
 	s, tok := agentServer(t, 2*time.Second)
 	ts := httptest.NewServer(s.Handler())
 	defer ts.Close()
@@ -102,6 +103,7 @@ func TestOneRunManyWaitingClaimsOneForward(t *testing.T) {
 // waits its turn (B6): the claim waiting meanwhile gets it once it
 // listens, not after its long poll.
 func TestClaimWaitsForTheRunToListen(t *testing.T) {
+	t.Parallel()
 	s, tok := agentServer(t, time.Minute)
 	ts := httptest.NewServer(s.Handler())
 	defer ts.Close()

@@ -196,6 +196,7 @@ func (pk *testPKI) issue(t *testing.T, serial int64) (certFile, keyFile string) 
 // and a broken one leaves the one in use. The certificate's name is a name
 // the server answers for.
 func TestTLS(t *testing.T) {
+	t.Parallel()
 	pk := newTestPKI(t)
 	certFile, keyFile := pk.issue(t, 100)
 	certs, err := LoadCerts(certFile, keyFile)

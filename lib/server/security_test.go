@@ -209,6 +209,7 @@ func formPost(l *liveServer, path, body string, headers ...string) string {
 // maxFailures keys are compared (one log line each), the rest are refused
 // for lockout, and the right key gets 429 and no session.
 func TestStagedSignInRace(t *testing.T) {
+	t.Parallel()
 	l := newLiveServer(t, nil)
 	const n = 40
 	conns := make([]*rawConn, n)
@@ -267,6 +268,7 @@ func TestStagedSignInRace(t *testing.T) {
 // each goes out together. At most maxFailures keys are compared, and the
 // right key is refused afterwards.
 func TestStagedAPIKeyRace(t *testing.T) {
+	t.Parallel()
 	l := newLiveServer(t, nil)
 	const n = 40
 	conns := make([]*rawConn, n)
@@ -599,6 +601,7 @@ func TestCopiedCookieAfterSignOut(t *testing.T) {
 // the server runs; from then on the old key and every session made with
 // it are refused, and the new key works, without a restart.
 func TestNewAPIKeyEndsSessions(t *testing.T) {
+	t.Parallel()
 	l := newLiveServer(t, nil)
 	cookie := l.signIn()
 	if code, _ := l.withCookie(cookie, "GET", apiPrefix+"/runs", ""); code != http.StatusOK {

@@ -18,6 +18,7 @@ import (
 // potato-events(5) gives, in each of the trainer's 3 default draws, the
 // curve rises from 25% to 100%, and the run keeps no model.
 func TestDispatchCurve(t *testing.T) {
+	t.Parallel()
 	py := torchPython(t)
 	dir := t.TempDir()
 	emails := testproject.Emails(t, testcli.Root())

@@ -68,19 +68,45 @@ func anyPython(t *testing.T) string {
 }
 
 // TestPythonUnit runs the trainer's own unit tests, the real training loop
-// on torch included, and fails when they do.
+// on torch included, and fails when they do: in two interpreters side by
+// side (pyUnit), test_loop.py (about half of the time) and the other
+// files, beside the package's other parallel tests.
 func TestPythonUnit(t *testing.T) {
+	t.Parallel()
 	py := torchPython(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, py, "-m", "unittest", "discover", "-s", filepath.Join("python", "tests"), "-p", "test_*.py", "-v")
-	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("python3 -m unittest: %v\n%s", err, out)
+	for _, half := range []string{"only", "except"} {
+		t.Run(half+"_test_loop", func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, py, "-c", pyUnit, filepath.Join("python", "tests"), half, "test_loop")
+			cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1")
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("python3 unittest (%s test_loop): %v\n%s", half, err, out)
+			}
+			t.Logf("%s", out)
+		})
 	}
-	t.Logf("%s", out)
 }
+
+// pyUnit runs the tests that python -m unittest discover -s DIR finds,
+// those of module MOD only or all but those (argv: DIR only|except MOD),
+// and exits 1 when one fails, or none ran. A file that does not import is
+// a failed test in the "except" half.
+const pyUnit = `import sys, unittest
+def cases(s):
+    for t in s:
+        if isinstance(t, unittest.TestSuite):
+            yield from cases(t)
+        else:
+            yield t
+top, only, mod = sys.argv[1], sys.argv[2] == "only", sys.argv[3]
+found = unittest.defaultTestLoader.discover(top, pattern="test_*.py")
+suite = unittest.TestSuite(t for t in cases(found) if (type(t).__module__ == mod) == only)
+r = unittest.TextTestRunner(verbosity=2).run(suite)
+sys.exit(0 if r.wasSuccessful() and r.testsRun else 1)
+`
 
 func TestWrite(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "trainers")
@@ -161,6 +187,7 @@ func TestWriteConcurrent(t *testing.T) {
 // wording and exits 3. The interpreter is run with -S, without its
 // site-packages, where torch is installed on a machine that has it.
 func TestWithoutTorch(t *testing.T) {
+	t.Parallel()
 	py := anyPython(t)
 	if exec.Command(py, "-S", "-c", "import torch, transformers, peft").Run() == nil {
 		t.Skip("torch, transformers and peft are importable without site-packages: no missing dependency to report")
@@ -306,6 +333,7 @@ func cancelAfterFirstStep(t *testing.T, r *testproject.Runs, id string) {
 // cancelled (potato-dispatch's own exit code for it, 3), and no
 // predictions are left.
 func TestDispatchSpamCancel(t *testing.T) {
+	t.Parallel()
 	py := torchPython(t)
 	r := spamProject(t, py, 1500, 1200)
 	id := r.Detach("--trainer", hf.Name, "--param", "model=builtin:ngram", "--param", "epochs=100000",
@@ -327,6 +355,7 @@ func TestDispatchSpamCancel(t *testing.T) {
 // buckets: more than any address space, a real allocation failure) ends
 // the run with out_of_memory and the trainer's exit status 5.
 func TestDispatchOutOfMemory(t *testing.T) {
+	t.Parallel()
 	py := torchPython(t)
 	r := spamProject(t, py, 200, 150)
 	res := r.Run("--trainer", hf.Name, "--param", "model=builtin:ngram", "--param", "buckets=1099511627776",

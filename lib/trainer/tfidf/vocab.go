@@ -389,10 +389,24 @@ func (v *vocabulary) termCounts(ids []int32, s *scratch) (feats, counts []int32)
 func (v *vocabulary) weight(n int32, f int32) float64 {
 	tf := float64(n)
 	if v.sublinear {
-		tf = 1 + math.Log(tf)
+		if int(n) < len(sublinearTF) {
+			tf = sublinearTF[n]
+		} else {
+			tf = 1 + math.Log(tf)
+		}
 	}
 	return tf * v.idf[f]
 }
+
+// sublinearTF[n] is 1 + log(n), the sublinear weight of a term that occurs
+// n times, for the small counts of nearly every term of a document: the
+// same values, without a logarithm a feature of every prediction.
+var sublinearTF = func() (t [64]float64) {
+	for n := range t {
+		t[n] = 1 + math.Log(float64(n))
+	}
+	return t
+}()
 
 // vectorize builds the rows of n documents, doc(i, s) giving document i's
 // word ids, on the given number of goroutines. Documents are cut into
