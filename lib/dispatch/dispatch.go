@@ -176,8 +176,8 @@ func check(cfg *config.Config, opt *Options) (*config.Backend, error) {
 		if !ok {
 			return nil, usagef("schema %q is not in annotation_schemes of %s", s, cfg.Path)
 		}
-		if !sc.Classification() && !trainer.IsExec(opt.Trainer) {
-			return nil, usagef("schema %s is a %s schema: the trainers learn radio, select and multiselect schemas", s, sc.AnnotationType)
+		if msg := trainer.KindRefusal(opt.Trainer, sc); msg != "" {
+			return nil, usagef("%s", msg)
 		}
 	}
 	switch b.Type {

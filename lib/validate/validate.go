@@ -236,6 +236,7 @@ func (ch *checker) training() {
 		}
 	}
 	ch.autoParams(ar, al)
+	ch.learners(ar, al)
 	if ar.Trainer == "decision-calibrate" {
 		name := ar.Backend
 		if name == "" {
@@ -332,8 +333,31 @@ func (ch *checker) schemas(key string, names []string, line int) {
 				have = append(have, s.Name)
 			}
 			ch.errorf(line, key, "", "%s names %q, which is not in annotation_schemes (%s)", key, n, strings.Join(have, ", "))
-		case !s.Classification():
-			ch.warnf(line, key, "", "%s names %q, a %s schema: the trainers predict labels of radio, select and multiselect schemas only", key, n, s.AnnotationType)
+		case len(trainer.ForKind(s.Kind)) == 0:
+			ch.warnf(line, key, "", "%s names %q, a %s schema: %s", key, n, s.AnnotationType, trainer.Learners(s.Kind))
+		}
+	}
+}
+
+// learners says, for each schema of a config with a model_training
+// block, which trainers learn it (an info line), and refuses
+// auto_retrain's trainer for a schema it does not learn, before any run.
+func (ch *checker) learners(ar config.AutoRetrain, al func(string) int) {
+	if ch.c.Training.Line == 0 {
+		return
+	}
+	for _, s := range ch.c.Schemes {
+		ch.info = append(ch.info, config.Problem{Line: s.Line, Key: "annotation_schemes." + s.Name,
+			Message: fmt.Sprintf("schema %s (%s, %s): %s", s.Name, s.AnnotationType, s.Kind, trainer.Learners(s.Kind))})
+	}
+	if _, ok := trainer.Lookup(ar.Trainer); !ok {
+		return
+	}
+	for _, n := range ar.Schemas {
+		if s, ok := ch.c.Scheme(n); ok {
+			if msg := trainer.KindRefusal(ar.Trainer, s); msg != "" {
+				ch.errorf(al("schemas"), "model_training.auto_retrain.schemas", "", "model_training.auto_retrain: %s", msg)
+			}
 		}
 	}
 }

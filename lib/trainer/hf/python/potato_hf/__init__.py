@@ -10,6 +10,9 @@
     loop       the fit and predict loop
     artifacts  the saved models, their model cards, the renames into place
     main       the command
+    embed      the embed-logreg trainer: a frozen sentence encoder's
+               vectors and scikit-learn's logistic regression heads,
+               with its own command (embed_logreg.py)
 
 Every module imports with the standard library alone: loop imports torch,
 transformers and peft once packages has checked them, and passes them to
