@@ -36,7 +36,7 @@ class ParamsTest(unittest.TestCase):
         self.assertEqual(embed.parse_params({"c": "0.5", "class_weights": "balanced"})["c"], 0.5)
 
     def test_bad(self):
-        for k, v in (("c", "0"), ("c", "nan"), ("threshold", "1"), ("class_weights", "auto"), ("max_iter", "0"),
+        for k, v in (("c", "0"), ("c", "nan"), ("threshold", "1"), ("class_weights", "some"), ("max_iter", "0"),
                      ("batch_size", "x"), ("model", "builtin:ngram")):
             with self.assertRaises(spec.TrainerError, msg="%s=%s" % (k, v)) as cm:
                 embed.parse_params({k: v})
@@ -81,7 +81,7 @@ class HeadTest(unittest.TestCase):
         import sklearn.linear_model
         self.np, self.sk = np, __import__("sklearn")
         self.rng = np.random.RandomState(0)
-        self.params = embed.parse_params({"c": "10"})
+        self.params = embed.parse_params({"c": "10", "class_weights": "none"})
         self.lr = sklearn.linear_model.LogisticRegression
 
     def test_nominal_is_sklearns(self):
