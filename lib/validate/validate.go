@@ -200,7 +200,7 @@ func (ch *checker) training() {
 	if mc := t.Writeback.MinConfidence; mc < 0 || mc > 1 {
 		ch.errorf(wl("min_confidence"), "model_training.writeback.min_confidence", "", "model_training.writeback.min_confidence is %g: it must be between 0 and 1", mc)
 	}
-	ch.schemas("model_training.writeback.schemas", t.Writeback.Schemas, wl("schemas"))
+	ch.schemas("model_training.writeback.schemas", t.Writeback.Schemas, wl("schemas"), true)
 	if p := t.Writeback.Promote; p != config.PromoteAlways && p != config.PromoteIfBetter {
 		ch.errorf(wl("promote"), "model_training.writeback.promote", "", "model_training.writeback.promote is %q: use always or if_better", p)
 	}
@@ -226,7 +226,8 @@ func (ch *checker) training() {
 			ch.errorf(al("backend"), "model_training.auto_retrain.backend", "", "model_training.auto_retrain.backend is %q, which names no backend: the backends are %s", ar.Backend, ch.backendNames())
 		}
 	}
-	ch.schemas("model_training.auto_retrain.schemas", ar.Schemas, al("schemas"))
+	// With a trainer named, learners says whether it learns each schema.
+	ch.schemas("model_training.auto_retrain.schemas", ar.Schemas, al("schemas"), ar.Trainer == "")
 	if ar.Enabled {
 		if ar.Trainer == "" {
 			ch.errorf(al("enabled"), "model_training.auto_retrain.trainer", "", "model_training.auto_retrain is enabled but names no trainer")
@@ -323,7 +324,9 @@ func (ch *checker) backendNames() string {
 	return strings.Join(names, ", ")
 }
 
-func (ch *checker) schemas(key string, names []string, line int) {
+// schemas checks that names are schemas of the config and, with kinds,
+// warns of one no trainer learns.
+func (ch *checker) schemas(key string, names []string, line int, kinds bool) {
 	for _, n := range names {
 		s, ok := ch.c.Scheme(n)
 		switch {
@@ -333,7 +336,7 @@ func (ch *checker) schemas(key string, names []string, line int) {
 				have = append(have, s.Name)
 			}
 			ch.errorf(line, key, "", "%s names %q, which is not in annotation_schemes (%s)", key, n, strings.Join(have, ", "))
-		case len(trainer.ForKind(s.Kind)) == 0:
+		case kinds && len(trainer.ForKind(s.Kind)) == 0:
 			ch.warnf(line, key, "", "%s names %q, a %s schema: %s", key, n, s.AnnotationType, trainer.Learners(s.Kind))
 		}
 	}
