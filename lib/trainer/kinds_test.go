@@ -107,3 +107,21 @@ func TestKinds(t *testing.T) {
 		t.Errorf("Unlearned() = %q", u)
 	}
 }
+
+// embed-logreg runs as its launcher beside hf-text-classification's, in the
+// same tree the python interpreter is given.
+func TestArgvEmbed(t *testing.T) {
+	dir := t.TempDir()
+	argv, err := Argv("embed-logreg", filepath.Join(dir, "spec.json"), Programs{Python: "/usr/bin/python3", ScriptDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hfArgv, _ := Argv("hf-text-classification", filepath.Join(dir, "spec.json"), Programs{Python: "/usr/bin/python3", ScriptDir: dir})
+	if len(argv) != 4 || argv[0] != "/usr/bin/python3" || filepath.Base(argv[1]) != "embed_logreg.py" ||
+		filepath.Dir(argv[1]) != filepath.Dir(hfArgv[1]) || argv[2] != "--spec" {
+		t.Fatalf("argv %q (hf-text-classification's %q)", argv, hfArgv)
+	}
+	if _, err := os.Stat(argv[1]); err != nil {
+		t.Errorf("the launcher is not written: %v", err)
+	}
+}

@@ -6,12 +6,16 @@ package hf_test
 // the emails of the SpamAssassin corpus, locally and over ssh.
 
 import (
+	"encoding/json"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"potato-training/internal/testcli"
+	"potato-training/internal/testproject"
 	"potato-training/lib/rundir"
 	"potato-training/lib/trainer/hf"
 )
@@ -83,5 +87,97 @@ func TestRealEmbedSSH(t *testing.T) {
 	info := embedRun(t, s, p, "gpu")
 	if info.BackendType != "ssh" {
 		t.Errorf("backend type %q, want ssh", info.BackendType)
+	}
+}
+
+// TestRealEmbedLikert: a likert schema (length, 4 levels: the email's
+// length in characters) beside spam, through potato-dispatch on the local
+// backend: embed-logreg fits its cuts, and every item but train gets a
+// level of the scale with its number, its probability and every level's.
+func TestRealEmbedLikert(t *testing.T) {
+	s := hfStack(t, "hf-current")
+	p := emailRuns(t, s, 200, 160, "")
+	cfg, err := os.ReadFile(p.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	radio := "  - {annotation_type: radio, name: spam, labels: [spam, ham]}\n"
+	cfg = []byte(strings.Replace(string(cfg), radio, radio+"  - {annotation_type: likert, name: length, size: 4}\n", 1))
+	if err := os.WriteFile(p.Config, cfg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	statePath := filepath.Join(p.Dir, "annotation_output", "ann", "user_state.json")
+	b, err := os.ReadFile(statePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var state struct {
+		UserID string           `json:"user_id"`
+		Labels map[string][]any `json:"instance_id_to_label_to_value"`
+	}
+	if err := json.Unmarshal(b, &state); err != nil {
+		t.Fatal(err)
+	}
+	texts := map[string]int{}
+	for _, e := range testproject.Emails(t, testcli.Root())[:200] {
+		texts[e.ID] = len(e.Text)
+	}
+	level := func(n int) string {
+		switch {
+		case n < 800:
+			return "1"
+		case n < 1600:
+			return "2"
+		case n < 3200:
+			return "3"
+		}
+		return "4"
+	}
+	for id := range state.Labels {
+		l := level(texts[id])
+		state.Labels[id] = append(state.Labels[id], []any{map[string]string{"schema": "length", "name": l}, l})
+	}
+	b, _ = json.Marshal(map[string]any{"user_id": state.UserID, "instance_id_to_label_to_value": state.Labels})
+	if err := os.WriteFile(statePath, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res := p.Run("--trainer", hf.EmbedName, "--schemas", "spam,length", "--backend", "local")
+	info := p.Info(res.ID)
+	if res.Code != 0 || info.State != rundir.StateSuccess {
+		t.Fatalf("exit %d, state %s: %s\n%s\nrun.log:\n%s", res.Code, info.State, info.Error, res.Stderr, p.File(res.ID, rundir.LogFile))
+	}
+	var n, spam, within1 int
+	for _, line := range strings.Split(strings.TrimSpace(p.File(res.ID, rundir.PredictionsFile)), "\n") {
+		var row struct {
+			ID      string `json:"instance_id"`
+			Schema  string `json:"schema_name"`
+			Payload struct {
+				Label string  `json:"label"`
+				Value float64 `json:"value"`
+			} `json:"payload"`
+			Probs map[string]float64 `json:"probs"`
+		}
+		if err := json.Unmarshal([]byte(line), &row); err != nil {
+			t.Fatalf("%v: %s", err, line)
+		}
+		if row.Schema != "length" {
+			spam++
+			continue
+		}
+		n++
+		if len(row.Probs) != 4 || row.Probs[row.Payload.Label] == 0 || row.Payload.Label != strconv.FormatFloat(row.Payload.Value, 'g', -1, 64) {
+			t.Fatalf("a likert prediction without its levels: %s", line)
+		}
+		gold := level(texts[row.ID])
+		if d := row.Payload.Value - float64(gold[0]-'0'); d >= -1 && d <= 1 {
+			within1++
+		}
+	}
+	if n == 0 || n != spam {
+		t.Errorf("%d predictions of length, %d of spam: want one of each for every item outside train", n, spam)
+	}
+	t.Logf("length (likert, 4 levels): %d of %d predictions within one level of the email's", within1, n)
+	if within1*10 < n*7 {
+		t.Errorf("%d of %d predictions within one level, want 70%% or more", within1, n)
 	}
 }
