@@ -264,7 +264,8 @@ class Encoder:
         self.torch, self.np, self.device, self.bs = torch, np, device, params["batch_size"]
         src, self.describe = resolve_model(params["model"])
         self.tok = pretrained(transformers.AutoTokenizer.from_pretrained, src, env)
-        kw = {"dtype": torch.float32} if release(transformers.__version__) >= (4, 56) else {"torch_dtype": torch.float32}
+        new = release(transformers.__version__) >= (4, 56)
+        kw = {"dtype": torch.float32} if new else {"torch_dtype": torch.float32}
         self.model = pretrained(transformers.AutoModel.from_pretrained, src, env, **kw)
         self.model.eval().to(device)
         self.pooling, self.normalize, st_len = st_config(src)
@@ -475,7 +476,8 @@ def train(spec, ev, stop, env=None):
     import numpy as np
     import sklearn.linear_model  # noqa: F401 - sklearn.linear_model below
     if release(sklearn.__version__) < MIN_SKLEARN:
-        raise TrainerError(EXIT_MISSING_DEPENDENCY, "missing_dependency", "%s needs scikit-learn %d.%d or newer, not %s" % (
+        raise TrainerError(EXIT_MISSING_DEPENDENCY, "missing_dependency",
+                           "%s needs scikit-learn %d.%d or newer, not %s" % (
             TRAINER, MIN_SKLEARN[0], MIN_SKLEARN[1], sklearn.__version__), "pip install --upgrade scikit-learn")
     limits = spec["limits"]
     threads = int(limits.get("num_threads") or 0)
@@ -488,7 +490,8 @@ def train(spec, ev, stop, env=None):
     if warn:
         ev.log("warning", warn)
     device = torch.device(device_name)
-    versions = {"torch": torch.__version__, "transformers": transformers.__version__, "scikit-learn": sklearn.__version__}
+    versions = {"torch": torch.__version__, "transformers": transformers.__version__,
+                "scikit-learn": sklearn.__version__}
     ev.log("info", "%s: %s, device %s, %d threads" % (
         TRAINER, ", ".join("%s %s" % kv for kv in versions.items()), device_name, torch.get_num_threads()))
 
@@ -522,8 +525,8 @@ def train(spec, ev, stop, env=None):
     ev.status("loading", "loading the encoder %s" % params["model"])
     enc = Encoder(torch, transformers, np, params, device, env, ev)
     ev.log("info", "%s: %s pooling%s, max_length %d, %d dimensions; heads: scikit-learn LogisticRegression, "
-           "C %g, class weights %s" % (enc.describe, enc.pooling, ", normalised" if enc.normalize else "", enc.max_length,
-                                      enc.dim, params["c"], params["class_weights"]))
+           "C %g, class weights %s" % (enc.describe, enc.pooling, ", normalised" if enc.normalize else "",
+                                      enc.max_length, enc.dim, params["c"], params["class_weights"]))
     fit_rows = list(splits.get("train", [])) + list(splits.get("val", []))
     texts = sorted({r["text"] for r in fit_rows})
     ev.status("fitting", "encoding %d train and val items" % len(fit_rows))
