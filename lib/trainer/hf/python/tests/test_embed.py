@@ -10,13 +10,20 @@ import os
 import tempfile
 import unittest
 
-from support import SPAM, TOPICS, load_json, spam_bundle
+from support import SPAM, STANDINS, TOPICS, load_json, spam_bundle
 
 from potato_hf import embed, spec
 
 HAVE_SK = importlib.util.find_spec("sklearn") is not None and importlib.util.find_spec("numpy") is not None
-REAL_TRANSFORMERS = (importlib.util.find_spec("transformers") is not None
-                     and importlib.util.find_spec("torch") is not None and HAVE_SK)
+
+
+def real(name):
+    """Whether name is installed, not one of the stand-ins of testdata."""
+    found = importlib.util.find_spec(name)
+    return found is not None and not (found.origin or "").startswith(STANDINS)
+
+
+REAL_TRANSFORMERS = real("transformers") and real("torch") and HAVE_SK
 
 
 def need_sklearn(cls):
