@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -97,8 +98,8 @@ func TestRealEmbedSSH(t *testing.T) {
 	}
 }
 
-// TestRealEmbedLikert: a likert schema (length, 4 levels: the email's
-// length in characters) beside spam, through potato-dispatch on the local
+// TestRealEmbedLikert: a likert schema (length, 4 levels: the quartile of
+// the email's length in characters) beside spam, through potato-dispatch on the local
 // backend: embed-logreg fits its cuts, and every item but train gets a
 // level of the scale with its number, its probability and every level's.
 func TestRealEmbedLikert(t *testing.T) {
@@ -126,16 +127,20 @@ func TestRealEmbedLikert(t *testing.T) {
 		t.Fatal(err)
 	}
 	texts := map[string]int{}
+	var lens []int
 	for _, e := range testproject.Emails(t, testcli.Root())[:200] {
 		texts[e.ID] = len(e.Text)
+		lens = append(lens, len(e.Text))
 	}
+	// The levels are the quartiles of the emails' lengths.
+	slices.Sort(lens)
 	level := func(n int) string {
 		switch {
-		case n < 800:
+		case n < lens[50]:
 			return "1"
-		case n < 1600:
+		case n < lens[100]:
 			return "2"
-		case n < 3200:
+		case n < lens[150]:
 			return "3"
 		}
 		return "4"
