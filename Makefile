@@ -46,9 +46,11 @@ lint:
 	$(GO) vet ./...
 	mandoc -Tlint -Wwarning $(MAN1) $(MAN5)
 
-# Rewrites the generated key table of man/potato-config.5.
+# Rewrites the generated key table of man/potato-config.5, and the
+# trainer and kind tables of man/potato-config.5 and man/potato-agent.1.
 man:
 	$(GO) test ./lib/config -run TestManPageKeys -update
+	$(GO) test ./lib/trainer -run TestManPageKindTable -update
 
 # Writes the README's screenshots of the Training page into docs/, from the
 # browser test (needs chromium and the test sshd of scripts/test-setup).

@@ -15,7 +15,7 @@ type curveCmd struct {
 	Trainer  string   `help:"Trainer: ${trainers}." env:"POTATO_TRAINER"`
 	Schemas  []string `sep:"," help:"Schemas to train on, comma-separated." env:"POTATO_SCHEMAS"`
 	Points   string   `default:"${curve_points}" help:"The points: percentages of each schema's labelled train items, rising." env:"POTATO_CURVE_POINTS"`
-	Draws    int      `help:"Nested draws of the train items to fit at each point, 1 to 20; the trainer's default when left out (8 for tfidf-logreg, 3 for hf-text-classification and for an exec: program)." env:"POTATO_CURVE_DRAWS"`
+	Draws    int      `help:"Nested draws of the train items to fit at each point, 1 to 20; the trainer's default when left out (8 for tfidf-logreg and embed-logreg, 3 for hf-text-classification and for an exec: program)." env:"POTATO_CURVE_DRAWS"`
 	Backend  string   `help:"Backend to run on; model_training.backend when left out." env:"POTATO_BACKEND"`
 	Param    []string `help:"Trainer parameter KEY=VALUE; may be repeated." placeholder:"KEY=VALUE" sep:"none"`
 	RunID    string   `name:"run-id" help:"Use this run id instead of a new one."`

@@ -13,6 +13,27 @@ const (
 	KindOther      Kind = "other"      // text and everything else: not trainable
 )
 
+// Kinds are every kind, in the order the tables list them.
+var Kinds = []Kind{KindNominal, KindMultilabel, KindOrdinal, KindContinuous, KindSpan, KindOther}
+
+// Types are the annotation types of a kind, as the messages name them:
+// "radio, select", "text and the rest".
+func (k Kind) Types() string {
+	switch k {
+	case KindNominal:
+		return "radio, select"
+	case KindMultilabel:
+		return "multiselect"
+	case KindOrdinal:
+		return "likert"
+	case KindContinuous:
+		return "slider, number"
+	case KindSpan:
+		return "span"
+	}
+	return "text and the rest"
+}
+
 // KindOf maps a Potato annotation_type to the kind of target it yields.
 func KindOf(annotationType string) Kind {
 	switch annotationType {

@@ -52,11 +52,13 @@ type pageData struct {
 	RunID                       string
 }
 
-// pageChoice is one trainer or schema of the start form.
+// pageChoice is one trainer or schema of the start form: a schema's
+// kind, a trainer's kinds (those it learns, space-separated), by which the
+// page offers only the trainers that learn every ticked schema.
 type pageChoice struct {
-	Name, Kind string
-	Default    bool
-	Checked    bool
+	Name, Kind, Kinds string
+	Default           bool
+	Checked           bool
 }
 
 // mountPage adds the page, its sign-in and its files.
@@ -255,7 +257,7 @@ func (s *Server) trainers() []pageChoice {
 	var out []pageChoice
 	for name, info := range trainer.Trainers {
 		if info.Available {
-			out = append(out, pageChoice{Name: name, Default: name == def})
+			out = append(out, pageChoice{Name: name, Kinds: strings.Join(info.Kinds, " "), Default: name == def})
 		}
 	}
 	slices.SortFunc(out, func(a, b pageChoice) int { return strings.Compare(a.Name, b.Name) })

@@ -8,102 +8,137 @@ import (
 	"potato-training/lib/config"
 )
 
-// kindTypes are the annotation types of each kind, as the refusals name
-// them (config.KindOf).
-var kindTypes = map[string]string{
-	string(config.KindNominal):    "radio and select",
-	string(config.KindMultilabel): "multiselect",
-	string(config.KindOrdinal):    "likert",
-	string(config.KindContinuous): "slider and number",
-	string(config.KindSpan):       "span",
-	string(config.KindOther):      "text and the other types",
-}
-
-// kindOrder is the order the refusals list kinds in.
-var kindOrder = []string{string(config.KindNominal), string(config.KindMultilabel), string(config.KindOrdinal),
-	string(config.KindContinuous), string(config.KindSpan), string(config.KindOther)}
-
-// Learns reports whether trainer name learns schemas of kind k: an exec:
-// program is given every schema and judges for itself.
-func Learns(name string, k config.Kind) bool {
+// Learns reports whether trainer name learns schemas of kind: a trainer
+// of the registry whose Kinds hold it, or an exec: program, which is
+// given any schema and judges it itself.
+func Learns(name string, kind config.Kind) bool {
 	if IsExec(name) {
 		return true
 	}
 	i, ok := Lookup(name)
-	return ok && slices.Contains(i.Kinds, string(k))
+	return ok && slices.Contains(i.Kinds, string(kind))
 }
 
-// Learners are the runnable trainers that learn schemas of kind k, in the
-// registry's order.
-func Learners(k config.Kind) []string {
+// ForKind is the runnable trainers that learn kind, in the registry's
+// order: those that predict, so not decision-calibrate, which calibrates
+// a nominal schema's stored predictions.
+func ForKind(kind config.Kind) []string {
 	var out []string
 	for _, i := range Runnable() {
-		if slices.Contains(i.Kinds, string(k)) {
+		if !i.NoPredictions && slices.Contains(i.Kinds, string(kind)) {
 			out = append(out, i.Name)
 		}
 	}
 	return out
 }
 
-// typesOf lists the annotation types of a trainer's kinds: "radio, select,
-// multiselect and likert".
-func typesOf(kinds []string) string {
-	var parts []string
-	for _, k := range kindOrder {
-		if slices.Contains(kinds, k) {
-			parts = append(parts, kindTypes[k])
+// Unlearned is the kinds no runnable trainer learns, with their
+// annotation types: "continuous (slider, number) and other (text and the
+// rest)".
+func Unlearned() string {
+	var ks []string
+	for _, k := range config.Kinds {
+		if len(ForKind(k)) == 0 {
+			ks = append(ks, fmt.Sprintf("%s (%s)", k, k.Types()))
 		}
 	}
-	return strings.ReplaceAll(joinAnd(parts), " and ", ", ")
+	return andList(ks)
 }
 
-func joinAnd(parts []string) string {
-	switch len(parts) {
-	case 0:
-		return ""
-	case 1:
-		return parts[0]
+// Learners says which trainers learn a schema of kind, for validate's
+// line on each schema: "tfidf-logreg, embed-logreg", or that none does
+// and what would.
+func Learners(kind config.Kind) string {
+	if ts := ForKind(kind); len(ts) > 0 {
+		return "learned by " + strings.Join(ts, ", ")
 	}
-	return strings.Join(parts[:len(parts)-1], ", ") + " and " + parts[len(parts)-1]
+	return fmt.Sprintf("no trainer of this version learns %s schemas (%s); %s", kind, kind.Types(), nobody())
 }
 
-// KindRefusal is why trainer name does not learn schema s, "" when it
-// does. It names the schema's type and kind, what the trainer learns, and
-// what would learn the schema: the trainers of this version that do, or,
-// where none does, that no trainer does and an exec: program could.
-func KindRefusal(name string, s config.Scheme) string {
-	if Learns(name, s.Kind) {
+// nobody says what learns a kind no trainer learns.
+func nobody() string {
+	return "the kinds no trainer learns are " + Unlearned() + "; an " + ExecPrefix + "PROGRAM trainer, a program of your own (potato-events(5)), is given a schema of any kind"
+}
+
+// KindRefusal says why trainer name cannot learn schema sc, naming the
+// trainers that learn its kind, or, when none does, the kinds none learns
+// and what would learn them; "" when name learns it.
+func KindRefusal(name string, sc config.Scheme) string {
+	if Learns(name, sc.Kind) {
 		return ""
 	}
+	what := fmt.Sprintf("schema %s is a %s schema (%s)", sc.Name, sc.AnnotationType, sc.Kind)
+	if ts := ForKind(sc.Kind); len(ts) > 0 {
+		return fmt.Sprintf("%s: %s learns %s schemas; %s %s", what, name, kindsOf(name), andList(ts), learnVerb(len(ts))+" "+string(sc.Kind)+" schemas")
+	}
+	return fmt.Sprintf("%s: no trainer of this version learns %s schemas; %s", what, sc.Kind, nobody())
+}
+
+// kindsOf is the kinds trainer name learns: "nominal and multilabel".
+func kindsOf(name string) string {
 	i, _ := Lookup(name)
-	msg := fmt.Sprintf("schema %s is a %s schema (kind %s): %s learns %s schemas", s.Name, orType(s.AnnotationType), s.Kind, name, lastAnd(typesOf(i.Kinds)))
-	if who := Learners(s.Kind); len(who) > 0 {
-		verb := "learns"
-		if len(who) > 1 {
-			verb = "learn"
+	return andList(i.Kinds)
+}
+
+func learnVerb(n int) string {
+	if n == 1 {
+		return "learns"
+	}
+	return "learn"
+}
+
+// andList is "a", "a and b", "a, b and c".
+func andList(xs []string) string {
+	switch len(xs) {
+	case 0:
+		return "none"
+	case 1:
+		return xs[0]
+	}
+	return strings.Join(xs[:len(xs)-1], ", ") + " and " + xs[len(xs)-1]
+}
+
+// Markers of the trainer and kind table in potato-config(5) and
+// potato-agent(1), between which KindTable's text stands.
+const (
+	KindTableBegin = `.\" BEGIN TRAINER KINDS: generated from lib/trainer's registry by "make man"; do not edit`
+	KindTableEnd   = `.\" END TRAINER KINDS`
+)
+
+// KindTable is the mdoc table of which trainer takes which kind of
+// schema: a row per runnable trainer, and exec:, a column per kind, each
+// kind with its annotation types below the table.
+func KindTable() string {
+	var b strings.Builder
+	b.WriteString(".Bl -column \"hf-text-classification\"")
+	for _, k := range config.Kinds {
+		fmt.Fprintf(&b, " %q", string(k))
+	}
+	b.WriteString("\n.It Sy trainer")
+	for _, k := range config.Kinds {
+		fmt.Fprintf(&b, " Ta Sy %s", k)
+	}
+	b.WriteString("\n")
+	rows := append(Runnable(), Info{Name: ExecPrefix + "PROGRAM"})
+	for _, i := range rows {
+		b.WriteString(".It " + i.Name)
+		for _, k := range config.Kinds {
+			mark := "\\-"
+			if Learns(i.Name, k) {
+				mark = "yes"
+			}
+			b.WriteString(" Ta " + mark)
 		}
-		return msg + fmt.Sprintf("; %s %s %s schemas", joinAnd(who), verb, kindTypes[string(s.Kind)])
+		b.WriteString("\n")
 	}
-	return msg + "; " + NoLearner(s.Kind)
-}
-
-// NoLearner says that no trainer of this version learns kind k, and what
-// would.
-func NoLearner(k config.Kind) string {
-	return fmt.Sprintf("no trainer of this version learns %s schemas (kind %s): an %sPROGRAM trainer of your own, given them in the bundle (potato-events(5)), can", kindTypes[string(k)], k, ExecPrefix)
-}
-
-func orType(t string) string {
-	if t == "" {
-		return "typeless"
+	b.WriteString(".El\n.Pp\nThe kinds by\n.Ic annotation_type :\n")
+	for n, k := range config.Kinds {
+		sep := ","
+		if n == len(config.Kinds)-1 {
+			sep = "."
+		}
+		fmt.Fprintf(&b, ".Sy %s\n.Pq %s %s\n", k, k.Types(), sep)
 	}
-	return t
-}
-
-// lastAnd turns a list's last ", " into " and ".
-func lastAnd(s string) string {
-	if i := strings.LastIndex(s, ", "); i >= 0 {
-		return s[:i] + " and " + s[i+2:]
-	}
-	return s
+	fmt.Fprintf(&b, "No trainer of this version learns %s schemas.\n", Unlearned())
+	return b.String()
 }

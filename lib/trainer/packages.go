@@ -13,6 +13,8 @@ func Packages(name string, params map[string]string) []string {
 	switch name {
 	case hf.Name:
 		return hf.Packages(params)
+	case hf.EmbedName:
+		return hf.EmbedPackages()
 	}
 	return nil
 }

@@ -126,6 +126,9 @@ var registry = []Info{
 	// where tfidf-logreg's is a moment, so fewer than its 8, but more than
 	// one, whose judge has only the draw's scatter about its line.
 	{Name: hf.Name, Kinds: []string{"nominal", "multilabel", "ordinal"}, Available: true, GPU: true, Curve: true, CurveDraws: curve.DefaultDraws, Params: hfParams},
+	// embed-logreg encodes each item once and fits linear heads in a
+	// moment: tfidf-logreg's 8 draws.
+	{Name: hf.EmbedName, Kinds: []string{"nominal", "multilabel", "ordinal"}, Available: true, GPU: true, Curve: true, CurveDraws: 8, Params: embedParams},
 	{Name: calibrate.Name, LocalOnly: true, Builtin: true, Kinds: []string{"nominal"}, Available: true,
 		NoPredictions: true, LocalReason: "it reads the annotation server's own files (Potato's store, project.sqlite, and the annotations)",
 		Params: calibrateParams},

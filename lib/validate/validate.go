@@ -196,7 +196,7 @@ func (ch *checker) training() {
 	if mc := t.Writeback.MinConfidence; mc < 0 || mc > 1 {
 		ch.errorf(wl("min_confidence"), "model_training.writeback.min_confidence", "", "model_training.writeback.min_confidence is %g: it must be between 0 and 1", mc)
 	}
-	ch.schemas("model_training.writeback.schemas", t.Writeback.Schemas, wl("schemas"), "")
+	ch.schemas("model_training.writeback.schemas", t.Writeback.Schemas, wl("schemas"), true)
 	if p := t.Writeback.Promote; p != config.PromoteAlways && p != config.PromoteIfBetter {
 		ch.errorf(wl("promote"), "model_training.writeback.promote", "", "model_training.writeback.promote is %q: use always or if_better", p)
 	}
@@ -222,7 +222,8 @@ func (ch *checker) training() {
 			ch.errorf(al("backend"), "model_training.auto_retrain.backend", "", "model_training.auto_retrain.backend is %q, which names no backend: the backends are %s", ar.Backend, ch.backendNames())
 		}
 	}
-	ch.schemas("model_training.auto_retrain.schemas", ar.Schemas, al("schemas"), ar.Trainer)
+	// With a trainer named, learners says whether it learns each schema.
+	ch.schemas("model_training.auto_retrain.schemas", ar.Schemas, al("schemas"), ar.Trainer == "")
 	if ar.Enabled {
 		if ar.Trainer == "" {
 			ch.errorf(al("enabled"), "model_training.auto_retrain.trainer", "", "model_training.auto_retrain is enabled but names no trainer")
@@ -232,6 +233,7 @@ func (ch *checker) training() {
 		}
 	}
 	ch.autoParams(ar, al)
+	ch.learners(ar, al)
 	if ar.Trainer == "decision-calibrate" {
 		name := ar.Backend
 		if name == "" {
@@ -318,9 +320,9 @@ func (ch *checker) backendNames() string {
 	return strings.Join(names, ", ")
 }
 
-// schemas checks a list of schema names; tr, when set, is the trainer
-// that is to learn them.
-func (ch *checker) schemas(key string, names []string, line int, tr string) {
+// schemas checks that names are schemas of the config and, with kinds,
+// warns of one no trainer learns.
+func (ch *checker) schemas(key string, names []string, line int, kinds bool) {
 	for _, n := range names {
 		s, ok := ch.c.Scheme(n)
 		switch {
@@ -330,12 +332,33 @@ func (ch *checker) schemas(key string, names []string, line int, tr string) {
 				have = append(have, s.Name)
 			}
 			ch.errorf(line, key, "", "%s names %q, which is not in annotation_schemes (%s)", key, n, strings.Join(have, ", "))
-		case tr != "" && trainer.KindRefusal(tr, s) != "":
-			ch.warnf(line, key, "", "%s names %q: %s", key, n, trainer.KindRefusal(tr, s))
-		case len(trainer.Learners(s.Kind)) == 0:
-			ch.warnf(line, key, "", "%s names %q, a %s schema: %s", key, n, s.AnnotationType, trainer.NoLearner(s.Kind))
+		case kinds && len(trainer.ForKind(s.Kind)) == 0:
+			ch.warnf(line, key, "", "%s names %q, a %s schema: %s", key, n, s.AnnotationType, trainer.Learners(s.Kind))
 		case s.SizeOnly && key == "model_training.writeback.schemas":
 			ch.warnf(line, key, "", "%s names %q, a likert scale given by size without labels: Potato (2.12.1) pre-selects no prelabel on such a scale; give it labels (its points in order, e.g. [\"1\", \"2\", ...]) to have its prelabels shown", key, n)
+		}
+	}
+}
+
+// learners says, for each schema of a config with a model_training
+// block, which trainers learn it (an info line), and refuses
+// auto_retrain's trainer for a schema it does not learn, before any run.
+func (ch *checker) learners(ar config.AutoRetrain, al func(string) int) {
+	if ch.c.Training.Line == 0 {
+		return
+	}
+	for _, s := range ch.c.Schemes {
+		ch.info = append(ch.info, config.Problem{Line: s.Line, Key: "annotation_schemes." + s.Name,
+			Message: fmt.Sprintf("schema %s (%s, %s): %s", s.Name, s.AnnotationType, s.Kind, trainer.Learners(s.Kind))})
+	}
+	if _, ok := trainer.Lookup(ar.Trainer); !ok {
+		return
+	}
+	for _, n := range ar.Schemas {
+		if s, ok := ch.c.Scheme(n); ok {
+			if msg := trainer.KindRefusal(ar.Trainer, s); msg != "" {
+				ch.errorf(al("schemas"), "model_training.auto_retrain.schemas", "", "model_training.auto_retrain: %s", msg)
+			}
 		}
 	}
 }

@@ -56,6 +56,34 @@
     return { data, headers: resp.headers };
   }
 
+  // fitTrainers offers only the trainers that learn every ticked schema's
+  // kind (the registry's kinds, on each option), and says so when none
+  // does; a selected trainer that no longer fits gives way to the first
+  // that does.
+  function fitTrainers() {
+    const kinds = Array.from(document.querySelectorAll("input[name=schemas]:checked")).map((i) => i.dataset.kind);
+    const sel = $("trainer");
+    let first = null;
+    for (const o of sel.options) {
+      const learns = (o.dataset.kinds || "").split(" ");
+      const fits = kinds.every((k) => learns.includes(k));
+      o.disabled = o.hidden = !fits;
+      if (fits && first === null) first = o;
+    }
+    if (sel.selectedOptions.length === 0 || sel.selectedOptions[0].disabled) {
+      if (first !== null) sel.value = first.value;
+    }
+    const note = $("trainer-note");
+    const none = Array.from(new Set(kinds)).filter((k) =>
+      !Array.from(sel.options).some((o) => (o.dataset.kinds || "").split(" ").includes(k)));
+    note.hidden = first !== null;
+    if (first !== null) note.textContent = "";
+    else if (none.length > 0) note.textContent = "No trainer of this version learns " + none.join(" or ") +
+      " schemas: untick them, or train them with an exec: program of your own (potato-dispatch run --trainer exec:PROGRAM).";
+    else note.textContent = "No one trainer learns the ticked schemas together: start a run for each kind.";
+    $("start-run").disabled = first === null;
+  }
+
   function showError(e) {
     const el = $("error");
     el.textContent = e ? String(e.message || e) : "";
@@ -619,6 +647,8 @@
     const runsNow = poll(refreshRuns);
     poll(refreshBackends);
 
+    fitTrainers();
+    for (const box of document.querySelectorAll("input[name=schemas]")) box.addEventListener("change", fitTrainers);
     $("check").addEventListener("click", check);
     $("backend").addEventListener("change", () => {
       $("report").hidden = true;

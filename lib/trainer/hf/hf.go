@@ -29,7 +29,18 @@ const Name = "hf-text-classification"
 // Write writes: python3 LAUNCHER --spec SPEC.
 const Launcher = "hf_text_classification.py"
 
-//go:embed python/hf_text_classification.py python/potato_hf/*.py python/potato_hf/*.json
+// EmbedName is embed-logreg's name in the registry: a frozen sentence
+// encoder's vectors and scikit-learn's logistic regression heads, the
+// module potato_hf/embed.py of the same tree, run by EmbedLauncher.
+const EmbedName = "embed-logreg"
+
+// EmbedLauncher is the script that runs embed-logreg, beside Launcher.
+const EmbedLauncher = "embed_logreg.py"
+
+// Launchers are the scripts of the trainers of the tree, by name.
+var Launchers = map[string]string{Name: Launcher, EmbedName: EmbedLauncher}
+
+//go:embed python/hf_text_classification.py python/embed_logreg.py python/potato_hf/*.py python/potato_hf/*.json
 var embedded embed.FS
 
 // files are the trainer's files, by their path under the tree's top.
@@ -153,6 +164,9 @@ func Write(dir string) (string, error) {
 	}
 	return launcher, nil
 }
+
+// EmbedPackages are the Python packages a run of embed-logreg imports.
+func EmbedPackages() []string { return []string{"torch", "transformers", "sklearn"} }
 
 // Packages are the Python packages a run with these parameters imports,
 // as the script decides them: torch alone for a builtin: model, and

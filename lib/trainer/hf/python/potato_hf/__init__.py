@@ -11,6 +11,9 @@
     loop       the fit and predict loop
     artifacts  the saved models, their model cards, the renames into place
     main       the command
+    embed      the embed-logreg trainer: a frozen sentence encoder's
+               vectors and scikit-learn's logistic regression heads,
+               with its own command (embed_logreg.py)
 
 and params.json, the table of its parameters, which the Go registry of
 potato-training reads too.

@@ -34,8 +34,9 @@ def event_line(kind, fields, t=None):
 class Events:
     """Writes events, one whole line per write, flushed at once."""
 
-    def __init__(self, stream):
+    def __init__(self, stream, model_version=MODEL_VERSION):
         self.stream = stream
+        self.model_version = model_version
 
     def emit(self, kind, **fields):
         self.stream.write(event_line(kind, fields))
@@ -60,7 +61,7 @@ class Events:
         self.emit("artifact", path=path, bytes=nbytes)
 
     def result(self, metrics, label_order, predictions_file, n_predictions, **extra):
-        self.emit("result", status="success", model_version=MODEL_VERSION, metrics=metrics,
+        self.emit("result", status="success", model_version=self.model_version, metrics=metrics,
                   label_order=label_order, predictions_file=predictions_file,
                   n_predictions=n_predictions, **extra)
 

@@ -16,6 +16,8 @@ PACKAGES = ("torch", "transformers", "peft")
 # lib/probe's ImportErrorFormat and InstallHintFormat (SPEC F4).
 IMPORT_ERROR = "Trainer '%s' could not be imported"
 INSTALL_HINT = "pip install %s"
+# The import names whose pip package is named otherwise (lib/probe's pipNames).
+PIP_NAMES = {"sklearn": "scikit-learn"}
 
 
 def needed_packages(params):
@@ -80,12 +82,12 @@ def missing_packages(find=importlib.util.find_spec, names=PACKAGES):
     return out
 
 
-def import_error(missing):
+def import_error(missing, trainer=TRAINER):
     """SPEC F4, worded as lib/probe's ImportError: (message, install hint)."""
-    return IMPORT_ERROR % TRAINER, (INSTALL_HINT % " ".join(missing) if missing else "")
+    return IMPORT_ERROR % trainer, (INSTALL_HINT % " ".join(PIP_NAMES.get(m, m) for m in missing) if missing else "")
 
 
-def import_packages(names=PACKAGES, why=""):
+def import_packages(names=PACKAGES, why="", trainer=TRAINER):
     """The modules of names, in order, or a missing_dependency error (F4)
     whose detail names the packages missing and what needs them."""
     missing, detail = missing_packages(names=names), ""
@@ -100,7 +102,7 @@ def import_packages(names=PACKAGES, why=""):
         detail = "this interpreter (%s) has no %s" % (sys.executable, ", ".join(missing))
     if why:
         detail += " (%s)" % why
-    msg, hint = import_error(missing)
+    msg, hint = import_error(missing, trainer)
     e = TrainerError(EXIT_MISSING_DEPENDENCY, "missing_dependency", msg, hint)
     e.detail = detail
     raise e
