@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 
@@ -176,8 +177,13 @@ func check(cfg *config.Config, opt *Options) (*config.Backend, error) {
 		if !ok {
 			return nil, usagef("schema %q is not in annotation_schemes of %s", s, cfg.Path)
 		}
-		if !sc.Classification() && !trainer.IsExec(opt.Trainer) {
-			return nil, usagef("schema %s is a %s schema: the trainers learn radio, select and multiselect schemas", s, sc.AnnotationType)
+		if trainer.IsExec(opt.Trainer) {
+			continue
+		}
+		if info, _ := trainer.Lookup(opt.Trainer); sc.Kind == config.KindSpan && !slices.Contains(info.Kinds, string(sc.Kind)) {
+			return nil, usagef("schema %s is a span schema: trainer %s learns %s schemas; hf-span learns span schemas", s, opt.Trainer, strings.Join(info.Kinds, " and "))
+		} else if !slices.Contains(info.Kinds, string(sc.Kind)) {
+			return nil, usagef("schema %s is a %s schema: the trainers learn radio, select and multiselect schemas, and hf-span span schemas", s, sc.AnnotationType)
 		}
 	}
 	switch b.Type {

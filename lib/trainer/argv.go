@@ -28,6 +28,7 @@ type Programs struct {
 //
 //	built-in trainer        WORKER worker --spec SPEC
 //	hf-text-classification  PYTHON SCRIPTDIR/hf-text-classification-HASH/hf_text_classification.py --spec SPEC
+//	hf-span                 PYTHON SCRIPTDIR/hf-text-classification-HASH/hf_span.py --spec SPEC
 //	exec:PROGRAM            PROGRAM --spec SPEC
 //
 // It writes the Python trainer into ScriptDir when it is not there. A name
@@ -37,7 +38,7 @@ func Argv(name, specPath string, p Programs) ([]string, error) {
 	if prog, ok := strings.CutPrefix(name, ExecPrefix); ok {
 		return []string{prog, "--spec", specPath}, nil
 	}
-	if name == hf.Name {
+	if launcher := hf.LauncherOf(name); launcher != "" {
 		python := p.Python
 		if python == "" {
 			python = "python3"
@@ -50,7 +51,7 @@ func Argv(name, specPath string, p Programs) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		return []string{python, script, "--spec", specPath}, nil
+		return []string{python, filepath.Join(filepath.Dir(script), launcher), "--spec", specPath}, nil
 	}
 	return []string{p.Worker, "worker", "--spec", specPath}, nil
 }

@@ -261,7 +261,7 @@ func (s *execution) probe(ctx context.Context) (probe.Facts, error) {
 // parameters (nil: its defaults).
 func TrainerPackages(name string, params map[string]string) []string {
 	switch name {
-	case hf.Name:
+	case hf.Name, hf.SpanName:
 		return hf.Packages(params)
 	}
 	return nil

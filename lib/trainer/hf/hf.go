@@ -1,5 +1,6 @@
-// Package hf holds the hf-text-classification trainer: a small Python
-// package (python/potato_hf, one module per concern) and its launcher,
+// Package hf holds the hf-text-classification and hf-span trainers: a
+// small Python package (python/potato_hf, one module per concern) and
+// their launchers,
 // embedded in the binaries so that the far side of every backend gets the
 // same trainer as the annotation server. The trainer is described in
 // potato-agent(1); its protocol in potato-events(5).
@@ -29,7 +30,26 @@ const Name = "hf-text-classification"
 // Write writes: python3 LAUNCHER --spec SPEC.
 const Launcher = "hf_text_classification.py"
 
-//go:embed python/hf_text_classification.py python/potato_hf/*.py
+// SpanName is the token classifier of span schemas, the same package's
+// span_loop, run by SpanLauncher beside Launcher.
+const (
+	SpanName     = "hf-span"
+	SpanLauncher = "hf_span.py"
+)
+
+// LauncherOf is the launcher of trainer name, Name or SpanName; "" for
+// another.
+func LauncherOf(name string) string {
+	switch name {
+	case Name:
+		return Launcher
+	case SpanName:
+		return SpanLauncher
+	}
+	return ""
+}
+
+//go:embed python/hf_text_classification.py python/hf_span.py python/potato_hf/*.py
 var embedded embed.FS
 
 // files are the trainer's files, by their path under the tree's top.

@@ -39,8 +39,8 @@ class Cancelled(Exception):
     """SIGTERM arrived: stop without a result."""
 
 
-def read_spec(path):
-    """Reads and checks spec.json (TrainingSpec v1)."""
+def read_spec(path, trainer=TRAINER):
+    """Reads and checks spec.json (TrainingSpec v1) of a run of trainer."""
     try:
         with open(path, encoding="utf-8") as f:
             spec = json.load(f)
@@ -50,9 +50,9 @@ def read_spec(path):
         raise TrainerError(EXIT_BAD_SPEC, "bad_spec", "%s: not a JSON object" % path)
     if spec.get("v") != 1:
         raise TrainerError(EXIT_BAD_SPEC, "bad_spec", "%s: version %r, want 1" % (path, spec.get("v")))
-    if spec.get("trainer") != TRAINER:
+    if spec.get("trainer") != trainer:
         raise TrainerError(EXIT_BAD_SPEC, "unknown_trainer",
-                           "%s: trainer %r is not %s" % (path, spec.get("trainer"), TRAINER))
+                           "%s: trainer %r is not %s" % (path, spec.get("trainer"), trainer))
     if not spec.get("schemas"):
         raise TrainerError(EXIT_BAD_SPEC, "bad_spec", "%s: no schemas" % path)
     if not spec.get("bundle_dir") or not spec.get("workdir"):
