@@ -90,8 +90,11 @@ def main():
         long_spans += [(s + off, e + off, l) for s, e, l in spans]
     items.append({"id": "long000", "text": long_text})
     state["long000"] = long_spans
-    for n, toks in enumerate(ts[LABELLED + LONG:LABELLED + LONG + UNLABELLED]):
-        items.append({"id": "u%03d" % n, "text": text_and_spans(toks)[0]})
+    # The unlabelled tweets first: Potato hands a new annotator the items
+    # in file order (assignment_strategy: fixed_order), so its first pages
+    # are those that carry prelabels.
+    items = [{"id": "u%03d" % n, "text": text_and_spans(toks)[0]}
+             for n, toks in enumerate(ts[LABELLED + LONG:LABELLED + LONG + UNLABELLED])] + items
     os.makedirs(os.path.join(HERE, "data"), exist_ok=True)
     with open(os.path.join(HERE, "data", "tweets.jsonl"), "w", encoding="utf-8") as f:
         for it in items:
