@@ -126,9 +126,9 @@ var registry = []Info{
 	// where tfidf-logreg's is a moment, so fewer than its 8, but more than
 	// one, whose judge has only the draw's scatter about its line.
 	{Name: hf.Name, Kinds: []string{"nominal", "multilabel"}, Available: true, GPU: true, Curve: true, CurveDraws: curve.DefaultDraws, Params: hfParams},
-	// hf-span fits no curve yet: its points would need the span score
-	// in lib/writeback's curve.
-	{Name: hf.SpanName, Kinds: []string{"span"}, Available: true, GPU: true, Params: hfSpanParams},
+	// hf-span's curve is scored on exact-match span F1 (lib/writeback's
+	// spans.go), with hf-text-classification's draws.
+	{Name: hf.SpanName, Kinds: []string{"span"}, Available: true, GPU: true, Curve: true, CurveDraws: curve.DefaultDraws, Params: hfSpanParams},
 	{Name: calibrate.Name, LocalOnly: true, Builtin: true, Kinds: []string{"nominal"}, Available: true,
 		NoPredictions: true, LocalReason: "it reads the annotation server's own files (Potato's store, project.sqlite, and the annotations)",
 		Params: calibrateParams},

@@ -55,7 +55,7 @@ func ScoreCurve(bundleDir, predictionsPath string, schemas []bundle.Schema, poin
 	draws = max(draws, 1)
 	var scored []bundle.Schema
 	for _, s := range schemas {
-		if s.Kind == config.KindNominal || s.Kind == config.KindMultilabel {
+		if s.Kind == config.KindNominal || s.Kind == config.KindMultilabel || s.Kind == config.KindSpan {
 			scored = append(scored, s)
 		}
 	}
@@ -69,7 +69,7 @@ func ScoreCurve(bundleDir, predictionsPath string, schemas []bundle.Schema, poin
 	if path == "" {
 		return nil, fmt.Errorf("writeback: curve: the bundle has no test split to score a curve on")
 	}
-	gold, err := readGold(path, scored)
+	gold, err := readCurveGold(path, scored)
 	if err != nil {
 		return nil, fmt.Errorf("writeback: curve: test split: %w", err)
 	}
@@ -117,7 +117,7 @@ func ScoreCurve(bundleDir, predictionsPath string, schemas []bundle.Schema, poin
 			ds.NTrain = *r.NTrain
 		}
 		if _, ok := c.gold[r.InstanceID]; ok {
-			c.preds[i][d][r.InstanceID] = labelOf(r.Payload)
+			c.preds[i][d][r.InstanceID] = curveLabel(c.Kind, r.Payload)
 		}
 		return nil
 	})
@@ -129,6 +129,10 @@ func ScoreCurve(bundleDir, predictionsPath string, schemas []bundle.Schema, poin
 		for i := range c.Points {
 			for d := range c.Points[i].Draws {
 				ds := &c.Points[i].Draws[d]
+				if s.Kind == config.KindSpan {
+					ds.Score, ds.Labels = scoreSpanDraw(s, c.gold, c.preds[i][d])
+					continue
+				}
 				if s.Kind == config.KindNominal {
 					ds.Score = scoreNominal(c.gold, c.preds[i][d])
 				} else {
@@ -188,7 +192,11 @@ func (c *CurveScore) decisions(i, d int, index map[string]int) decisions {
 	out := decisions{ds: make([]decision, 0, len(c.ids)), off: make([]int32, 1, len(c.ids)+1)}
 	for _, id := range c.ids {
 		g, p := c.gold[id], c.preds[i][d][id]
-		if c.Kind == config.KindNominal {
+		if c.Kind == config.KindSpan {
+			for _, x := range spanContributions(g, p, 0, num) {
+				out.ds = append(out.ds, decision{x.label, uint8(x.what)})
+			}
+		} else if c.Kind == config.KindNominal {
 			switch {
 			case p == g && p != "":
 				out.ds = append(out.ds, decision{num(g), 0})
@@ -298,11 +306,12 @@ func (c *CurveScore) Resample(draws []int, fn func(macro [][]float64, labels map
 
 // TrainLabels is the labels of the schemas in the train split of the
 // bundle in bundleDir, per schema and item, in the form predictions use
-// (a multilabel label as its names joined by "|").
+// (a multilabel label as its names joined by "|"; a span schema's, the
+// labels of its spans, sorted, without repeats, joined by "|").
 func TrainLabels(bundleDir string, schemas []bundle.Schema) (map[string]map[string]string, error) {
 	path, _, err := splitPath(bundleDir, "train")
 	if err != nil || path == "" {
 		return map[string]map[string]string{}, err
 	}
-	return readGold(path, schemas)
+	return readTrainLabels(path, schemas)
 }

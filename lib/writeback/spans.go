@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"potato-training/lib/bundle"
 	"potato-training/lib/config"
@@ -391,3 +392,78 @@ func spanRefusal(raw []byte, sc bundle.Schema, name func() string) (reason, why 
 
 // spanKeys are the keys of a span prelabel's objects.
 var spanKeys = map[string]bool{"start": true, "end": true, "label": true, "confidence": true}
+
+// readCurveGold is readGold for the classification schemas of schemas
+// and readSpanGold for the span ones, in one map.
+func readCurveGold(path string, schemas []bundle.Schema) (map[string]map[string]string, error) {
+	var spans, others []bundle.Schema
+	for _, s := range schemas {
+		if s.Kind == config.KindSpan {
+			spans = append(spans, s)
+		} else {
+			others = append(others, s)
+		}
+	}
+	gold := map[string]map[string]string{}
+	if len(others) > 0 {
+		g, err := readGold(path, others)
+		if err != nil {
+			return nil, err
+		}
+		maps.Copy(gold, g)
+	}
+	if len(spans) > 0 {
+		g, err := readSpanGold(path, spans)
+		if err != nil {
+			return nil, err
+		}
+		maps.Copy(gold, g)
+	}
+	return gold, nil
+}
+
+// curveLabel is a curve prediction's label as the curve's maps hold it:
+// a span schema's spans encoded, another's labelOf.
+func curveLabel(kind config.Kind, payload []byte) string {
+	if kind == config.KindSpan {
+		return predictedSpans(payload)
+	}
+	return labelOf(payload)
+}
+
+// scoreSpanDraw is a curve draw's score of a span schema, and the
+// figures of its labels with gold spans.
+func scoreSpanDraw(s bundle.Schema, gold, pred map[string]string) (SchemaScore, []LabelFigures) {
+	sc := scoreSpans(s.Labels, gold, pred)
+	var figs []LabelFigures
+	for _, f := range sc.Labels {
+		if f.Support > 0 {
+			figs = append(figs, f)
+		}
+	}
+	return sc, figs
+}
+
+// readTrainLabels is readCurveGold with a span schema's spans given as
+// their labels, sorted, without repeats, joined by "|": what a curve
+// counts the training items of each label by.
+func readTrainLabels(path string, schemas []bundle.Schema) (map[string]map[string]string, error) {
+	gold, err := readCurveGold(path, schemas)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range schemas {
+		if s.Kind != config.KindSpan {
+			continue
+		}
+		for id, enc := range gold[s.Name] {
+			var names []string
+			for _, k := range decodeSpans(enc) {
+				names = append(names, k.Label)
+			}
+			slices.Sort(names)
+			gold[s.Name][id] = strings.Join(slices.Compact(names), "|")
+		}
+	}
+	return gold, nil
+}

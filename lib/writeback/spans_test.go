@@ -1,6 +1,8 @@
 package writeback
 
 import (
+	"fmt"
+	"math"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -143,5 +145,61 @@ func TestSpanComparisonAndBootstrap(t *testing.T) {
 	near(t, "diff", b.Diff, 1)
 	if b.Low <= 0 || b.PWorse != 0 {
 		t.Errorf("bootstrap of a run right on every span against one wrong on every span: %+v", b)
+	}
+}
+
+// TestScoreCurveSpans: a span schema's curve points are scored as Score
+// scores them (exact-match macro-F1), Resample runs on their decisions,
+// and TrainLabels gives an item's span labels joined by "|".
+func TestScoreCurveSpans(t *testing.T) {
+	dir := t.TempDir()
+	writeLines(t, filepath.Join(dir, "train.jsonl"),
+		row{"t1", "", map[string]any{"ner": []any{goldSpan(0, 3, "per"), goldSpan(5, 8, "loc"), goldSpan(9, 12, "per")}}})
+	var test, lines []any
+	for i := range 20 {
+		id := fmt.Sprintf("x%02d", i)
+		test = append(test, row{id, "", map[string]any{"ner": []any{goldSpan(0, 4, "per")}}})
+		// Point 50 right on every other item, point 100 on all.
+		end := 4
+		if i%2 == 1 {
+			end = 3
+		}
+		lines = append(lines,
+			fmt.Sprintf(`{"instance_id":%q,"schema_name":"ner","payload":[{"start":0,"end":%d,"label":"per"}],"curve_point":50,"n_train":1}`, id, end),
+			fmt.Sprintf(`{"instance_id":%q,"schema_name":"ner","payload":[{"start":0,"end":4,"label":"per"}],"curve_point":100,"n_train":1}`, id))
+	}
+	writeLines(t, filepath.Join(dir, "test.jsonl"), test...)
+	path := filepath.Join(dir, "predictions.jsonl")
+	writeLines(t, path, lines...)
+	cs, err := ScoreCurve(dir, path, []bundle.Schema{spanSchema}, []float64{50, 100}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cs["ner"]
+	if c == nil || len(c.Points) != 2 {
+		t.Fatalf("curve: %+v", cs)
+	}
+	// Point 50: per tp 10, fp 10, fn 10: F1 0.5.
+	near(t, "point 50 macro-F1", c.Points[0].Draws[0].Score.MacroF1, 0.5)
+	near(t, "point 100 macro-F1", c.Points[1].Draws[0].Score.MacroF1, 1)
+	if l := c.Points[0].Draws[0].Labels; len(l) != 1 || l[0].Label != "per" {
+		t.Errorf("point 50's labels: %+v", l)
+	}
+	var means [2]float64
+	n := 0
+	c.Resample([]int{0}, func(macro [][]float64, _ map[string][][]float64) {
+		means[0] += macro[0][0]
+		means[1] += macro[1][0]
+		n++
+	})
+	if n == 0 || math.Abs(means[0]/float64(n)-0.5) > 0.05 || means[1]/float64(n) != 1 {
+		t.Errorf("resampled means %v over %d", means, n)
+	}
+	train, err := TrainLabels(dir, []bundle.Schema{spanSchema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := train["ner"]["t1"]; got != "loc|per" {
+		t.Errorf("TrainLabels = %q, want loc|per", got)
 	}
 }
