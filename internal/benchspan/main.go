@@ -39,8 +39,12 @@ func main() {
 	python := flag.String("python", "", "the interpreter of the hf stack")
 	model := flag.String("model", "", "the model directory")
 	seeds := flag.Int("seeds", 3, "split seeds 1..N")
+	score := flag.String("score", "", "score this run directory of hf-span and the gazetteer on its bundle, and stop")
 	flag.Parse()
-	type fig struct{ exact, overlap, macro float64 }
+	if *score != "" {
+		scoreRun(*score, filepath.Base(*score), *work)
+		return
+	}
 	var model_, gaz []fig
 	for seed := 1; seed <= *seeds; seed++ {
 		dir := filepath.Join(*work, fmt.Sprintf("seed%d", seed))
@@ -59,22 +63,9 @@ func main() {
 			os.Exit(1)
 		}
 		runs, _ := filepath.Glob(filepath.Join(dir, "annotation_output", "training", "runs", "*"))
-		run := runs[len(runs)-1]
-		bdir := filepath.Join(run, "bundle")
-		m, err := bundle.ReadManifest(bdir)
-		must(err)
-		schema := m.Schemas[0]
-		ms, err := writeback.Score(bdir, filepath.Join(run, "predictions.jsonl"), m.Schemas)
-		must(err)
-		gpath := filepath.Join(*work, fmt.Sprintf("gazetteer-%d.jsonl", seed))
-		must(gazetteer(bdir, schema, gpath))
-		gs, err := writeback.Score(bdir, gpath, m.Schemas)
-		must(err)
-		a, g := ms[schema.Name], gs[schema.Name]
-		model_ = append(model_, fig{a.Spans.Exact.F1, a.Spans.Overlap.F1, a.MacroF1})
-		gaz = append(gaz, fig{g.Spans.Exact.F1, g.Spans.Overlap.F1, g.MacroF1})
-		fmt.Printf("seed %d (%d test items, %d gold spans): hf-span exact F1 %.3f, overlap F1 %.3f, exact macro-F1 %.3f; gazetteer exact F1 %.3f, overlap F1 %.3f, exact macro-F1 %.3f\n",
-			seed, a.N, a.Spans.Exact.Gold, a.Spans.Exact.F1, a.Spans.Overlap.F1, a.MacroF1, g.Spans.Exact.F1, g.Spans.Overlap.F1, g.MacroF1)
+		a, g := scoreRun(runs[len(runs)-1], fmt.Sprintf("seed %d", seed), *work)
+		model_ = append(model_, a)
+		gaz = append(gaz, g)
 	}
 	ms := func(xs []fig, f func(fig) float64) string {
 		var s, ss float64
@@ -99,6 +90,54 @@ func main() {
 			ms(r.xs, func(f fig) float64 { return f.exact }), ms(r.xs, func(f fig) float64 { return f.overlap }),
 			ms(r.xs, func(f fig) float64 { return f.macro }))
 	}
+}
+
+type fig struct{ exact, overlap, macro float64 }
+
+// scoreRun scores an hf-span run's predictions and the gazetteer's on the
+// run's test split and prints them, with the gate's paired bootstrap of
+// the difference in exact-match macro-F1 (2000 resamples of the test
+// items).
+func scoreRun(run, name, work string) (fig, fig) {
+	bdir := filepath.Join(run, "bundle")
+	m, err := bundle.ReadManifest(bdir)
+	must(err)
+	schema := m.Schemas[0]
+	pred := filepath.Join(run, "predictions.jsonl")
+	ms, err := writeback.Score(bdir, pred, m.Schemas)
+	must(err)
+	gpath := filepath.Join(work, "gazetteer-"+filepath.Base(run)+".jsonl")
+	must(gazetteer(bdir, schema, gpath))
+	gs, err := writeback.Score(bdir, gpath, m.Schemas)
+	must(err)
+	a, g := ms[schema.Name], gs[schema.Name]
+	other := map[string]string{}
+	for _, r := range readPreds(gpath) {
+		other[r.ID] = writeback.SpanKey(r.Payload)
+	}
+	c, err := writeback.CompareOnCommon(bdir, pred, schema, other)
+	must(err)
+	b := c.Bootstrap(writeback.GateResamples, writeback.GateSeed)
+	fmt.Printf("%s (%d test items, %d gold spans): hf-span exact F1 %.3f, overlap F1 %.3f, exact macro-F1 %.3f; gazetteer exact F1 %.3f, overlap F1 %.3f, exact macro-F1 %.3f; exact macro-F1 difference %+.3f, 95%% bootstrap band %+.3f to %+.3f\n",
+		name, a.N, a.Spans.Exact.Gold, a.Spans.Exact.F1, a.Spans.Overlap.F1, a.MacroF1, g.Spans.Exact.F1, g.Spans.Overlap.F1, g.MacroF1, b.Diff, b.Low, b.High)
+	return fig{a.Spans.Exact.F1, a.Spans.Overlap.F1, a.MacroF1}, fig{g.Spans.Exact.F1, g.Spans.Overlap.F1, g.MacroF1}
+}
+
+type predRow struct {
+	ID      string          `json:"instance_id"`
+	Payload json.RawMessage `json:"payload"`
+}
+
+func readPreds(path string) []predRow {
+	b, err := os.ReadFile(path)
+	must(err)
+	var out []predRow
+	for line := range strings.Lines(string(b)) {
+		var r predRow
+		must(json.Unmarshal([]byte(line), &r))
+		out = append(out, r)
+	}
+	return out
 }
 
 func must(err error) {

@@ -195,6 +195,10 @@ func predictedSpans(payload []byte) string {
 	return encodeSpans(s)
 }
 
+// SpanKey is a span prediction payload's spans in the form
+// CompareOnCommon takes another run's labels of a span schema in.
+func SpanKey(payload []byte) string { return predictedSpans(payload) }
+
 // scoreSpanSchemas adds to out the score of each span schema of schemas
 // on the test split at path.
 func scoreSpanSchemas(path, predictionsPath string, schemas []bundle.Schema, out map[string]SchemaScore) error {
