@@ -1,4 +1,5 @@
-"""The hf-text-classification trainer of potato-training, by concern:
+"""The hf-text-classification and hf-span trainers of potato-training, by
+concern:
 
     spec       the run's spec.json and params, the exit codes and errors
     events     the v1 event protocol on standard output
@@ -9,6 +10,8 @@
     models     the built-in n-gram model and transformers models, with LoRA
     loop       the fit and predict loop
     artifacts  the saved models, their model cards, the renames into place
+    spans      hf-span's spans as BIO tags of tokens and back, by character
+    span_loop  hf-span's token classifier: its model, fit and predictions
     main       the command
 
 Every module imports with the standard library alone: loop imports torch,

@@ -90,6 +90,24 @@ class TestTags(unittest.TestCase):
         self.assertEqual(got[2][2], one_hot("B-geo-loc"))
 
 
+class TestSpanParams(unittest.TestCase):
+    def test_params(self):
+        p = span_loop.span_params({"stride": "7", "epochs": "2"})
+        self.assertEqual((p["stride"], p["epochs"]), (7, 2))
+        self.assertIsNone(span_loop.span_params({})["stride"])
+        for raw, msg in (({"stride": "x"}, "not a whole number"), ({"stride": "-1"}, "not 0 or more"),
+                         ({"model": "builtin:ngram"}, "fine-tunes a transformers model")):
+            with self.assertRaises(span_loop.TrainerError) as e:
+                span_loop.span_params(raw)
+            self.assertIn(msg, e.exception.message)
+
+    def test_schemas(self):
+        span_loop.check_span_schemas({"schemas": [{"name": "s", "kind": "span"}]})
+        with self.assertRaises(span_loop.TrainerError) as e:
+            span_loop.check_span_schemas({"schemas": [{"name": "s", "kind": "nominal", "annotation_type": "radio"}]})
+        self.assertIn("hf-span learns span schemas", e.exception.message)
+
+
 @unittest.skipIf(packaged_tokenizer() is None, "no transformers or packaged model")
 class TestOffsetsThroughTheTokenizer(unittest.TestCase):
     tok = None
