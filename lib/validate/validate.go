@@ -332,8 +332,8 @@ func (ch *checker) schemas(key string, names []string, line int) {
 				have = append(have, s.Name)
 			}
 			ch.errorf(line, key, "", "%s names %q, which is not in annotation_schemes (%s)", key, n, strings.Join(have, ", "))
-		case !s.Classification():
-			ch.warnf(line, key, "", "%s names %q, a %s schema: the trainers predict labels of radio, select and multiselect schemas only", key, n, s.AnnotationType)
+		case !s.Classification() && s.Kind != config.KindSpan:
+			ch.warnf(line, key, "", "%s names %q, a %s schema: the trainers predict labels of radio, select and multiselect schemas, and hf-span spans of span schemas, only", key, n, s.AnnotationType)
 		}
 	}
 }
