@@ -233,7 +233,7 @@ func Runnable() []Info {
 // Choices is the list of trainers a user can give --trainer, as the help
 // and the "unknown trainer" error say it:
 //
-//	tfidf-logreg, hf-text-classification, decision-calibrate (local only), or exec:PROGRAM
+//	tfidf-logreg, hf-text-classification, hf-span, decision-calibrate (local only), or exec:PROGRAM
 func Choices() string {
 	var names []string
 	for _, i := range Runnable() {
