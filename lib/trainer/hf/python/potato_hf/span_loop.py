@@ -210,7 +210,6 @@ def train(spec, ev, stop, env=None):
     try:
         with open(tmp_pred, "w", encoding="utf-8") as pf:
             for i, (s, labels, train_ex, point) in enumerate(plans):
-                ev.progress("fit", i, len(plans))
                 if point is not None:
                     test = splits.get("test", [])
                     tagged = curve.TaggedFile(pf, point[0], len(train_ex), {r["instance_id"] for r in test},
@@ -414,6 +413,10 @@ def fit_schema(spec, params, s, labels, train_ex, splits, mods, torch, device, a
             tot += loss.item() * len(idx)
             n += len(idx)
             clock["steps"] += 1
+            now = time.time()
+            if now - clock.get("last", 0.0) >= 0.2 or i + bs >= len(order):
+                clock["last"] = now
+                ev.progress("fit", epoch * len(order) - len(order) + i + len(idx), epochs * len(order))
         clock["fit_s"] += time.time() - t0
         ev.metric("train", name + "/loss", tot / max(n, 1), epoch)
         if not len(va_w):
