@@ -203,3 +203,16 @@ func TestScoreCurveSpans(t *testing.T) {
 		t.Errorf("TrainLabels = %q, want loc|per", got)
 	}
 }
+
+// TestPreviewKeysSpans: the preview keeps a span prelabel whose spans stay
+// the same whatever their confidences, and changes one whose spans move.
+func TestPreviewKeysSpans(t *testing.T) {
+	var l labeler
+	l.raw = make([][]byte, 1)
+	a := l.key(config.KindSpan, []byte(`[{"start":0,"end":3,"label":"per","confidence":0.5}]`))
+	b := l.key(config.KindSpan, []byte(`[{"start":0,"end":3,"label":"per","confidence":0.9}]`))
+	c := l.key(config.KindSpan, []byte(`[{"start":0,"end":4,"label":"per","confidence":0.5}]`))
+	if a != b || a == c {
+		t.Errorf("keys %d %d %d: want the first two equal, the third apart", a, b, c)
+	}
+}
