@@ -2,6 +2,7 @@ package writeback
 
 import (
 	"fmt"
+	"hash/maphash"
 	"math"
 	"path/filepath"
 	"strings"
@@ -207,8 +208,7 @@ func TestScoreCurveSpans(t *testing.T) {
 // TestPreviewKeysSpans: the preview keeps a span prelabel whose spans stay
 // the same whatever their confidences, and changes one whose spans move.
 func TestPreviewKeysSpans(t *testing.T) {
-	var l labeler
-	l.raw = make([][]byte, 1)
+	l := &labeler{seed: maphash.MakeSeed(), raw: make([][]byte, 1)}
 	a := l.key(config.KindSpan, []byte(`[{"start":0,"end":3,"label":"per","confidence":0.5}]`))
 	b := l.key(config.KindSpan, []byte(`[{"start":0,"end":3,"label":"per","confidence":0.9}]`))
 	c := l.key(config.KindSpan, []byte(`[{"start":0,"end":4,"label":"per","confidence":0.5}]`))
