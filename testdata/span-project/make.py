@@ -7,7 +7,8 @@
 Each tweet's text is its tokens joined by single spaces, so a token's
 characters are known exactly; an entity (B- then I- tags) is the span from
 its first token's first character to its last token's last character (end
-exclusive), named by its type.
+exclusive), named by its type, counted in the characters Potato displays
+(an entity such as &lt; is one).
 """
 
 import glob
@@ -16,6 +17,8 @@ import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "lib", "trainer", "hf", "python"))
+from potato_hf.spans import display_text  # noqa: E402 - the standard library alone
 LABELLED = 360      # tweets annotated: the first of the corpus with an entity
 LONG = 40           # the next tweets with an entity, joined into one long item
 UNLABELLED = 20     # the first of the other tweets, left for prelabels
@@ -41,12 +44,15 @@ def tweets(path):
 
 def text_and_spans(toks):
     """The text (tokens joined by spaces) and its entities as (start, end,
-    label), end exclusive."""
+    label), end exclusive, in the characters Potato displays of the text
+    (display_text: the corpus writes < as &lt;, & as &amp;, which Potato
+    shows as one character)."""
     parts, spans, at, open_ = [], [], 0, None
     for tok, tag in toks:
         if parts:
             at += 1
-        start, end = at, at + len(tok)
+        shown = display_text(tok)
+        start, end = at, at + len(shown)
         parts.append(tok)
         at = end
         if tag.startswith("B-") or (tag.startswith("I-") and (open_ is None or open_[2] != tag[2:])):
@@ -61,7 +67,9 @@ def text_and_spans(toks):
             open_ = None
     if open_:
         spans.append(tuple(open_))
-    return " ".join(parts), spans
+    text = " ".join(parts)
+    assert len(display_text(text)) == at, text
+    return text, spans
 
 
 def main():
@@ -85,7 +93,7 @@ def main():
     long_text, long_spans = "", []
     for toks in ts[LABELLED:LABELLED + LONG]:
         text, spans = text_and_spans(toks)
-        off = len(long_text) + (1 if long_text else 0)
+        off = len(display_text(long_text)) + (1 if long_text else 0)
         long_text = (long_text + " " + text) if long_text else text
         long_spans += [(s + off, e + off, l) for s, e, l in spans]
     items.append({"id": "long000", "text": long_text})
@@ -104,7 +112,8 @@ def main():
     for iid, spans in state.items():
         pairs = []
         for k, (s, e, l) in enumerate(spans):
-            assert text_of[iid][s:e].strip() == text_of[iid][s:e], (iid, s, e)
+            shown = display_text(text_of[iid])
+            assert shown[s:e].strip() == shown[s:e] and shown[s:e], (iid, s, e)
             pairs.append([{"schema": "entities", "name": l, "title": l, "start": s, "end": e,
                            "id": "span_%s_%d" % (iid, k)}, "true"])
         spans_out[iid] = pairs

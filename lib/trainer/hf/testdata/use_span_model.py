@@ -10,7 +10,9 @@ run's prelabels have them: {start, end, label, confidence}, characters
 
 import json
 import os
+import re
 import sys
+from html.parser import HTMLParser
 
 import torch
 from transformers import AutoConfig, AutoModelForTokenClassification, AutoTokenizer
@@ -26,6 +28,26 @@ def load(model_dir):
     else:
         model = AutoModelForTokenClassification.from_pretrained(model_dir)
     return card, AutoTokenizer.from_pretrained(model_dir), model.eval()
+
+
+class TextContent(HTMLParser):
+    def __init__(self):
+        HTMLParser.__init__(self, convert_charrefs=True)
+        self.parts = []
+
+    def handle_data(self, data):
+        self.parts.append(data)
+
+
+def displayed(text):
+    """The text as Potato's annotation page shows it, whose characters its
+    span offsets count: spaces and tabs run together, the ends trimmed,
+    entities decoded, tags dropped."""
+    text = re.sub(r"[\x00-\x09\x0B-\x1F\x7F]", "", text or "")
+    p = TextContent()
+    p.feed(re.sub(r"[ \t]+", " ", text).strip())
+    p.close()
+    return "".join(p.parts)
 
 
 def spans_of(card, tok, model, text):
@@ -64,7 +86,7 @@ def main(model_dir, items):
     card, tok, model = load(model_dir)
     for line in open(items, encoding="utf-8"):
         item = json.loads(line)
-        print(json.dumps({"instance_id": item["instance_id"], "spans": spans_of(card, tok, model, item["text"])},
+        print(json.dumps({"instance_id": item["instance_id"], "spans": spans_of(card, tok, model, displayed(item["text"]))},
                          ensure_ascii=False))
 
 

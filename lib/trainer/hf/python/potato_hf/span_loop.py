@@ -19,7 +19,7 @@ from .hub import pretrained
 from .loop import BestState, linear_schedule, peak_memory
 from .models import _dtype_kw, _conv1d_class, clamp_max_length, lora_targets
 from .packages import check_versions, import_packages, needed_packages
-from .spans import IGNORE, decode, learn_spans, merge_windows, prediction_row, tag_names, token_tags
+from .spans import IGNORE, decode, display_text, learn_spans, merge_windows, prediction_row, tag_names, token_tags
 from .spec import (AUTO_MAX_LENGTH_CAP, AUTO_MAX_LENGTH_CAP_CPU, EXIT_BAD_SPEC, EXIT_OUT_OF_MEMORY, TrainerError,
                    auto_max_length, epochs_for, learning_rate_for, parse_params)
 
@@ -162,8 +162,9 @@ def span_examples(rows, schema, labels):
         t = r["targets"].get(schema["name"])
         if not isinstance(t, list):
             continue
-        kept, dropped = learn_spans(t, labels, len(r["text"]))
-        out.append((r["instance_id"], r["text"], kept, dropped))
+        text = display_text(r["text"])
+        kept, dropped = learn_spans(t, labels, len(text))
+        out.append((r["instance_id"], text, kept, dropped))
     return out
 
 
@@ -471,7 +472,7 @@ def fit_schema(spec, params, s, labels, train_ex, splits, mods, torch, device, a
         if split == "train":
             continue
         for rows in chunks(splits[split], 1024):
-            w = Windows(tok, [r["text"] for r in rows], max_len, stride)
+            w = Windows(tok, [display_text(r["text"]) for r in rows], max_len, stride)
             per_item = [[] for _ in rows]
             with torch.inference_mode():
                 for i in range(0, len(w), bs):

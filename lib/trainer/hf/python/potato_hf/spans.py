@@ -1,7 +1,15 @@
 """hf-span's data: a span schema's spans as BIO tags of a fast tokenizer's
 tokens, and tags back to spans, in the characters of the item's text as
-Potato stores it (Python's str: code points), through the tokenizer's
-offset mapping. Plain Python: no torch.
+Potato displays it (display_text; Python's str: code points), through the
+tokenizer's offset mapping. Plain Python: no torch.
+
+The text. Potato 2.12 counts a span's start and end in the characters of
+the text its annotation page renders, not of the data file's string: its
+spaces and tabs run together, the ends trimmed, then read as HTML, so that
+an entity (&lt; &amp;) is the one character it stands for and a tag
+nothing (its span_text.instance_dom_text). The annotators' spans are in
+those characters, and Potato highlights a prelabel's there: the trainer
+learns and predicts on display_text of each item, never the raw string.
 
 Overlapping spans. A token carries one tag, so where the spans of an item
 overlap, learn_spans keeps the one that starts first (the longer of two
@@ -14,6 +22,9 @@ tokens included) is cut into windows that overlap by stride tokens
 (the tokenizer's return_overflowing_tokens); every window is learnt, and
 a token predicted in several windows takes the tags' probabilities of the
 window where it is farthest from an edge."""
+
+import re
+from html.parser import HTMLParser
 
 # A token outside every span; the others are B-LABEL and I-LABEL.
 OUTSIDE = "O"
@@ -143,3 +154,32 @@ def prediction_row(instance_id, schema_name, spans, item_conf):
     item's text); confidence is the item's (decode)."""
     return {"instance_id": instance_id, "schema_name": schema_name, "payload": spans,
             "confidence": float(item_conf)}
+
+
+_CONTROL = re.compile(r"[\x00-\x1F\x7F]")
+_HSPACE = re.compile(r"[ \t]+")
+
+
+class _Text(HTMLParser):
+    def __init__(self):
+        HTMLParser.__init__(self, convert_charrefs=True)
+        self.parts = []
+
+    def handle_data(self, data):
+        self.parts.append(data)
+
+
+def display_text(text):
+    """The text of an item as Potato 2.12's annotation page holds it, whose
+    characters its span offsets count: control characters but newline
+    removed, runs of spaces and tabs one space, the ends trimmed
+    (normalize_display_text), then its text content read as HTML
+    (markup_text): entities decoded, tags dropped. Potato sanitizes the
+    HTML before it reads it; a tag its sanitizer escapes rather than keeps
+    would show as text there and not here."""
+    text = _CONTROL.sub(lambda m: m.group() if m.group() == "\n" else "", text or "")
+    text = _HSPACE.sub(" ", text).strip()
+    p = _Text()
+    p.feed(text)
+    p.close()
+    return "".join(p.parts)

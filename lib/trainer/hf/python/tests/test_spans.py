@@ -90,6 +90,27 @@ class TestTags(unittest.TestCase):
         self.assertEqual(got[2][2], one_hot("B-geo-loc"))
 
 
+class TestDisplayText(unittest.TestCase):
+    def test_as_potato_shows_it(self):
+        # What Potato 2.12's span_text.instance_dom_text gives for these (a
+        # tab is a control character it removes)
+        # (read in its source; the corpus's texts are checked against it
+        # when testdata/span-project is made).
+        for raw, shown in (("a  &lt;  b\tc ", "a < bc"), ("x < y and y > z", "x < y and y > z"),
+                           ("<b>bold</b> &amp; co", "bold & co"), ("Zoë\x07 é &#233;", "Zoë é é"),
+                           ("one\ntwo", "one\ntwo"), ("", "")):
+            self.assertEqual(spans.display_text(raw), shown)
+
+    def test_spans_learnt_in_displayed_characters(self):
+        # A span after an entity is learnt where Potato counts it.
+        rows = [{"instance_id": "i", "text": "I &lt;3 New York", "targets": {"s": [
+            {"name": "geo-loc", "start": 5, "end": 13}]}}]
+        ex = span_loop.span_examples(rows, {"name": "s"}, LABELS)
+        self.assertEqual(ex[0][1], "I <3 New York")
+        self.assertEqual(ex[0][1][5:13], "New York")
+        self.assertEqual(ex[0][2], [(5, 13, "geo-loc")])
+
+
 class TestSpanParams(unittest.TestCase):
     def test_params(self):
         p = span_loop.span_params({"stride": "7", "epochs": "2"})
