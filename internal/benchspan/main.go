@@ -1,4 +1,5 @@
-// Command benchspan is scripts/bench-span: hf-span at its defaults against
+// Command benchspan is scripts/bench-span: hf-span at its defaults (or
+// with -param NAME=VALUE in place of one) against
 // a gazetteer of the train split's spans, on testdata/span-project, over
 // split seeds. For each seed it copies the project with
 // model_training.split_seed set, runs hf-span through potato-dispatch
@@ -40,6 +41,11 @@ func main() {
 	model := flag.String("model", "", "the model directory")
 	seeds := flag.Int("seeds", 3, "split seeds 1..N")
 	score := flag.String("score", "", "score this run directory of hf-span and the gazetteer on its bundle, and stop")
+	var params []string
+	flag.Func("param", "a parameter of hf-span, NAME=VALUE, in place of its default (repeatable)", func(v string) error {
+		params = append(params, "--param", v)
+		return nil
+	})
 	flag.Parse()
 	if *score != "" {
 		scoreRun(*score, filepath.Base(*score), *work)
@@ -54,8 +60,8 @@ func main() {
 		must(err)
 		b = []byte(strings.Replace(string(b), "model_training:\n  enabled: true\n", fmt.Sprintf("model_training:\n  enabled: true\n  split_seed: %d\n", seed), 1))
 		must(os.WriteFile(cfg, b, 0o644))
-		cmd := exec.Command(filepath.Join(*bin, "potato-dispatch"), "run", "--trainer", "hf-span", "--schemas", "entities",
-			"--param", "model="+*model, cfg)
+		args := append([]string{"run", "--trainer", "hf-span", "--schemas", "entities", "--param", "model=" + *model}, params...)
+		cmd := exec.Command(filepath.Join(*bin, "potato-dispatch"), append(args, cfg)...)
 		cmd.Env = append(os.Environ(), "POTATO_TRAINING_PYTHON="+*python, "HF_HUB_OFFLINE=1")
 		out, err := cmd.CombinedOutput()
 		if err != nil {
