@@ -166,7 +166,7 @@ func TestKindRefusalsLikert(t *testing.T) {
 		}
 	}
 	res := r.Run("--trainer", "decision-calibrate", "--schemas", "sentiment")
-	if res.Code != 2 || !strings.Contains(res.Stderr, "decision-calibrate learns nominal schemas; " + strings.Join(trainer.ForKind("ordinal")[:2], ", ")) {
+	if res.Code != 2 || !strings.Contains(res.Stderr, "decision-calibrate learns nominal schemas; "+strings.Join(trainer.ForKind("ordinal")[:2], ", ")) {
 		t.Errorf("decision-calibrate on a likert schema: exit %d, %q", res.Code, res.Stderr)
 	}
 }

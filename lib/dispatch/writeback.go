@@ -43,6 +43,10 @@ func (d *dispatcher) writeBack(m bundle.Manifest) error {
 	d.set(func(r *rundir.Record) { setHeldout(r, m, scores) })
 	for _, name := range slices.Sorted(maps.Keys(scores)) {
 		s := scores[name]
+		if s.Spans != nil {
+			d.logf("held-out score of %s on %d test items: %s", name, s.N, s.Spans)
+			continue
+		}
 		if s.MAE != nil && s.QWK != nil {
 			d.logf("held-out score of %s on %d test items: accuracy %.3f, macro-F1 %.3f, mean absolute error %.3f points, quadratic-weighted kappa %.3f", name, s.N, s.Accuracy, s.MacroF1, *s.MAE, *s.QWK)
 			continue

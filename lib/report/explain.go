@@ -16,7 +16,8 @@ import (
 // ItemPrelabel is an item's prelabel in one schema and the run that made
 // it.
 type ItemPrelabel struct {
-	// Labels are the names the prelabel pre-selects; Payload is the stored
+	// Labels are the names the prelabel pre-selects (a span schema's:
+	// each span as LABEL START-END, explain_spans.go); Payload is the stored
 	// JSON.
 	Labels     []string        `json:"labels"`
 	Payload    json.RawMessage `json:"payload"`
@@ -128,7 +129,9 @@ func Explain(cfg *config.Config, itemID string) (*Explanation, error) {
 				Trainer: row.Trainer, RunStatus: row.Status, BundleDigest: row.BundleDigest,
 				Split: splits[p.RunID], Heldout: heldoutOf(root, row, name),
 			}
-			if labels, ok := writeback.PrelabelLabels(sc.Kind, []byte(p.Payload)); ok {
+			if sc.Kind == config.KindSpan {
+				ip.Labels, _ = spanLabels([]byte(p.Payload))
+			} else if labels, ok := writeback.PrelabelLabels(sc.Kind, []byte(p.Payload)); ok {
 				ip.Labels = labels
 			}
 			if ip.Labels == nil {
@@ -144,7 +147,11 @@ func Explain(cfg *config.Config, itemID string) (*Explanation, error) {
 		}
 		for _, v := range ann.Votes(itemID, name) {
 			al := AnnotatorLabel{Annotator: ann.Annotators[v.Annotator].ID, Label: v.Target}
-			if is.Prelabel != nil && sc.Classification() {
+			if is.Prelabel != nil && sc.Kind == config.KindSpan {
+				if same, ok := spansAccepted(v.Target, is.Prelabel.Payload); ok {
+					al.Accepted = &same
+				}
+			} else if is.Prelabel != nil && sc.Classification() {
 				ok := slices.Equal(voteLabels(v.Target), is.Prelabel.Labels)
 				al.Accepted = &ok
 			}

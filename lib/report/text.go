@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"potato-training/lib/project"
 	"potato-training/lib/rundir"
 )
 
@@ -309,6 +310,8 @@ func targetText(v any) string {
 		return strings.Join(t, ", ")
 	case float64:
 		return fmt.Sprintf("%g", t)
+	case []project.Span:
+		return spansText(t)
 	}
 	return fmt.Sprintf("%v", v)
 }

@@ -29,6 +29,7 @@ type Programs struct {
 //	built-in trainer        WORKER worker --spec SPEC
 //	hf-text-classification  PYTHON SCRIPTDIR/hf-text-classification-HASH/hf_text_classification.py --spec SPEC
 //	embed-logreg            PYTHON SCRIPTDIR/hf-text-classification-HASH/embed_logreg.py --spec SPEC
+//	hf-span                 PYTHON SCRIPTDIR/hf-text-classification-HASH/hf_span.py --spec SPEC
 //	exec:PROGRAM            PROGRAM --spec SPEC
 //
 // It writes the Python trainer into ScriptDir when it is not there. A name

@@ -11,7 +11,7 @@ import (
 // machine that would run it.
 func Packages(name string, params map[string]string) []string {
 	switch name {
-	case hf.Name:
+	case hf.Name, hf.SpanName:
 		return hf.Packages(params)
 	case hf.EmbedName:
 		return hf.EmbedPackages()

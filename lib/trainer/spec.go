@@ -129,6 +129,9 @@ var registry = []Info{
 	// embed-logreg encodes each item once and fits linear heads in a
 	// moment: tfidf-logreg's 8 draws.
 	{Name: hf.EmbedName, Kinds: []string{"nominal", "multilabel", "ordinal"}, Available: true, GPU: true, Curve: true, CurveDraws: 8, Params: embedParams},
+	// hf-span's curve is scored on exact-match span F1 (lib/writeback's
+	// spans.go), with hf-text-classification's draws.
+	{Name: hf.SpanName, Kinds: []string{"span"}, Available: true, GPU: true, Curve: true, CurveDraws: curve.DefaultDraws, Params: hfSpanParams},
 	{Name: calibrate.Name, LocalOnly: true, Builtin: true, Kinds: []string{"nominal"}, Available: true,
 		NoPredictions: true, LocalReason: "it reads the annotation server's own files (Potato's store, project.sqlite, and the annotations)",
 		Params: calibrateParams},
@@ -193,7 +196,7 @@ func Runnable() []Info {
 // Choices is the list of trainers a user can give --trainer, as the help
 // and the "unknown trainer" error say it:
 //
-//	tfidf-logreg, hf-text-classification, decision-calibrate (local only), or exec:PROGRAM
+//	tfidf-logreg, hf-text-classification, hf-span, decision-calibrate (local only), or exec:PROGRAM
 func Choices() string {
 	var names []string
 	for _, i := range Runnable() {

@@ -54,6 +54,10 @@ func (c Comparison) Bootstrap(resamples int, seed uint64) rundir.Bootstrap {
 		g := c.gold[id]
 		for run, p := range []string{c.ours[id], c.theirs[id]} {
 			r := int32(run)
+			if c.kind == config.KindSpan {
+				items[i] = append(items[i], spanContributions(g, p, r, label)...)
+				continue
+			}
 			if c.kind == config.KindMultilabel {
 				gs, ps := labelSet(g), labelSet(p)
 				for _, l := range slices.Sorted(maps.Keys(gs)) {

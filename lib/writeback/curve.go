@@ -55,7 +55,7 @@ func ScoreCurve(bundleDir, predictionsPath string, schemas []bundle.Schema, poin
 	draws = max(draws, 1)
 	var scored []bundle.Schema
 	for _, s := range schemas {
-		if scoredKind(s.Kind) {
+		if scoredKind(s.Kind) || s.Kind == config.KindSpan {
 			scored = append(scored, s)
 		}
 	}
@@ -70,7 +70,7 @@ func ScoreCurve(bundleDir, predictionsPath string, schemas []bundle.Schema, poin
 	if path == "" {
 		return nil, fmt.Errorf("writeback: curve: the bundle has no test split to score a curve on")
 	}
-	gold, err := readGold(path, scored)
+	gold, err := readCurveGold(path, scored)
 	if err != nil {
 		return nil, fmt.Errorf("writeback: curve: test split: %w", err)
 	}
@@ -118,7 +118,7 @@ func ScoreCurve(bundleDir, predictionsPath string, schemas []bundle.Schema, poin
 			ds.NTrain = *r.NTrain
 		}
 		if _, ok := c.gold[r.InstanceID]; ok {
-			l := labelOf(r.Payload)
+			l := curveLabel(c.Kind, r.Payload)
 			if scale, ok := ordinal[r.SchemaName]; ok && l != "" {
 				l = ordinalLabel(scale, l)
 			}
@@ -135,6 +135,9 @@ func ScoreCurve(bundleDir, predictionsPath string, schemas []bundle.Schema, poin
 			for d := range c.Points[i].Draws {
 				ds := &c.Points[i].Draws[d]
 				switch s.Kind {
+				case config.KindSpan:
+					ds.Score, ds.Labels = scoreSpanDraw(s, c.gold, c.preds[i][d])
+					continue
 				case config.KindNominal:
 					ds.Score = scoreNominal(c.gold, c.preds[i][d])
 				case config.KindOrdinal:
@@ -198,7 +201,11 @@ func (c *CurveScore) decisions(i, d int, index map[string]int) decisions {
 	out := decisions{ds: make([]decision, 0, len(c.ids)), off: make([]int32, 1, len(c.ids)+1)}
 	for _, id := range c.ids {
 		g, p := c.gold[id], c.preds[i][d][id]
-		if c.Kind != config.KindMultilabel {
+		if c.Kind == config.KindSpan {
+			for _, x := range spanContributions(g, p, 0, num) {
+				out.ds = append(out.ds, decision{x.label, uint8(x.what)})
+			}
+		} else if c.Kind != config.KindMultilabel {
 			switch {
 			case p == g && p != "":
 				out.ds = append(out.ds, decision{num(g), 0})
@@ -308,11 +315,12 @@ func (c *CurveScore) Resample(draws []int, fn func(macro [][]float64, labels map
 
 // TrainLabels is the labels of the schemas in the train split of the
 // bundle in bundleDir, per schema and item, in the form predictions use
-// (a multilabel label as its names joined by "|").
+// (a multilabel label as its names joined by "|"; a span schema's, the
+// labels of its spans, sorted, without repeats, joined by "|").
 func TrainLabels(bundleDir string, schemas []bundle.Schema) (map[string]map[string]string, error) {
 	path, _, err := splitPath(bundleDir, "train")
 	if err != nil || path == "" {
 		return map[string]map[string]string{}, err
 	}
-	return readGold(path, schemas)
+	return readTrainLabels(path, schemas)
 }

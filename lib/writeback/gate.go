@@ -42,6 +42,9 @@ func (s *Store) StoredLabels(project, runID string, schema bundle.Schema) (map[s
 // in the form predictions take: a multilabel prelabel's names (sorted)
 // joined by "|".
 func storedLabel(kind config.Kind, payload []byte) (string, bool) {
+	if kind == config.KindSpan {
+		return predictedSpans(payload), true
+	}
 	names, ok := PrelabelLabels(kind, payload)
 	if !ok || kind != config.KindMultilabel && (len(names) != 1 || names[0] == "") {
 		return "", false
@@ -75,7 +78,11 @@ func CompareOnCommon(bundleDir, predictionsPath string, s bundle.Schema, other m
 	if err != nil || path == "" {
 		return c, err
 	}
-	golds, err := readGold(path, []bundle.Schema{s})
+	read := readGold
+	if s.Kind == config.KindSpan {
+		read = readSpanGold
+	}
+	golds, err := read(path, []bundle.Schema{s})
 	if err != nil {
 		return c, fmt.Errorf("writeback: compare: test split: %w", err)
 	}
@@ -87,7 +94,9 @@ func CompareOnCommon(bundleDir, predictionsPath string, s bundle.Schema, other m
 			return err
 		}
 		if p.schema == s.Name {
-			if _, ok := gold[p.id]; ok {
+			if _, ok := gold[p.id]; ok && s.Kind == config.KindSpan {
+				ours[p.id] = predictedSpans(p.raw[2])
+			} else if ok {
 				ours[p.id] = normalLabel(s.Kind, labelOf(p.raw[2]))
 			}
 		}
@@ -118,7 +127,9 @@ func compareOnCommon(s bundle.Schema, gold, ours, other map[string]string) Compa
 		compareOrdinal(&c, s)
 		return c
 	}
-	if s.Kind == config.KindMultilabel {
+	if s.Kind == config.KindSpan {
+		c.Ours, c.Theirs = scoreSpans(s.Labels, common, mine), scoreSpans(s.Labels, common, theirs)
+	} else if s.Kind == config.KindMultilabel {
 		c.Ours, c.Theirs = scoreMultilabel(common, mine), scoreMultilabel(common, theirs)
 	} else {
 		c.Ours, c.Theirs = scoreNominal(common, mine), scoreNominal(common, theirs)

@@ -71,6 +71,10 @@ type labeler struct {
 var labelField = []string{"label"}
 
 func (l *labeler) key(kind config.Kind, payload []byte) uint64 {
+	// A span prelabel stays the same when its spans do (spans.go).
+	if kind == config.KindSpan {
+		return maphash.String(l.seed, "spans:"+predictedSpans(payload))
+	}
 	// The common case, {"label": NAME, ...} of a schema that is not
 	// multilabel, without decoding the whole payload.
 	if kind != config.KindMultilabel && len(payload) > 0 && payload[0] == '{' &&

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"potato-training/lib/config"
 	"potato-training/lib/jsonscan"
 )
 
@@ -131,6 +132,9 @@ func (r predRules) refusal(p *predLine) (reason, why string) {
 	}
 	if len(raw) > MaxPayload {
 		return RefusedSize, tooLarge(p, len(raw))
+	}
+	if known && sc.Kind == config.KindSpan {
+		return spanRefusal(raw, sc, name)
 	}
 	// Potato reads label and confidence of the payload, and of each
 	// entry of a list that is the payload or its label; a key beside them

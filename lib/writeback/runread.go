@@ -179,6 +179,11 @@ func (r *RunReading) Scores() (map[string]SchemaScore, error) {
 	if !r.ok {
 		return Score(r.bundleDir, r.predictionsPath, r.schemas)
 	}
+	if len(spanSchemas(r.schemas)) > 0 {
+		// A span schema's spans are not labels the reading holds: Score
+		// reads them (spans.go), and the other schemas' labels with them.
+		return Score(r.bundleDir, r.predictionsPath, r.schemas)
+	}
 	if len(r.scored) == 0 || !r.hasSplit["test"] {
 		return map[string]SchemaScore{}, nil
 	}

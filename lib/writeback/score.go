@@ -42,6 +42,8 @@ type SchemaScore struct {
 	QWK       *float64       `json:"qwk,omitempty"`
 	Labels    []LabelFigures `json:"labels,omitempty"`
 	Confusion *Confusion     `json:"confusion,omitempty"`
+	// Spans is a span schema's figures, exact and by overlap (spans.go).
+	Spans *SpanScore `json:"spans,omitempty"`
 }
 
 // LabelFigures are one label's decisions on the test split, one against
@@ -95,8 +97,9 @@ func HeldoutOf(schemas []bundle.Schema, scores map[string]SchemaScore) (Heldout,
 }
 
 // Score scores the predictions in predictionsPath on the test split of the
-// bundle in bundleDir, for each nominal or multilabel schema of schemas;
-// other kinds are left out of the result. A prediction's label is
+// bundle in bundleDir, for each nominal, multilabel or span schema of
+// schemas (a span schema as spans.go says); other kinds are left out of
+// the result. A prediction's label is
 // payload.label (a multilabel label is the names joined by "|", "" for
 // none); when an item has several predictions for a schema the last counts.
 // A bundle whose manifest lists no test split scores nothing.
@@ -105,14 +108,17 @@ func HeldoutOf(schemas []bundle.Schema, scores map[string]SchemaScore) (Heldout,
 func Score(bundleDir, predictionsPath string, schemas []bundle.Schema) (map[string]SchemaScore, error) {
 	scored := scoredSchemas(schemas)
 	out := map[string]SchemaScore{}
-	if len(scored) == 0 {
+	if len(scored) == 0 && len(spanSchemas(schemas)) == 0 {
 		return out, nil
 	}
 	path, _, err := splitPath(bundleDir, "test")
 	if err != nil {
 		return nil, fmt.Errorf("writeback: score: %w", err)
 	}
-	if path == "" {
+	if err := scoreSpanSchemas(path, predictionsPath, schemas, out); err != nil {
+		return nil, err
+	}
+	if path == "" || len(scored) == 0 {
 		return out, nil
 	}
 	gold, err := readGold(path, scored)

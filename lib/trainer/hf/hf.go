@@ -1,5 +1,6 @@
-// Package hf holds the hf-text-classification trainer: a small Python
-// package (python/potato_hf, one module per concern) and its launcher,
+// Package hf holds the hf-text-classification and hf-span trainers: a
+// small Python package (python/potato_hf, one module per concern) and
+// their launchers,
 // embedded in the binaries so that the far side of every backend gets the
 // same trainer as the annotation server. The trainer is described in
 // potato-agent(1); its protocol in potato-events(5).
@@ -37,10 +38,17 @@ const EmbedName = "embed-logreg"
 // EmbedLauncher is the script that runs embed-logreg, beside Launcher.
 const EmbedLauncher = "embed_logreg.py"
 
-// Launchers are the scripts of the trainers of the tree, by name.
-var Launchers = map[string]string{Name: Launcher, EmbedName: EmbedLauncher}
+// SpanName is the token classifier of span schemas, the same package's
+// span_loop, run by SpanLauncher beside Launcher.
+const (
+	SpanName     = "hf-span"
+	SpanLauncher = "hf_span.py"
+)
 
-//go:embed python/hf_text_classification.py python/embed_logreg.py python/potato_hf/*.py python/potato_hf/*.json
+// Launchers are the scripts of the trainers of the tree, by name.
+var Launchers = map[string]string{Name: Launcher, EmbedName: EmbedLauncher, SpanName: SpanLauncher}
+
+//go:embed python/hf_text_classification.py python/embed_logreg.py python/hf_span.py python/potato_hf/*.py python/potato_hf/*.json
 var embedded embed.FS
 
 // files are the trainer's files, by their path under the tree's top.

@@ -1,4 +1,5 @@
-"""The hf-text-classification trainer of potato-training, by concern:
+"""The hf-text-classification and hf-span trainers of potato-training, by
+concern:
 
     spec       the run's spec.json and params, the exit codes and errors
     events     the v1 event protocol on standard output
@@ -10,6 +11,8 @@
     models     the built-in n-gram model and transformers models, with LoRA
     loop       the fit and predict loop
     artifacts  the saved models, their model cards, the renames into place
+    spans      hf-span's spans as BIO tags of tokens and back, by character
+    span_loop  hf-span's token classifier: its model, fit and predictions
     main       the command
     embed      the embed-logreg trainer: a frozen sentence encoder's
                vectors and scikit-learn's logistic regression heads,

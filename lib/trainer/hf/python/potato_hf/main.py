@@ -8,15 +8,19 @@ import sys
 from .device import is_oom
 from .events import Events
 from .loop import Stop, train
+from .span_loop import TRAINER as SPAN_TRAINER, check_span_schemas, span_params, train as train_spans
 from .spec import (Cancelled, EXIT_BAD_SPEC, EXIT_CANCELLED, EXIT_FINISHED, EXIT_OUT_OF_MEMORY, EXIT_UNEXPECTED, TRAINER,
                    TrainerError, check_schemas, parse_params, read_spec)
 
 
-def main(argv=None, stdout=None, stderr=None, env=None):
-    """Runs the trainer; returns its exit code."""
+def main(argv=None, stdout=None, stderr=None, env=None, trainer=TRAINER):
+    """Runs the trainer (hf-text-classification, or SPAN_TRAINER: the
+    token classifier of span_loop); returns its exit code."""
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
-    ap = argparse.ArgumentParser(prog=TRAINER, description="Fine-tune a text classifier on a potato-training bundle.")
+    span = trainer == SPAN_TRAINER
+    ap = argparse.ArgumentParser(prog=trainer, description="Fine-tune a %s on a potato-training bundle." % (
+        "token classifier" if span else "text classifier"))
     ap.add_argument("--spec", required=True, help="the run's spec.json")
     try:
         args = ap.parse_args(argv)
@@ -26,10 +30,15 @@ def main(argv=None, stdout=None, stderr=None, env=None):
     stop = Stop()
     stop.install()
     try:
-        spec = read_spec(args.spec)
-        parse_params(spec["params"])
-        check_schemas(spec)
-        train(spec, ev, stop, env)
+        spec = read_spec(args.spec, trainer)
+        if span:
+            span_params(spec["params"])
+            check_span_schemas(spec)
+            train_spans(spec, ev, stop, env)
+        else:
+            parse_params(spec["params"])
+            check_schemas(spec)
+            train(spec, ev, stop, env)
         return EXIT_FINISHED
     except Cancelled:
         ev.status("cancelled", "stopped on request")
@@ -38,15 +47,15 @@ def main(argv=None, stdout=None, stderr=None, env=None):
         detail = getattr(e, "detail", "")
         if detail:
             ev.log("error", detail)
-            stderr.write("%s: %s\n" % (TRAINER, detail))
+            stderr.write("%s: %s\n" % (trainer, detail))
         ev.error(e.code, e.message, e.hint)
-        stderr.write("%s: error: %s\n" % (TRAINER, e.message))
+        stderr.write("%s: error: %s\n" % (trainer, e.message))
         return e.exit_code
     except Exception as e:  # noqa: BLE001 - every failure becomes an error event
         if is_oom(sys.modules.get("torch"), e):
             msg = "out of memory: %s: lower batch_size or max_length (--param batch_size=N, --param max_length=N)" % e
             ev.error("out_of_memory", msg)
-            stderr.write("%s: error: %s\n" % (TRAINER, msg))
+            stderr.write("%s: error: %s\n" % (trainer, msg))
             return EXIT_OUT_OF_MEMORY
         ev.error("fit_failed", "%s: %s" % (type(e).__name__, e))
         import traceback

@@ -41,7 +41,7 @@ class Cancelled(Exception):
 
 
 def read_spec(path, trainer=TRAINER):
-    """Reads and checks spec.json (TrainingSpec v1) of trainer."""
+    """Reads and checks spec.json (TrainingSpec v1) of a run of trainer."""
     try:
         with open(path, encoding="utf-8") as f:
             spec = json.load(f)
