@@ -228,7 +228,7 @@ func TestCurveRefused(t *testing.T) {
 		want string
 	}{
 		{[]string{"--trainer", "decision-calibrate", "--schemas", "sentiment"},
-			"potato-dispatch: error: trainer decision-calibrate writes no predictions: it has no learning curve; the trainers that fit one are tfidf-logreg, hf-text-classification, embed-logreg, or an exec: program that follows potato-events(5)\n"},
+			"potato-dispatch: error: trainer decision-calibrate writes no predictions: it has no learning curve; the trainers that fit one are tfidf-logreg, hf-text-classification, embed-logreg, hf-span, or an exec: program that follows potato-events(5)\n"},
 		{[]string{"--trainer", "tfidf-logreg", "--schemas", "sentiment", "--points", "50,25"},
 			"potato-dispatch: error: --points \"50,25\": points must rise: 25 after 50\n"},
 		{[]string{"--trainer", "tfidf-logreg", "--schemas", "sentiment", "--points", "100"},
