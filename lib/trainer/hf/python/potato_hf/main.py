@@ -12,8 +12,9 @@ from .spec import (Cancelled, EXIT_BAD_SPEC, EXIT_CANCELLED, EXIT_FINISHED, EXIT
                    TrainerError, check_schemas, parse_params, read_spec)
 
 
-def main(argv=None, stdout=None, stderr=None, env=None):
-    """Runs the trainer; returns its exit code."""
+def main(argv=None, stdout=None, stderr=None, env=None, train=train):
+    """Runs the trainer (train: loop.train, or another trainer's, which
+    calls it); returns its exit code."""
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
     ap = argparse.ArgumentParser(prog=TRAINER, description="Fine-tune a text classifier on a potato-training bundle.")

@@ -229,6 +229,20 @@ def _bad_param(key, value, what):
     return TrainerError(EXIT_BAD_SPEC, "bad_spec", "param %s=%r is not %s" % (key, value, what))
 
 
+# EXTEND, when set (become), takes the typed params and the raw ones and
+# returns them checked and completed: another trainer's own params.
+EXTEND = None
+
+
+def become(trainer, model_version, params, extend):
+    """Makes this package another trainer of the same loop (llm.py): its
+    name, model version, PARAMS table and EXTEND. Called by that trainer's
+    launcher before any other module of the package is imported, since
+    they bind TRAINER and MODEL_VERSION as they import."""
+    global TRAINER, MODEL_VERSION, PARAMS, EXTEND
+    TRAINER, MODEL_VERSION, PARAMS, EXTEND = trainer, model_version, params, extend
+
+
 def parse_params(raw):
     """The spec's params, typed, with defaults. Unknown keys are ignored."""
     raw = raw or {}
@@ -303,6 +317,8 @@ def parse_params(raw):
         raise _bad_param("precision", raw.get("precision"), "auto, fp32, bf16 or fp16")
     if not 0 < out["threshold"] < 1:
         raise _bad_param("threshold", raw.get("threshold"), "between 0 and 1")
+    if EXTEND is not None:
+        out = EXTEND(out, raw)
     return out
 
 
