@@ -28,6 +28,7 @@ type Programs struct {
 //
 //	built-in trainer        WORKER worker --spec SPEC
 //	hf-text-classification  PYTHON SCRIPTDIR/hf-text-classification-HASH/hf_text_classification.py --spec SPEC
+//	hf-llm-classification   PYTHON SCRIPTDIR/hf-text-classification-HASH/hf_llm_classification.py --spec SPEC
 //	exec:PROGRAM            PROGRAM --spec SPEC
 //
 // It writes the Python trainer into ScriptDir when it is not there. A name
@@ -37,7 +38,7 @@ func Argv(name, specPath string, p Programs) ([]string, error) {
 	if prog, ok := strings.CutPrefix(name, ExecPrefix); ok {
 		return []string{prog, "--spec", specPath}, nil
 	}
-	if name == hf.Name {
+	if name == hf.Name || name == hf.LLMName {
 		python := p.Python
 		if python == "" {
 			python = "python3"
@@ -49,6 +50,9 @@ func Argv(name, specPath string, p Programs) ([]string, error) {
 		script, err := hf.Write(dir)
 		if err != nil {
 			return nil, err
+		}
+		if name == hf.LLMName {
+			script = filepath.Join(filepath.Dir(script), hf.LLMLauncher)
 		}
 		return []string{python, script, "--spec", specPath}, nil
 	}

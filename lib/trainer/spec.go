@@ -126,6 +126,9 @@ var registry = []Info{
 	// where tfidf-logreg's is a moment, so fewer than its 8, but more than
 	// one, whose judge has only the draw's scatter about its line.
 	{Name: hf.Name, Kinds: []string{"nominal", "multilabel"}, Available: true, GPU: true, Curve: true, CurveDraws: curve.DefaultDraws, Params: hfParams},
+	// hf-llm-classification: a decoder LLM's LoRA fine-tune, minutes to
+	// hours a fit: no curve.
+	{Name: hf.LLMName, Kinds: []string{"nominal", "multilabel"}, Available: true, GPU: true, Params: llmParams},
 	{Name: calibrate.Name, LocalOnly: true, Builtin: true, Kinds: []string{"nominal"}, Available: true,
 		NoPredictions: true, LocalReason: "it reads the annotation server's own files (Potato's store, project.sqlite, and the annotations)",
 		Params: calibrateParams},

@@ -263,6 +263,8 @@ func TrainerPackages(name string, params map[string]string) []string {
 	switch name {
 	case hf.Name:
 		return hf.Packages(params)
+	case hf.LLMName:
+		return hf.LLMPackages(params)
 	}
 	return nil
 }

@@ -29,7 +29,7 @@ const Name = "hf-text-classification"
 // Write writes: python3 LAUNCHER --spec SPEC.
 const Launcher = "hf_text_classification.py"
 
-//go:embed python/hf_text_classification.py python/potato_hf/*.py
+//go:embed python/hf_text_classification.py python/hf_llm_classification.py python/potato_hf/*.py
 var embedded embed.FS
 
 // files are the trainer's files, by their path under the tree's top.

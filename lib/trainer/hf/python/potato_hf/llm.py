@@ -31,7 +31,6 @@ MODES = ("fine-tune", "zero-shot")
 # A model directory may be a hub name's place under POTATO_MODEL_CACHE.
 MODEL_CACHE_ENV = "POTATO_MODEL_CACHE"
 DEFAULT_BATCH = 8
-DEFAULT_LEARNING_RATE = 2e-4
 # The refusal of a quantized run where it cannot run, worded as
 # lib/check's (quantizeRefusal): check says it before a run, the run the
 # same.
@@ -56,7 +55,7 @@ def llm_params():
     own: quantize, gradient_checkpointing, grad_accum, mode, prompt."""
     p = dict(_spec.PARAMS)
     p.update({
-        "model": ("str", None),
+        "model": ("str", "HuggingFaceTB/SmolLM2-135M-Instruct"),
         "batch_size": ("int", DEFAULT_BATCH),
         "learning_rate": ("float", None),
         "quantize": ("str", "none"),
