@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"strings"
 
 	"potato-training/internal/cli"
 	"potato-training/lib/check"
 	"potato-training/lib/dispatch"
 	"potato-training/lib/gpu"
+	"potato-training/lib/trainer"
 )
 
 func (c *command) Run(ctx *cli.Context) error {
@@ -24,6 +26,19 @@ func (c *command) Run(ctx *cli.Context) error {
 	j, err := check.Judge(cfg, b, c.Trainer)
 	if err != nil {
 		return cli.Failf(cli.ExitUsage, "%v", err)
+	}
+	if len(c.Param) > 0 {
+		j.Params = map[string]string{}
+		for _, p := range c.Param {
+			k, v, ok := strings.Cut(p, "=")
+			if !ok || k == "" {
+				return cli.Failf(cli.ExitUsage, "--param %q: use KEY=VALUE", p)
+			}
+			j.Params[k] = v
+		}
+		if err := trainer.CheckParams(j.Name, j.Params); err != nil {
+			return cli.Failf(cli.ExitUsage, "%v", err)
+		}
 	}
 	r := check.Backend(context.Background(), cfg, b, gpu.Probe{}, j)
 	if c.JSON {

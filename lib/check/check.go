@@ -133,6 +133,9 @@ func Local(ctx context.Context, cfg *config.Config, gp gpu.Probe, j Judged) Repo
 				v.Reason = err.Error()
 			}
 		}
+		if why := quantizeReason(j, name, dev.Kind); err == nil && why != "" {
+			v.Reason = why
+		}
 		v.OK = v.Reason == ""
 		if err == nil {
 			v.Device = dev.Describe()

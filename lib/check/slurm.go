@@ -60,6 +60,11 @@ func SLURM(ctx context.Context, b *config.Backend, j Judged) Report {
 		if len(r.Problems) > 0 {
 			v.OK, v.Reason = false, r.Problems[0]
 		}
+		if dev != nil && v.OK {
+			if why := quantizeReason(j, name, dev.Device); why != "" {
+				v.OK, v.Reason = false, why
+			}
+		}
 		if isPython(name) {
 			v.Note = "its packages on the compute nodes cannot be seen from the login node"
 		}

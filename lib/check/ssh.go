@@ -70,6 +70,9 @@ func SSH(ctx context.Context, b *config.Backend, j Judged) Report {
 				v.Reason = err.Error()
 			}
 		}
+		if why := quantizeReason(j, name, deviceInfo(dev, f).Kind); dev != "" && why != "" {
+			v.Reason = why
+		}
 		v.OK = v.Reason == ""
 		if dev != "" {
 			info := deviceInfo(dev, f)

@@ -215,6 +215,18 @@ def check_memory(params, spec, ev, torch, device, n_labels, free_mib=None):
 RUN = {"device": "cpu", "precision": "fp32", "license": ""}
 
 
+def resident_mib():
+    """The process's resident memory now, in MiB (Linux), or None."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024.0
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
 def train(spec, ev, stop, env=None):
     """The run: the device's settings and refusals, then zero-shot or the
     fit of loop.train; a fit that runs out of memory is tried once more at
@@ -251,6 +263,12 @@ def train(spec, ev, stop, env=None):
         return zero_shot(spec, params, ev, stop, env, torch, device)
     n_labels = max([len(s.get("labels") or []) for s in spec["schemas"]] + [2])
     _, RUN["license"] = check_memory(params, spec, ev, torch, device, n_labels)
+    # The process before any model is loaded, its packages imported: what
+    # the estimate's CPU figure is measured above (llm_memory_test).
+    import_packages(tuple(params["packages"]), "for model=%s" % params["model"])
+    rss = resident_mib()
+    if rss is not None:
+        ev.log("info", "memory: %.0f MiB resident before the model is loaded" % rss)
     try:
         return fit(spec, ev, stop, env)
     except _spec.TrainerError as e:

@@ -29,11 +29,20 @@ TRAINABLE_BYTES = 20
 # Kept for the backward pass, per token and layer, in elements of the
 # compute precision: ACT_HIDDEN of the hidden size and ACT_INTER of the
 # MLP's (a Llama-family layer: the norms' inputs and outputs, q, k, v,
-# the attention's output, the residuals, the MLP's gate, up, their
-# product and its activation); with gradient checkpointing, the layer's
-# input alone, and one layer's whole while it is recomputed.
-ACT_HIDDEN = 14
-ACT_INTER = 5
+# the attention's output, the LoRA dropout's copies, the residuals, the
+# MLP's gate, up, their product and its activation). With gradient
+# checkpointing, each layer's input and its gradient (CKPT_HIDDEN of the
+# hidden size; the other two the attention mask's and position
+# embeddings' share), and CKPT_LAYERS layers' whole: the one recomputed
+# and the gradients through it. Fitted to the CPU's peak resident memory
+# of decoders of three sizes, checkpointing on the largest
+# (TestLLMMemoryEstimate).
+ACT_HIDDEN = 16
+ACT_INTER = 7
+CKPT_HIDDEN = 4
+CKPT_LAYERS = 2
+# On the CPU, what the allocator holds beside the tensors.
+CPU_OVERHEAD_MIB = 30
 # Beside the tensors: a CUDA context and the caching allocator's slack.
 CUDA_CONTEXT_MIB = 600
 ALLOCATOR_SLACK = 1.10
@@ -128,22 +137,22 @@ def estimate(shape, quantize, lora_r, targets, n_labels, batch, length, checkpoi
     tokens = batch * length
     per_layer = ACT_HIDDEN * shape["hidden"] + ACT_INTER * shape["intermediate"]
     if checkpointing:
-        act_elems = tokens * (shape["layers"] * shape["hidden"] + per_layer)
+        act_elems = tokens * (shape["layers"] * shape["hidden"] * CKPT_HIDDEN + per_layer * CKPT_LAYERS)
     else:
         act_elems = tokens * shape["layers"] * per_layer
     activations = act_elems * compute
     parts = {"weights": weights / MIB, "trainable": trainable / MIB, "activations": activations / MIB}
     body = sum(parts.values())
-    parts["overhead"] = (body * (ALLOCATOR_SLACK - 1) + CUDA_CONTEXT_MIB) if device_type == "cuda" else 0.0
+    parts["overhead"] = (body * (ALLOCATOR_SLACK - 1) + CUDA_CONTEXT_MIB) if device_type == "cuda" else CPU_OVERHEAD_MIB
     parts["total"] = body + parts["overhead"]
     parts["params"] = n
     return parts
 
 
 def describe(est):
-    return "%.0f MiB (weights %.0f, adapter with its gradients and optimizer state %.0f, activations %.0f%s)" % (
+    return "%.0f MiB (weights %.0f, adapter with its gradients and optimizer state %.0f, activations %.0f, %s %.0f)" % (
         est["total"], est["weights"], est["trainable"], est["activations"],
-        ", CUDA context and allocator %.0f" % est["overhead"] if est["overhead"] else "")
+        "CUDA context and allocator" if est["overhead"] > CPU_OVERHEAD_MIB else "allocator", est["overhead"])
 
 
 def lower_what(params, est):
