@@ -45,6 +45,7 @@ func TestAgentNoToken(t *testing.T) {
 		"  trainer: hf-text-classification (the first trainer that uses a GPU)\n" +
 		"  tfidf-logreg: cannot start: no token issued yet\n" +
 		"  hf-text-classification: cannot start: no token issued yet\n" +
+		"  hf-llm-classification: cannot start: no token issued yet\n" +
 		"  decision-calibrate: cannot start: it runs only on the annotation server: it reads the annotation server's own files (Potato's store, project.sqlite, and the annotations)\n" +
 		"  hint: issue one with: potato training register lab config.yaml\n"
 	if got := text(t, r); r.OK || got != want {
@@ -152,21 +153,22 @@ func TestAgentVerdicts(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := Agent(cfg, b, time.Now(), hfJudged)
-	if !r.OK || r.Trainer != "hf-text-classification" || len(r.Trainers) != 3 {
+	if !r.OK || r.Trainer != "hf-text-classification" || len(r.Trainers) != 4 {
 		t.Fatalf("%+v", r)
 	}
 	want := []Verdict{
 		{Trainer: "tfidf-logreg", OK: true, Device: "the CPU of the agent's machine"},
 		{Trainer: "hf-text-classification", OK: true, Device: "the agent's machine", Note: "its packages on the agent's machine cannot be seen from here"},
-		{Trainer: "decision-calibrate", Reason: r.Trainers[2].Reason},
+		{Trainer: "hf-llm-classification", OK: true, Device: "the agent's machine", Note: "its packages on the agent's machine cannot be seen from here"},
+		{Trainer: "decision-calibrate", Reason: r.Trainers[3].Reason},
 	}
 	for i, v := range want {
 		if r.Trainers[i] != v {
 			t.Errorf("verdict %d: %+v, want %+v", i, r.Trainers[i], v)
 		}
 	}
-	if !strings.HasPrefix(r.Trainers[2].Reason, "it runs only on the annotation server") {
-		t.Errorf("decision-calibrate: %q", r.Trainers[2].Reason)
+	if !strings.HasPrefix(r.Trainers[3].Reason, "it runs only on the annotation server") {
+		t.Errorf("decision-calibrate: %q", r.Trainers[3].Reason)
 	}
 	r = Agent(cfg, b, time.Now(), Judged{Name: "decision-calibrate", From: FromFlag})
 	if r.OK || !strings.HasPrefix(r.Summary, "lab (agent): decision-calibrate cannot start: it runs only on the annotation server") {

@@ -133,8 +133,8 @@ func Local(ctx context.Context, cfg *config.Config, gp gpu.Probe, j Judged) Repo
 				v.Reason = err.Error()
 			}
 		}
-		if why := quantizeReason(j, name, dev.Kind); err == nil && why != "" {
-			v.Reason = why
+		if err == nil {
+			v.Reason, v.Note = llmVerdict(j, name, dev.Kind, dev.Index, freeOf(r.GPUs, dev.Index), v.Reason)
 		}
 		v.OK = v.Reason == ""
 		if err == nil {

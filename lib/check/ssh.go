@@ -70,8 +70,12 @@ func SSH(ctx context.Context, b *config.Backend, j Judged) Report {
 				v.Reason = err.Error()
 			}
 		}
-		if why := quantizeReason(j, name, deviceInfo(dev, f).Kind); dev != "" && why != "" {
-			v.Reason = why
+		if dev != "" {
+			free, idx := -1, 0
+			if _, err := fmt.Sscanf(dev, "cuda:%d", &idx); err == nil {
+				free = freeOf(r.GPUs, idx)
+			}
+			v.Reason, v.Note = llmVerdict(j, name, deviceInfo(dev, f).Kind, idx, free, v.Reason)
 		}
 		v.OK = v.Reason == ""
 		if dev != "" {
