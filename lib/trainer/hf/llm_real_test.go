@@ -35,8 +35,8 @@ func llmStack(t *testing.T) stack {
 	return stack{name: "hf-current", python: py, model: model}
 }
 
-// llmParams are the tests' fine-tune: short inputs, a few steps.
-var llmTestParams = []string{"max_length=64", "epochs=2", "batch_size=8"}
+// llmTestParams are the tests' fine-tune: short inputs, one epoch.
+var llmTestParams = []string{"max_length=64", "epochs=1", "batch_size=8"}
 
 // llmFineTuneOn fine-tunes the decoder on project p through backend and
 // checks the run as fineTuneOn does (held-out metrics, and prelabels or
@@ -117,10 +117,10 @@ func TestRealLLMLoRASLURM(t *testing.T) {
 func TestRealLLMZeroShotThenWorse(t *testing.T) {
 	s := llmStack(t)
 	dir := t.TempDir()
-	r := &testproject.Runs{T: t, Bin: testcli.Binaries(t), Dir: dir, Config: testproject.Write(t, dir, 60, 60, ""),
+	r := &testproject.Runs{T: t, Bin: testcli.Binaries(t), Dir: dir, Config: testproject.Write(t, dir, 120, 120, ""),
 		Env: []string{local.PythonEnv + "=" + s.python, "HF_HUB_OFFLINE=1", "HF_HOME=" + t.TempDir()}}
 	zs := succeeded(t, r, r.Run("--trainer", hf.LLMName, "--param", "model="+s.model, "--param", "mode=zero-shot",
-		"--backend", "local"))
+		"--schemas", "sentiment", "--backend", "local"))
 	if d := zs.Promotion["sentiment"]; !d.Published {
 		t.Fatalf("the zero-shot run was not published: %+v", d)
 	}
@@ -128,7 +128,7 @@ func TestRealLLMZeroShotThenWorse(t *testing.T) {
 		zs.Heldout.Accuracy, zs.Heldout.MacroF1, zs.Heldout.N, zs.Writeback["n_written"])
 	ft := scored(t, r, r.Run("--trainer", hf.LLMName, "--param", "model="+s.model, "--param", "max_length=32",
 		"--param", "epochs=1", "--param", "learning_rate=0.0000001", "--param", "head_learning_rate=0.0000001",
-		"--backend", "local"))
+		"--schemas", "sentiment", "--backend", "local"))
 	d := ft.Promotion["sentiment"]
 	if d.Published || ft.Writeback["n_written"] != 0 {
 		t.Fatalf("the worse fine-tune was published: %+v, %v", d, ft.Writeback)
