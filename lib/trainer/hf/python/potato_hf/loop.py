@@ -522,7 +522,9 @@ def fit_schema(torch, device, amp, precision, params, spec, s, labels, train_ex,
         "best_epoch": best_epoch or None, "val_accuracy": vacc, "packages": versions})
     saved.append(save_model(spec["workdir"], loaded, card))
 
-    if loaded.card.get("lora") and not params["merge"] and hasattr(model, "merge_adapter"):
+    # (Not into quantized weights, where merging rounds: predicted as saved.)
+    if loaded.card.get("lora") and not params["merge"] and hasattr(model, "merge_adapter") and \
+            loaded.card.get("quantize", "none") == "none":
         # Saved as an adapter; predicted with the adapter merged into the
         # weights it adapts: one matrix product a layer, not three.
         try:
