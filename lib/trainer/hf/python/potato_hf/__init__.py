@@ -10,6 +10,10 @@
     loop       the fit and predict loop
     artifacts  the saved models, their model cards, the renames into place
     main       the command
+    llm        hf-llm-classification: the same loop on a decoder LLM, quantized
+               or not, made that trainer by its launcher (llm.install)
+    memory     the memory a decoder's LoRA fit needs, estimated before it
+    zeroshot   hf-llm-classification's mode=zero-shot
 
 Every module imports with the standard library alone: loop imports torch,
 transformers and peft once packages has checked them, and passes them to
