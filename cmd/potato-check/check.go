@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"potato-training/internal/cli"
@@ -10,6 +11,7 @@ import (
 	"potato-training/lib/check"
 	"potato-training/lib/dispatch"
 	"potato-training/lib/gpu"
+	"potato-training/lib/trainer"
 )
 
 func (c *command) Run(ctx *cli.Context) error {
@@ -31,6 +33,19 @@ func (c *command) Run(ctx *cli.Context) error {
 	j, err := check.Judge(cfg, d.OnServer, c.Trainer)
 	if err != nil {
 		return cli.Failf(cli.ExitUsage, "%v", err)
+	}
+	if len(c.Param) > 0 {
+		j.Params = map[string]string{}
+		for _, p := range c.Param {
+			k, v, ok := strings.Cut(p, "=")
+			if !ok || k == "" {
+				return cli.Failf(cli.ExitUsage, "--param %q: use KEY=VALUE", p)
+			}
+			j.Params[k] = v
+		}
+		if err := trainer.CheckParams(j.Name, j.Params); err != nil {
+			return cli.Failf(cli.ExitUsage, "%v", err)
+		}
 	}
 	r := backend.Check(context.Background(), check.Input{Config: cfg, Backend: b, GPU: gpu.Probe{}, Judged: j, Now: time.Now()})
 	if c.JSON {

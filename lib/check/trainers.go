@@ -29,10 +29,12 @@ const (
 	FromFirst       = "the first trainer this backend runs"
 )
 
-// Judged is the trainer whose verdict is the check's answer.
+// Judged is the trainer whose verdict is the check's answer, and the
+// params a run of it would get (--param, or auto_retrain's).
 type Judged struct {
-	Name string
-	From string
+	Name   string
+	From   string
+	Params map[string]string
 }
 
 // Judge picks the trainer a check answers for: name when given, else the
@@ -49,7 +51,7 @@ func Judge(cfg *config.Config, onServer bool, name string) (Judged, error) {
 		return Judged{Name: name, From: FromFlag}, nil
 	}
 	if t := cfg.Training.AutoRetrain.Trainer; t != "" {
-		return Judged{Name: t, From: FromAutoRetrain}, nil
+		return Judged{Name: t, From: FromAutoRetrain, Params: autoParams(cfg)}, nil
 	}
 	first := ""
 	for _, i := range trainer.Runnable() {

@@ -188,7 +188,7 @@ var AutoRetrainKeys = []Key{
 	{Name: "schemas", Doc: "Schemas of automatic runs; required when enabled."},
 	{Name: "update_frequency", Default: "25", Doc: "New annotations needed since the last run."},
 	{Name: "min_interval_s", Default: "600", Doc: "Least time between two automatic runs."},
-	{Name: "params", Doc: "Trainer parameters of automatic runs, as a map."},
+	{Name: "params", Doc: "Trainer parameters of automatic runs, as a map; potato-check judges the trainer with them (hf-llm-classification: quantize on a CUDA GPU, and the memory estimate against the GPU's free memory)."},
 	{Name: "backend", Doc: "Backend of automatic runs; model_training.backend when left out."},
 }
 

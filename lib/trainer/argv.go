@@ -30,6 +30,7 @@ type Programs struct {
 //	hf-text-classification  PYTHON SCRIPTDIR/hf-text-classification-HASH/hf_text_classification.py --spec SPEC
 //	embed-logreg            PYTHON SCRIPTDIR/hf-text-classification-HASH/embed_logreg.py --spec SPEC
 //	hf-span                 PYTHON SCRIPTDIR/hf-text-classification-HASH/hf_span.py --spec SPEC
+//	hf-llm-classification   PYTHON SCRIPTDIR/hf-text-classification-HASH/hf_llm_classification.py --spec SPEC
 //	exec:PROGRAM            PROGRAM --spec SPEC
 //
 // It writes the Python trainer into ScriptDir when it is not there. A name

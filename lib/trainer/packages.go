@@ -15,6 +15,8 @@ func Packages(name string, params map[string]string) []string {
 		return hf.Packages(params)
 	case hf.EmbedName:
 		return hf.EmbedPackages()
+	case hf.LLMName:
+		return hf.LLMPackages(params)
 	}
 	return nil
 }

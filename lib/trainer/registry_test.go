@@ -40,7 +40,7 @@ func TestManPageTrainersAreTheRegistry(t *testing.T) {
 	if !slices.Equal(inMan, want) {
 		t.Errorf("%s lists the trainers %q; the registry has %q", path, inMan, want)
 	}
-	if got, w := Choices(), "tfidf-logreg, hf-text-classification, embed-logreg, hf-span, decision-calibrate (local only), or exec:PROGRAM"; got != w {
+	if got, w := Choices(), "tfidf-logreg, hf-text-classification, embed-logreg, hf-span, hf-llm-classification, decision-calibrate (local only), or exec:PROGRAM"; got != w {
 		t.Errorf("Choices() = %q, want %q", got, w)
 	}
 	for _, name := range want[:len(want)-1] {

@@ -132,6 +132,9 @@ var registry = []Info{
 	// hf-span's curve is scored on exact-match span F1 (lib/writeback's
 	// spans.go), with hf-text-classification's draws.
 	{Name: hf.SpanName, Kinds: []string{"span"}, Available: true, GPU: true, Curve: true, CurveDraws: curve.DefaultDraws, Params: hfSpanParams},
+	// hf-llm-classification: a decoder LLM's LoRA fine-tune, minutes to
+	// hours a fit: no curve.
+	{Name: hf.LLMName, Kinds: []string{"nominal", "multilabel"}, Available: true, GPU: true, Params: llmParams},
 	{Name: calibrate.Name, LocalOnly: true, Builtin: true, Kinds: []string{"nominal"}, Available: true,
 		NoPredictions: true, LocalReason: "it reads the annotation server's own files (Potato's store, project.sqlite, and the annotations)",
 		Params: calibrateParams},

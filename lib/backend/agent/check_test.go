@@ -49,6 +49,7 @@ func TestAgentNoToken(t *testing.T) {
 		"  hf-text-classification: cannot start: no token issued yet\n" +
 		"  embed-logreg: cannot start: no token issued yet\n" +
 		"  hf-span: cannot start: no token issued yet\n" +
+		"  hf-llm-classification: cannot start: no token issued yet\n" +
 		"  decision-calibrate: cannot start: it runs only on the annotation server: it reads the annotation server's own files (Potato's store, project.sqlite, and the annotations)\n" +
 		"  hint: issue one with: potato training register lab config.yaml\n"
 	if got := text(t, r); r.OK || got != want {
@@ -156,7 +157,7 @@ func TestAgentVerdicts(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := agentbackend.Check(cfg, b, time.Now(), hfJudged)
-	if !r.OK || r.Trainer != "hf-text-classification" || len(r.Trainers) != 5 {
+	if !r.OK || r.Trainer != "hf-text-classification" || len(r.Trainers) != 6 {
 		t.Fatalf("%+v", r)
 	}
 	want := []check.Verdict{
@@ -164,6 +165,7 @@ func TestAgentVerdicts(t *testing.T) {
 		{Trainer: "hf-text-classification", OK: true, Device: "the agent's machine", Note: "its packages on the agent's machine cannot be seen from here"},
 		{Trainer: "embed-logreg", OK: true, Device: "the agent's machine", Note: "its packages on the agent's machine cannot be seen from here"},
 		{Trainer: "hf-span", OK: true, Device: "the agent's machine", Note: "its packages on the agent's machine cannot be seen from here"},
+		{Trainer: "hf-llm-classification", OK: true, Device: "the agent's machine", Note: "its packages on the agent's machine cannot be seen from here"},
 		{Trainer: "decision-calibrate", Reason: r.Trainers[len(r.Trainers)-1].Reason},
 	}
 	for i, v := range want {

@@ -59,6 +59,9 @@ func Check(ctx context.Context, cfg *config.Config, gp gpu.Probe, j check.Judged
 				v.Reason = err.Error()
 			}
 		}
+		if err == nil {
+			v.Reason, v.Note = check.LLMVerdict(j, name, dev.Kind, dev.Index, check.FreeOf(r.GPUs, dev.Index), v.Reason)
+		}
 		v.OK = v.Reason == ""
 		if err == nil {
 			v.Device = dev.Describe()

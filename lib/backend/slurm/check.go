@@ -61,6 +61,11 @@ func Check(ctx context.Context, b *config.Backend, j check.Judged) check.Report 
 		if len(r.Problems) > 0 {
 			v.OK, v.Reason = false, r.Problems[0]
 		}
+		if dev != nil && v.OK {
+			if why := check.QuantizeReason(j, name, dev.Device); why != "" {
+				v.OK, v.Reason = false, why
+			}
+		}
 		if check.IsPython(name) {
 			v.Note = "its packages on the compute nodes cannot be seen from the login node"
 		}

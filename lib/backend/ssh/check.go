@@ -70,6 +70,13 @@ func Check(ctx context.Context, b *config.Backend, j check.Judged) check.Report 
 				v.Reason = err.Error()
 			}
 		}
+		if dev != "" {
+			free, idx := -1, 0
+			if _, err := fmt.Sscanf(dev, "cuda:%d", &idx); err == nil {
+				free = check.FreeOf(r.GPUs, idx)
+			}
+			v.Reason, v.Note = check.LLMVerdict(j, name, deviceInfo(dev, f).Kind, idx, free, v.Reason)
+		}
 		v.OK = v.Reason == ""
 		if dev != "" {
 			info := deviceInfo(dev, f)

@@ -85,7 +85,7 @@ func TestSSHReportMissingPython(t *testing.T) {
 	b := sshBackend(t, "potato-test", "/opt/conda/bin/python3", "")
 	want := "hf-text-classification cannot start: /opt/conda/bin/python3 was not found on potato-test"
 	r := sshbackend.Check(context.Background(), b, check.Judged{Name: "tfidf-logreg", From: check.FromFlag})
-	if !r.OK || r.Device == nil || r.Device.Device != "cpu" || len(r.Trainers) != 3 || r.Trainers[1].OK ||
+	if !r.OK || r.Device == nil || r.Device.Device != "cpu" || len(r.Trainers) != 6 || r.Trainers[1].OK ||
 		"hf-text-classification cannot start: "+r.Trainers[1].Reason != want {
 		t.Errorf("tfidf-logreg: %+v", r)
 	}

@@ -46,9 +46,9 @@ const (
 )
 
 // Launchers are the scripts of the trainers of the tree, by name.
-var Launchers = map[string]string{Name: Launcher, EmbedName: EmbedLauncher, SpanName: SpanLauncher}
+var Launchers = map[string]string{Name: Launcher, EmbedName: EmbedLauncher, SpanName: SpanLauncher, LLMName: LLMLauncher}
 
-//go:embed python/hf_text_classification.py python/embed_logreg.py python/hf_span.py python/potato_hf/*.py python/potato_hf/*.json
+//go:embed python/hf_text_classification.py python/embed_logreg.py python/hf_span.py python/hf_llm_classification.py python/potato_hf/*.py python/potato_hf/*.json
 var embedded embed.FS
 
 // files are the trainer's files, by their path under the tree's top.

@@ -4,7 +4,8 @@ potato-rundir(5) shows under USING A MODEL: nothing of the toolkit.
     python3 use_model.py RUNDIR/artifacts/model-SCHEMA ITEMS.jsonl
     python3 use_model.py RUNDIR/artifacts/model-SCHEMA/adapter ITEMS.jsonl
 
-The first is the model as the run saved it: a LoRA adapter, a merged
+The first is the model as the run saved it (hf-text-classification's or
+hf-llm-classification's): a LoRA adapter, a merged
 model (merge=true) or a whole fine-tuned one (lora=false); the second, of
 a merged model, its adapter on the base model.
 
@@ -30,7 +31,10 @@ def load(model_dir):
     if os.path.exists(model_dir + "/adapter_config.json"):
         from peft import PeftModel
         config = AutoConfig.from_pretrained(model_dir)
-        base = AutoModelForSequenceClassification.from_pretrained(card["base_model"], config=config)
+        # hf-llm-classification's base may be a GGUF file, which
+        # transformers reads (dequantized) with gguf_file.
+        gguf = {"gguf_file": card["gguf_file"]} if card.get("gguf_file") else {}
+        base = AutoModelForSequenceClassification.from_pretrained(card["base_model"], config=config, **gguf)
         model = PeftModel.from_pretrained(base, model_dir)
     else:
         model = AutoModelForSequenceClassification.from_pretrained(model_dir)

@@ -1,5 +1,5 @@
-"""The hf-text-classification and hf-span trainers of potato-training, by
-concern:
+"""The Python trainers of potato-training (hf-text-classification,
+hf-span, hf-llm-classification and embed-logreg), by concern:
 
     spec       the run's spec.json and params, the exit codes and errors
     events     the v1 event protocol on standard output
@@ -14,6 +14,10 @@ concern:
     spans      hf-span's spans as BIO tags of tokens and back, by character
     span_loop  hf-span's token classifier: its model, fit and predictions
     main       the command
+    llm        hf-llm-classification: the same loop on a decoder LLM, quantized
+               or not, made that trainer by its launcher (llm.install)
+    memory     the memory a decoder's LoRA fit needs, estimated before it
+    zeroshot   hf-llm-classification's mode=zero-shot
     embed      the embed-logreg trainer: a frozen sentence encoder's
                vectors and scikit-learn's logistic regression heads,
                with its own command (embed_logreg.py)

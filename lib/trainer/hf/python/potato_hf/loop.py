@@ -153,6 +153,12 @@ def grouped_order(lengths, bs, gen):
     return [j for g in groups for j in g]
 
 
+def steps_per_epoch(n, params):
+    """The optimizer's steps an epoch of n items makes: a step each
+    grad_accum batches (1 unless the trainer has the param)."""
+    return math.ceil(math.ceil(n / params["batch_size"]) / params.get("grad_accum", 1))
+
+
 def train(spec, ev, stop, env=None):
     env = os.environ if env is None else env
     params = parse_params(spec["params"])
@@ -203,7 +209,7 @@ def train(spec, ev, stop, env=None):
             raise TrainerError(EXIT_BAD_SPEC, "validation_failed",
                                "schema %s has %d labelled training items: %s needs at least 2 items and 2 labels"
                                % (s["name"], len(train_ex), TRAINER))
-        steps = math.ceil(len(train_ex) / bs) * epochs_for(params, len(train_ex))
+        steps = steps_per_epoch(len(train_ex), params) * epochs_for(params, len(train_ex))
         plans.append((s, labels, train_ex, steps))
         total_steps += steps
     if spec.get("curve"):
@@ -307,7 +313,7 @@ def curve_plans(spec, plans, bs, params, seed, splits):
                     raise TrainerError(EXIT_BAD_SPEC, "validation_failed",
                                        "schema %s: %s has %d labelled training items: %s needs at least "
                                        "2 items and 2 labels; give later points" % (s["name"], at, len(sub), TRAINER))
-                steps = math.ceil(len(sub) / bs) * epochs_for(params, len(sub))
+                steps = steps_per_epoch(len(sub), params) * epochs_for(params, len(sub))
                 out.append((s, labels, sub, steps, (p, d, draws)))
                 total += steps
     return out, total
@@ -351,7 +357,7 @@ def fit_schema(torch, device, amp, precision, params, spec, s, labels, train_ex,
     # scale, learnt as a multilabel one's (ordinal.py).
     name, multi = s["name"], s["kind"] in ("multilabel", "ordinal")
     outputs = ordinal.thresholds(labels) if ordinal.is_ordinal(s) else labels
-    bs = params["batch_size"]
+    bs, accum = params["batch_size"], params.get("grad_accum", 1)
     epochs = epochs_for(params, len(train_ex))
     if epochs != params["epochs"]:
         ev.log("info", "%s: %d epochs at most: %d items make %d steps an epoch, and the default is enough epochs "
@@ -374,7 +380,8 @@ def fit_schema(torch, device, amp, precision, params, spec, s, labels, train_ex,
                "learning_rate=X sets it)" % (name, lr, "LoRA" if params["lora"] else "full fine-tuning",
                                               n_params / 1e6))
         params = dict(params, learning_rate=lr)
-    model.to(device)
+    if not loaded.placed:
+        model.to(device)
     encode, pad_id = loaded.encode, loaded.pad_id
     # Tokenized once, held on the device for every epoch.
     tr_enc = Encoded(torch, device, encode([t for _, t, _ in train_ex]), pad_id)
@@ -439,25 +446,41 @@ def fit_schema(torch, device, amp, precision, params, spec, s, labels, train_ex,
 
     best = BestState(model, torch, device)
     best_loss, bad_epochs, best_epoch, kept = float("inf"), 0, 0, False
-    per_epoch = math.ceil(len(tr_enc) / bs)
+    per_epoch = steps_per_epoch(len(tr_enc), params)
     for epoch in range(1, params["epochs"] + 1):
         model.train()
         tot, n = 0.0, 0
         t_epoch = time.time()
-        for idx, sel, inp, att in batches(tr_enc, grouped_order(tr_enc.lengths, bs, gen), bs):
+        n_batches = math.ceil(len(tr_enc) / bs)
+        for b, (idx, sel, inp, att) in enumerate(batches(tr_enc, grouped_order(tr_enc.lengths, bs, gen), bs)):
             stop.check()
             logits = forward(inp, att)
             loss = loss_fn(logits, tr_y[sel])
-            opt.zero_grad(set_to_none=True)
+            # grad_accum batches make a step (the last ones of an epoch
+            # may make a shorter one); each batch's loss is weighed by its
+            # share of the step's items.
+            first = b % accum == 0
+            step_end = min(n_batches, b - b % accum + accum)
+            share = len(idx) / float(min(len(tr_enc), step_end * bs) - (b - b % accum) * bs)
+            if first:
+                opt.zero_grad(set_to_none=True)
+            scaled = loss * share if accum > 1 else loss
             if scaler is not None:
-                scaler.scale(loss).backward()
+                scaler.scale(scaled).backward()
+            else:
+                scaled.backward()
+            if b + 1 < step_end:
+                tot = tot + loss.detach() * len(idx)
+                n += len(idx)
+                clock["examples"] = clock.get("examples", 0) + len(idx)
+                continue
+            if scaler is not None:
                 if params["max_grad_norm"] > 0:
                     scaler.unscale_(opt)
                     torch.nn.utils.clip_grad_norm_(trainable, params["max_grad_norm"])
                 scaler.step(opt)
                 scaler.update()
             else:
-                loss.backward()
                 if params["max_grad_norm"] > 0:
                     torch.nn.utils.clip_grad_norm_(trainable, params["max_grad_norm"])
                 opt.step()
@@ -513,7 +536,9 @@ def fit_schema(torch, device, amp, precision, params, spec, s, labels, train_ex,
         "best_epoch": best_epoch or None, "val_accuracy": vacc, "packages": versions}, outputs=outputs)
     saved.append(save_model(spec["workdir"], loaded, card))
 
-    if loaded.card.get("lora") and not params["merge"] and hasattr(model, "merge_adapter"):
+    # (Not into quantized weights, where merging rounds: predicted as saved.)
+    if loaded.card.get("lora") and not params["merge"] and hasattr(model, "merge_adapter") and \
+            loaded.card.get("quantize", "none") == "none":
         # Saved as an adapter; predicted with the adapter merged into the
         # weights it adapts: one matrix product a layer, not three.
         try:

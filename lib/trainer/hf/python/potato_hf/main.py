@@ -13,9 +13,10 @@ from .spec import (Cancelled, EXIT_BAD_SPEC, EXIT_CANCELLED, EXIT_FINISHED, EXIT
                    TrainerError, check_schemas, parse_params, read_spec)
 
 
-def main(argv=None, stdout=None, stderr=None, env=None, trainer=TRAINER):
-    """Runs the trainer (hf-text-classification, or SPAN_TRAINER: the
-    token classifier of span_loop); returns its exit code."""
+def main(argv=None, stdout=None, stderr=None, env=None, trainer=TRAINER, train=train):
+    """Runs the trainer (hf-text-classification, SPAN_TRAINER: the token
+    classifier of span_loop, or another trainer of the loop, whose train
+    calls loop.train: hf-llm-classification); returns its exit code."""
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
     span = trainer == SPAN_TRAINER

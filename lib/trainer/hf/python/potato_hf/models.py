@@ -183,9 +183,12 @@ class Loaded:
     head_learning_rate; none for builtin:ngram, trained whole at
     learning_rate)."""
 
-    def __init__(self, model, encode, pad_id, save, card, describe, head=None):
+    def __init__(self, model, encode, pad_id, save, card, describe, head=None, placed=False):
         self.model, self.encode, self.pad_id, self.save = model, encode, pad_id, save
         self.card, self.describe, self.head = card, describe, head or []
+        # placed: the model is on its device already (a quantized one,
+        # which cannot be moved).
+        self.placed = placed
 
 
 def load_builtin(params, labels, multi, torch):
@@ -451,6 +454,8 @@ def load_transformers(params, labels, multi, torch, transformers, peft, env, ev,
 
 def load_model(params, labels, multi, mods, env, ev, cache):
     """The model of params["model"] for one schema (Loaded)."""
+    if params.get("loader"):
+        return params["loader"](params, labels, multi, mods, env, ev, cache)  # another trainer's (spec.become)
     if is_builtin(params["model"]):
         return load_builtin(params, labels, multi, mods["torch"])
     return load_transformers(params, labels, multi, mods["torch"], mods["transformers"], mods.get("peft"),

@@ -25,6 +25,8 @@ def needed_packages(params):
     transformers too for another, and peft for LoRA, with jinja2, without
     which peft's save_pretrained fails as it writes the adapter's model
     card: after the whole fit, were it not checked first."""
+    if params.get("packages"):
+        return tuple(params["packages"])  # another trainer's (spec.become)
     if is_builtin(params["model"]):
         return ("torch",)
     return ("torch", "transformers", "peft", "jinja2") if params["lora"] else ("torch", "transformers")

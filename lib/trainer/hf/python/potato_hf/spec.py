@@ -281,6 +281,22 @@ def _bad_param(key, value, what):
     return TrainerError(EXIT_BAD_SPEC, "bad_spec", "param %s=%r is not %s" % (key, value, what))
 
 
+# EXTEND, when set (become), takes the typed params and the raw ones and
+# returns them checked and completed: another trainer's own params.
+EXTEND = None
+
+
+def become(trainer, model_version, params, extend):
+    """Makes this package another trainer of the same loop (llm.py): its
+    name, model version, PARAMS table and EXTEND. Called by that trainer's
+    launcher before any other module of the package is imported, since
+    they bind TRAINER and MODEL_VERSION as they import."""
+    global TRAINER, MODEL_VERSION, PARAMS, PARAM_ROWS, EXTEND
+    TRAINER, MODEL_VERSION, PARAMS, EXTEND = trainer, model_version, params, extend
+    # A parameter of its own has no row of params.json: extend checks it.
+    PARAM_ROWS = {name: PARAM_ROWS.get(name) or {"name": name, "kind": kind} for name, (kind, _) in params.items()}
+
+
 def parse_params(raw):
     """The spec's params, typed, with defaults. Unknown keys are ignored."""
     raw = raw or {}
@@ -317,6 +333,8 @@ def parse_params(raw):
         out["learning_rate"] = 0.01 if builtin else (LORA_LEARNING_RATE if out["lora"] else 2e-5)
     if out["head_learning_rate"] is None:
         out["head_learning_rate"] = out["learning_rate"] if builtin else HEAD_LEARNING_RATE
+    if EXTEND is not None:
+        out = EXTEND(out, raw)
     return out
 
 
