@@ -7,15 +7,16 @@ the 360 labelled tweets with their entities, and the unlabeled split,
 --predict items drawn from all 380 tweets (labelled or not), each list
 repeated with new ids when it asks for more than there are. Texts are
 the tweets as Potato displays them (display_text: the spans' characters);
-the item long000 (40 tweets in one) is left out, so that an item is one
-window at any max_length that fits a tweet.
+the item long000 (40 tweets in one) is left out. A tweet longer than
+max_length tokens is cut into the same windows on both sides (hf-span's
+stride), so that both learn and predict every token.
 
 Then --reps turns of each side, alternating which goes first (hf-span
 first in the first turn: its chosen max_length and LoRA targets are the
 reference's), each a process of its own:
 
   - hf-span: the real launcher (hf_span.py --spec) on the CPU with its
-    defaults but epochs, batch_size, max_length (when given), and one
+    defaults but epochs, batch_size, max_length (when given), lora, and one
     learning rate for the adapters and the head (the reference has one),
     patience -1, no val split. Fit: train items x epochs over the time of
     its training steps (steps over steps_per_s of the result event);
@@ -163,7 +164,7 @@ def main():
         wins = [re.search(r" items in (\d+) windows", e.get("msg", "")) for e in evs if e["event"] == "log"]
         spans = sum(len(json.loads(l)["payload"]) for l in open(os.path.join(work, "predictions.jsonl")))
         ours.append({"fit": len(train) * a.epochs / fit_s, "predict": m["predict_items_per_s"],
-                     "rss": m.get("peak_rss_mib", 0.0), "windows": next(int(w.group(1)) for w in wins if w),
+                     "rss": m.get("peak_rss_mib", 0.0), "windows": next((int(w.group(1)) for w in wins if w), 0),
                      "spans": spans})
 
     def turn_ref(rep):
@@ -204,7 +205,7 @@ def main():
         print("%s items/s by turn: hf-span %s; reference %s" % (
             what, ", ".join("%.1f" % x[what] for x in ours), ", ".join("%.1f" % x[what] for x in ref)))
     print("%-28s  %14d  %14d" % ("windows fitted a turn", ours[0]["windows"], ref[0]["windows"]))
-    print("%-28s  %14d  %14d" % ("spans predicted", ours[-1]["spans"], ref[-1]["spans"]))
+    print("%-28s  %14d  %14d" % ("spans predicted, last turn", ours[-1]["spans"], ref[-1]["spans"]))
     print("%-28s  %10.0f MiB  %10.0f MiB" % ("peak RSS", max(x["rss"] for x in ours), max(x["rss"] for x in ref)))
     print("goal: ratio >= 1 for fit and predict: %s" % ("met" if ok else "MISSED"))
 
