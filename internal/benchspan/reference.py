@@ -116,7 +116,9 @@ def main():
     grouped = ({"train_sampling_strategy": "group_by_length"} if "train_sampling_strategy" in fields
                else {"group_by_length": True})
     steps = math.ceil(len(data) / a.batch) * a.epochs
-    args = TrainingArguments(output_dir=tempfile.mkdtemp(prefix="bench-span-reference-"),
+    # The Trainer's output_dir, which it leaves empty here, removed at exit.
+    out_dir = tempfile.TemporaryDirectory(prefix="bench-span-reference-")
+    args = TrainingArguments(output_dir=out_dir.name,
                              per_device_train_batch_size=a.batch, num_train_epochs=a.epochs, learning_rate=a.lr,
                              weight_decay=0.01, warmup_steps=int(0.06 * steps), lr_scheduler_type="linear",
                              max_grad_norm=1.0, eval_strategy="no", save_strategy="no", logging_strategy="no",
