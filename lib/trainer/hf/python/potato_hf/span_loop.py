@@ -16,7 +16,7 @@ from .artifacts import MODEL_CARD_FORMAT, publish, remove_partial, write_json, m
 from .data import chunks, read_bundle
 from .device import choose_precision, grad_scaler, is_oom, resolve_device, set_seed
 from .hub import pretrained
-from .loop import BestState, linear_schedule, peak_memory
+from .loop import PREDICT_BATCH_FACTOR, BestState, grouped_order, linear_schedule, peak_memory
 from .models import _dtype_kw, _conv1d_class, clamp_max_length, lora_targets
 from .packages import check_versions, import_packages, needed_packages
 from .spans import IGNORE, decode, display_text, learn_spans, merge_windows, prediction_row, tag_names, token_tags
@@ -384,12 +384,14 @@ def fit_schema(spec, params, s, labels, train_ex, splits, mods, torch, device, a
         return tot / max(n, 1)
 
     gen = random.Random(int(spec.get("seed") or 0))
+    tr_lengths = [len(x) for x in tr_w.ids]
     best = BestState(model, torch, device)
     best_loss, bad, best_epoch, kept, epoch = float("inf"), 0, 0, False, 0
     for epoch in range(1, epochs + 1):
         model.train()
-        order = list(range(len(tr_w)))
-        gen.shuffle(order)
+        # Batches of windows of about one length (loop.grouped_order, as
+        # transformers' group_by_length), each padded to its longest.
+        order = grouped_order(tr_lengths, bs, gen)
         tot, n = 0.0, 0
         t0 = time.time()
         for i in range(0, len(order), bs):
@@ -468,23 +470,30 @@ def fit_schema(spec, params, s, labels, train_ex, splits, mods, torch, device, a
     ev.status("predicting", "predicting %s" % name)
     t0 = time.time()
     n_pred = 0
+    # As hf-text-classification predicts (loop.predict): PREDICT_BATCH_FACTOR
+    # times batch_size windows at a time, a chunk's windows sorted by
+    # length, so that a batch pads little.
+    pbs = PREDICT_BATCH_FACTOR * bs
     for split in sorted(splits):
         if split == "train":
             continue
         for rows in chunks(splits[split], 1024):
             w = Windows(tok, [display_text(r["text"]) for r in rows], max_len, stride)
             per_item = [[] for _ in rows]
+            by_length = sorted(range(len(w)), key=lambda j: len(w.ids[j]))
             with torch.inference_mode():
-                for i in range(0, len(w), bs):
+                for i in range(0, len(w), pbs):
                     stop.check()
-                    idx = list(range(i, min(i + bs, len(w))))
+                    idx = by_length[i:i + pbs]
                     inp, att, _ = batch(w, None, idx)
                     probs = torch.softmax(forward(inp, att).double(), dim=-1).cpu().tolist()
                     for r, j in enumerate(idx):
                         k = len(w.ids[j])
-                        per_item[w.item[j]].append((w.offsets[j], probs[r][:k]))
+                        per_item[w.item[j]].append((j, w.offsets[j], probs[r][:k]))
             for row, wins in zip(rows, per_item):
-                spans, conf = decode(merge_windows(wins), tags)
+                # An item's windows in their order, as merge_windows breaks
+                # a tie by it.
+                spans, conf = decode(merge_windows([x[1:] for x in sorted(wins, key=lambda x: x[0])]), tags)
                 pf.write(json.dumps(prediction_row(row["instance_id"], name, spans, conf), separators=(",", ":"),
                                     ensure_ascii=False) + "\n")
             n_pred += len(rows)
