@@ -164,8 +164,7 @@ func TestRealEmbedLikert(t *testing.T) {
 			ID      string `json:"instance_id"`
 			Schema  string `json:"schema_name"`
 			Payload struct {
-				Label string  `json:"label"`
-				Value float64 `json:"value"`
+				Label string `json:"label"`
 			} `json:"payload"`
 			Probs map[string]float64 `json:"probs"`
 		}
@@ -177,11 +176,14 @@ func TestRealEmbedLikert(t *testing.T) {
 			continue
 		}
 		n++
-		if len(row.Probs) != 4 || row.Probs[row.Payload.Label] == 0 || row.Payload.Label != strconv.FormatFloat(row.Payload.Value, 'g', -1, 64) {
+		// A point of the scale, named by its label, with every point's
+		// probability (the prediction line hf-text-classification writes).
+		point, err := strconv.Atoi(row.Payload.Label)
+		if len(row.Probs) != 4 || row.Probs[row.Payload.Label] == 0 || err != nil || point < 1 || point > 4 {
 			t.Fatalf("a likert prediction without its levels: %s", line)
 		}
 		gold := level(texts[row.ID])
-		if d := row.Payload.Value - float64(gold[0]-'0'); d >= -1 && d <= 1 {
+		if d := point - int(gold[0]-'0'); d >= -1 && d <= 1 {
 			within1++
 		}
 	}

@@ -5,7 +5,13 @@ labels in the instruction; each label is scored by the probability the
 model gives its name as the whole answer (the sum of its tokens' log
 probabilities), and a nominal schema's scores are made probabilities by a
 softmax over its labels; a multilabel schema asks of each label whether
-the text has it, its probability P(yes) / (P(yes) + P(no)). Nothing is
+the text has it, its probability P(yes) / (P(yes) + P(no)). A small
+model favours some answers whatever the text; each schema's scores are
+calibrated against that bias (contextual calibration, Zhao et al., 2021,
+"Calibrate before use"): the same prompt is scored with texts that carry
+no content ("N/A", "", "[MASK]"), and each label's mean log probability
+there is taken from its score on every text (a multilabel schema's
+log-odds of yes likewise) before the softmax. Nothing is
 trained and no model is saved: predictions.jsonl goes through the same
 write-back, calibration and promotion gate as a fine-tune's."""
 
@@ -23,6 +29,8 @@ INSTRUCTION = ("You label texts for an annotation project. {what}Answer with exa
                "nothing else: {labels}.")
 INSTRUCTION_MULTI = ("You label texts for an annotation project. {what}Does the text have the label \"{label}\"? "
                      "Answer yes or no.")
+# Texts without content, whose answers measure the model's bias.
+CONTENT_FREE = ("N/A", "", "[MASK]")
 # The text's tokens in a prompt, at most (head_tail keeps its head and tail).
 DEFAULT_TEXT_TOKENS = 256
 BATCH = 8
@@ -68,6 +76,32 @@ def score_batch(torch, model, device, pairs, pad_id):
     for i, (p, a) in enumerate(pairs):
         out.append(sum(float(logp[i, len(p) - 1 + j, t]) for j, t in enumerate(a)))
     return out
+
+
+def label_scores(torch, model, device, tok, chat, pad_id, bs, what_s, labels, text):
+    """Each label's log probability as the answer for text (one prompt)."""
+    p = build_prompt(tok, INSTRUCTION.format(what=what_s, labels=", ".join(labels)), text)
+    sc = []
+    for i in range(0, len(labels), bs):
+        sc += score_batch(torch, model, device, [(p, answer_ids(tok, l, chat)) for l in labels[i:i + bs]], pad_id)
+    return sc
+
+
+def yes_log_odds(torch, model, device, tok, chat, pad_id, what_s, labels, text):
+    """Each label's log-odds of yes against no for text."""
+    out = []
+    for l in labels:
+        p = build_prompt(tok, INSTRUCTION_MULTI.format(what=what_s, label=l), text)
+        yes, no = score_batch(torch, model, device, [(p, answer_ids(tok, "yes", chat)),
+                                                     (p, answer_ids(tok, "no", chat))], pad_id)
+        out.append(yes - no)
+    return out
+
+
+def softmax(xs):
+    top = max(xs)
+    ex = [math.exp(x - top) for x in xs]
+    return [x / sum(ex) for x in ex]
 
 
 def zero_shot(spec, params, ev, stop, env, torch, device):
@@ -118,6 +152,15 @@ def zero_shot(spec, params, ev, stop, env, torch, device):
                 what_s = schema_what(s, params["prompt"])
                 ev.status("predicting", "prompting for %s" % s["name"])
                 gold = {iid: y for iid, _, y in examples(splits.get("val", []), s, labels)}
+                # The model's bias: its answers to texts without content.
+                if multi:
+                    cf = [yes_log_odds(torch, model, device, tok, chat, pad_id, what_s, labels, t) for t in CONTENT_FREE]
+                else:
+                    cf = [label_scores(torch, model, device, tok, chat, pad_id, bs, what_s, labels, t)
+                          for t in CONTENT_FREE]
+                bias = [sum(c[i] for c in cf) / len(cf) for i in range(len(labels))]
+                ev.log("info", "zero-shot %s: the bias its answers are calibrated against, from texts without "
+                       "content: %s" % (s["name"], ", ".join("%s %+.2f" % (l, b) for l, b in zip(labels, bias))))
                 correct = n_val = 0
                 for rows in chunks(todo, 256):
                     for r in rows:
@@ -125,21 +168,11 @@ def zero_shot(spec, params, ev, stop, env, torch, device):
                         ids = tok(r["text"] or " ", add_special_tokens=False)["input_ids"]
                         text = tok.decode(head_tail(ids, budget, params["truncation"]))
                         if multi:
-                            probs = []
-                            for l in labels:
-                                p = build_prompt(tok, INSTRUCTION_MULTI.format(what=what_s, label=l), text)
-                                yes, no = score_batch(torch, model, device, [(p, answer_ids(tok, "yes", chat)),
-                                                                             (p, answer_ids(tok, "no", chat))], pad_id)
-                                probs.append(1.0 / (1.0 + math.exp(no - yes)))
+                            odds = yes_log_odds(torch, model, device, tok, chat, pad_id, what_s, labels, text)
+                            probs = [1.0 / (1.0 + math.exp(b - o)) for o, b in zip(odds, bias)]
                         else:
-                            p = build_prompt(tok, INSTRUCTION.format(what=what_s, labels=", ".join(labels)), text)
-                            sc = []
-                            for i in range(0, len(labels), bs):
-                                sc += score_batch(torch, model, device,
-                                                  [(p, answer_ids(tok, l, chat)) for l in labels[i:i + bs]], pad_id)
-                            top = max(sc)
-                            ex = [math.exp(x - top) for x in sc]
-                            probs = [x / sum(ex) for x in ex]
+                            sc = label_scores(torch, model, device, tok, chat, pad_id, bs, what_s, labels, text)
+                            probs = softmax([x - b for x, b in zip(sc, bias)])
                         if ordered:
                             # A likert scale's points are scored as a radio
                             # schema's labels; the prediction is the median
