@@ -5,7 +5,7 @@ package trainer
 // stride, its own. TestHFSpanParams compares them with hfParams.
 var hfSpanParams = func() Params {
 	keep := map[string]bool{"model": true, "lora": true, "merge": true, "lora_r": true, "lora_alpha": true,
-		"lora_dropout": true, "attention_dropout": false, "target_modules": true, "epochs": true, "batch_size": true,
+		"lora_dropout": true, "attention_dropout": true, "target_modules": true, "epochs": true, "batch_size": true,
 		"learning_rate": true, "head_learning_rate": true, "weight_decay": true, "warmup_ratio": true,
 		"patience": true, "precision": true, "max_grad_norm": true}
 	var out Params
