@@ -100,6 +100,11 @@ def load_token_model(params, tags, torch, transformers, peft, env, ev):
                % (params["attention_dropout"], max(own.values())))
     model = pretrained(transformers.AutoModelForTokenClassification.from_pretrained, src, env, config=config,
                        ignore_mismatched_sizes=True, **_dtype_kw(transformers, torch))
+    # The modules keep the dropout they were built with; the saved config
+    # keeps the model's own, as hf-text-classification's does.
+    for c in {id(config): config, id(model.config): model.config}.values():
+        for k, v in own.items():
+            setattr(c, k, v)
     model.float()
     lora = None
     if params["lora"]:
