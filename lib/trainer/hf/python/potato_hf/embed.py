@@ -23,22 +23,19 @@ label's probability) and takes the same learning curves as
 hf-text-classification; the modules it shares with it are spec, events,
 data, curve, hub, device, packages and artifacts."""
 
-import argparse
 import json
 import math
 import os
-import sys
 import time
 
 from . import curve, ordinal
 from .artifacts import publish, remove_partial, save_model, write_json
 from .data import chunks, label_order, prediction_row, read_bundle
-from .device import is_oom, resolve_device, set_seed
+from .device import resolve_device, set_seed
 from .events import Events
 from .hub import pretrained
 from .packages import check_versions, import_packages, release
-from .spec import (Cancelled, EXIT_BAD_SPEC, EXIT_CANCELLED, EXIT_FINISHED, EXIT_MISSING_DEPENDENCY, EXIT_OUT_OF_MEMORY,
-                   EXIT_UNEXPECTED, TrainerError, read_spec)
+from .spec import EXIT_BAD_SPEC, EXIT_MISSING_DEPENDENCY, TrainerError
 
 TRAINER = "embed-logreg"
 MODEL_VERSION = "embed-logreg/1"
@@ -598,43 +595,12 @@ def fit_curve(spec, plans, splits, params, enc, sk, np, points, draws, seed, sto
 
 
 def main(argv=None, stdout=None, stderr=None, env=None):
-    """Runs the trainer; returns its exit code (potato-events(5))."""
-    from .loop import Stop
-    stdout = stdout or sys.stdout
-    stderr = stderr or sys.stderr
-    ap = argparse.ArgumentParser(prog=TRAINER, description="Fit linear heads on a frozen sentence encoder's vectors.")
-    ap.add_argument("--spec", required=True, help="the run's spec.json")
-    try:
-        args = ap.parse_args(argv)
-    except SystemExit as e:
-        return EXIT_BAD_SPEC if e.code else EXIT_FINISHED
-    ev = Events(stdout, MODEL_VERSION)
-    stop = Stop()
-    stop.install()
-    try:
-        spec = read_spec(args.spec, TRAINER)
+    """Runs the trainer; returns its exit code (potato-events(5)): the
+    package's command (main.run) with this trainer's checks and fit."""
+    from .main import run
+
+    def check(spec):
         parse_params(spec["params"])
         check_schemas(spec)
-        train(spec, ev, stop, env)
-        return EXIT_FINISHED
-    except Cancelled:
-        ev.status("cancelled", "stopped on request")
-        return EXIT_CANCELLED
-    except TrainerError as e:
-        detail = getattr(e, "detail", "")
-        if detail:
-            ev.log("error", detail)
-            stderr.write("%s: %s\n" % (TRAINER, detail))
-        ev.error(e.code, e.message, e.hint)
-        stderr.write("%s: error: %s\n" % (TRAINER, e.message))
-        return e.exit_code
-    except Exception as e:  # noqa: BLE001 - every failure becomes an error event
-        if is_oom(sys.modules.get("torch"), e):
-            msg = "out of memory: %s: lower batch_size or max_length (--param batch_size=N, --param max_length=N)" % e
-            ev.error("out_of_memory", msg)
-            stderr.write("%s: error: %s\n" % (TRAINER, msg))
-            return EXIT_OUT_OF_MEMORY
-        ev.error("fit_failed", "%s: %s" % (type(e).__name__, e))
-        import traceback
-        traceback.print_exc(file=stderr)
-        return EXIT_UNEXPECTED
+    return run(argv, stdout, stderr, env, TRAINER, "Fit linear heads on a frozen sentence encoder's vectors.",
+               check, train, events=lambda out: Events(out, MODEL_VERSION))

@@ -17,29 +17,39 @@ def main(argv=None, stdout=None, stderr=None, env=None, trainer=TRAINER, train=t
     """Runs the trainer (hf-text-classification, SPAN_TRAINER: the token
     classifier of span_loop, or another trainer of the loop, whose train
     calls loop.train: hf-llm-classification); returns its exit code."""
+    span = trainer == SPAN_TRAINER
+
+    def check(spec):
+        if span:
+            span_params(spec["params"])
+            check_span_schemas(spec)
+        else:
+            parse_params(spec["params"])
+            check_schemas(spec)
+    return run(argv, stdout, stderr, env, trainer, "Fine-tune a %s on a potato-training bundle." % (
+        "token classifier" if span else "text classifier"), check, train_spans if span else train)
+
+
+def run(argv, stdout, stderr, env, trainer, description, check, train, events=Events):
+    """The command of a trainer of the package: --spec SPEC, read and
+    checked (check(spec)) before train(spec, ev, stop, env); every way it
+    ends becomes its event and exit code. events makes the event stream
+    (Events, or one with another trainer's model version)."""
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
-    span = trainer == SPAN_TRAINER
-    ap = argparse.ArgumentParser(prog=trainer, description="Fine-tune a %s on a potato-training bundle." % (
-        "token classifier" if span else "text classifier"))
+    ap = argparse.ArgumentParser(prog=trainer, description=description)
     ap.add_argument("--spec", required=True, help="the run's spec.json")
     try:
         args = ap.parse_args(argv)
     except SystemExit as e:
         return EXIT_BAD_SPEC if e.code else EXIT_FINISHED
-    ev = Events(stdout)
+    ev = events(stdout)
     stop = Stop()
     stop.install()
     try:
         spec = read_spec(args.spec, trainer)
-        if span:
-            span_params(spec["params"])
-            check_span_schemas(spec)
-            train_spans(spec, ev, stop, env)
-        else:
-            parse_params(spec["params"])
-            check_schemas(spec)
-            train(spec, ev, stop, env)
+        check(spec)
+        train(spec, ev, stop, env)
         return EXIT_FINISHED
     except Cancelled:
         ev.status("cancelled", "stopped on request")
@@ -62,4 +72,3 @@ def main(argv=None, stdout=None, stderr=None, env=None, trainer=TRAINER, train=t
         import traceback
         traceback.print_exc(file=stderr)
         return EXIT_UNEXPECTED
-
