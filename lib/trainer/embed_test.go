@@ -1,12 +1,8 @@
 package trainer
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"potato-training/lib/trainer/hf"
@@ -31,34 +27,9 @@ func TestEmbedParamsAgree(t *testing.T) {
 			pairs = append(pairs, [2]string{p.Name, v})
 		}
 	}
-	in, _ := json.Marshal(pairs)
-	script := `
-import json, sys
-sys.path.insert(0, sys.argv[1])
-from potato_hf import embed as m, spec
-out = {"params": [[k, kind, d] for k, (kind, d) in m.PARAMS.items()], "accepted": []}
-for name, value in json.load(sys.stdin):
-    try:
-        m.parse_params({name: value})
-        out["accepted"].append(True)
-    except spec.TrainerError:
-        out["accepted"].append(False)
-print(json.dumps(out))
-`
-	cmd := exec.Command(python, "-c", script, filepath.Join("hf", "python"))
-	cmd.Stdin = bytes.NewReader(in)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("%s: %v\n%s", python, err, stderr.String())
-	}
-	var got struct {
-		Params   [][3]any `json:"params"`
-		Accepted []bool   `json:"accepted"`
-	}
-	if err := json.Unmarshal(out, &got); err != nil || len(got.Params) != len(ps) || len(got.Accepted) != len(pairs) {
-		t.Fatalf("%v: %s; Go declares %d", err, out, len(ps))
+	got := pythonParams(t, python, `from potato_hf import embed as m`, pairs)
+	if len(got.Params) != len(ps) {
+		t.Fatalf("the script declares %v; Go declares %d", got.Params, len(ps))
 	}
 	for i, row := range got.Params {
 		p := ps[i]

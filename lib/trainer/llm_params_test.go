@@ -1,12 +1,8 @@
 package trainer
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"testing"
 
@@ -45,37 +41,9 @@ func TestLLMParamsAgree(t *testing.T) {
 			pairs = append(pairs, [2]string{name, v})
 		}
 	}
-	in, _ := json.Marshal(pairs)
-	script := `
-import json, sys
-sys.path.insert(0, sys.argv[1])
-from potato_hf import llm
+	got := pythonParams(t, python, `from potato_hf import llm
 llm.install()
-from potato_hf import spec as m
-out = {"params": [[k, kind, d] for k, (kind, d) in m.PARAMS.items()], "accepted": []}
-for name, value in json.load(sys.stdin):
-    try:
-        m.parse_params({name: value})
-        out["accepted"].append(True)
-    except m.TrainerError:
-        out["accepted"].append(False)
-print(json.dumps(out))
-`
-	cmd := exec.Command(python, "-c", script, filepath.Join("hf", "python"))
-	cmd.Stdin = bytes.NewReader(in)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("%s: %v\n%s", python, err, stderr.String())
-	}
-	var got struct {
-		Params   [][3]any `json:"params"`
-		Accepted []bool   `json:"accepted"`
-	}
-	if err := json.Unmarshal(out, &got); err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
+from potato_hf import spec as m`, pairs)
 	table := map[string][2]any{}
 	for _, row := range got.Params {
 		table[row[0].(string)] = [2]any{row[1], row[2]}

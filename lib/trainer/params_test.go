@@ -138,35 +138,7 @@ func TestHFParamsAgree(t *testing.T) {
 	for i, pr := range all {
 		pairs[i] = [2]string{pr.Name, pr.Value}
 	}
-	in, _ := json.Marshal(pairs)
-	script := `
-import json, sys
-sys.path.insert(0, sys.argv[1])
-from potato_hf import spec as m
-out = {"params": [[k, kind, d] for k, (kind, d) in m.PARAMS.items()], "accepted": []}
-for name, value in json.load(sys.stdin):
-    try:
-        m.parse_params({name: value})
-        out["accepted"].append(True)
-    except m.TrainerError:
-        out["accepted"].append(False)
-print(json.dumps(out))
-`
-	cmd := exec.Command(python, "-c", script, filepath.Join("hf", "python"))
-	cmd.Stdin = bytes.NewReader(in)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("%s: %v\n%s", python, err, stderr.String())
-	}
-	var got struct {
-		Params   [][3]any `json:"params"`
-		Accepted []bool   `json:"accepted"`
-	}
-	if err := json.Unmarshal(out, &got); err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
+	got := pythonParams(t, python, `from potato_hf import spec as m`, pairs)
 	var pyNames, goNames []string
 	for _, row := range got.Params {
 		pyNames = append(pyNames, row[0].(string))
@@ -264,4 +236,44 @@ func TestManPageParamsAreTheRegistry(t *testing.T) {
 			t.Errorf("potato-dispatch.1 lists the parameters of %s as %q; the registry has %q", i.Name, inMan, want)
 		}
 	}
+}
+
+// pyParams is what a trainer's script says of its parameters: its PARAMS
+// table (name, kind, default) and whether its parse_params accepts each
+// probe, one --param NAME=VALUE at a time.
+type pyParams struct {
+	Params   [][3]any `json:"params"`
+	Accepted []bool   `json:"accepted"`
+}
+
+// pythonParams asks python for the pyParams of the module that setup, a
+// few lines of Python, imports as m (with the package's spec module's
+// TrainerError), for the probes pairs.
+func pythonParams(t *testing.T, python, setup string, pairs [][2]string) pyParams {
+	t.Helper()
+	in, _ := json.Marshal(pairs)
+	script := "import json, sys\nsys.path.insert(0, sys.argv[1])\n" + setup + `
+from potato_hf.spec import TrainerError
+out = {"params": [[k, kind, d] for k, (kind, d) in m.PARAMS.items()], "accepted": []}
+for name, value in json.load(sys.stdin):
+    try:
+        m.parse_params({name: value})
+        out["accepted"].append(True)
+    except TrainerError:
+        out["accepted"].append(False)
+print(json.dumps(out))
+`
+	cmd := exec.Command(python, "-c", script, filepath.Join("hf", "python"))
+	cmd.Stdin = bytes.NewReader(in)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", python, err, stderr.String())
+	}
+	var got pyParams
+	if err := json.Unmarshal(out, &got); err != nil || len(got.Accepted) != len(pairs) {
+		t.Fatalf("%v: %s", err, out)
+	}
+	return got
 }
