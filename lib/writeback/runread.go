@@ -179,15 +179,22 @@ func (r *RunReading) Scores() (map[string]SchemaScore, error) {
 	if !r.ok {
 		return Score(r.bundleDir, r.predictionsPath, r.schemas)
 	}
+	out := map[string]SchemaScore{}
+	if len(r.scored) > 0 && r.hasSplit["test"] {
+		out = scoreAll(r.scored, r.gold["test"], r.pred["test"])
+	}
 	if len(spanSchemas(r.schemas)) > 0 {
-		// A span schema's spans are not labels the reading holds: Score
-		// reads them (spans.go), and the other schemas' labels with them.
-		return Score(r.bundleDir, r.predictionsPath, r.schemas)
+		// A span schema's spans are not labels the reading holds: they are
+		// read for the score alone (spans.go), as Score reads them.
+		path, _, err := splitPath(r.bundleDir, "test")
+		if err != nil {
+			return nil, fmt.Errorf("writeback: score: %w", err)
+		}
+		if err := scoreSpanSchemas(path, r.predictionsPath, r.schemas, out); err != nil {
+			return nil, err
+		}
 	}
-	if len(r.scored) == 0 || !r.hasSplit["test"] {
-		return map[string]SchemaScore{}, nil
-	}
-	return scoreAll(r.scored, r.gold["test"], r.pred["test"]), nil
+	return out, nil
 }
 
 // scoredSchema reports whether the reading holds s's labels.
