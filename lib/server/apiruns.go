@@ -191,7 +191,10 @@ func (a *api) cancelRun(w http.ResponseWriter, r *http.Request, parts []string) 
 		return
 	}
 	switch {
-	case info.Finished:
+	// A final state in run.json is finished too: the dispatch writes it
+	// before exit_code, and a cancel between the two would be answered
+	// 202 for a run that has ended.
+	case info.Finished || rundir.Finished(info.State):
 		a.fail(w, errorf(http.StatusConflict, "run %s is finished already (%s)", id, info.State))
 		return
 	case info.Gone:
