@@ -40,9 +40,12 @@ testbin:
 # SLURM, the released Potato, chromium) or a real fine-tune, each of which
 # says so in its skip; the Python trainer's unit tests included. make test
 # stays the whole suite. -parallel 4: most parallel tests wait on the
-# processes they start, so more of them than cores keep the cores busy.
+# processes they start, so more of them than cores keep the cores busy;
+# -p 4 likewise for the packages (go test's default is one per core), as
+# some of them mostly wait on timers (lib/server's slow peers, lib/sshx's
+# stalls, the agent's heartbeat).
 check: testbin
-	POTATO_TEST_BIN=$(TESTBIN) $(GO) test -short -count=1 -parallel 4 ./...
+	POTATO_TEST_BIN=$(TESTBIN) $(GO) test -short -count=1 -parallel 4 -p 4 ./...
 
 lint:
 	@out=$$(gofmt -l cmd lib internal); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

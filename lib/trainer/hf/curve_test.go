@@ -18,6 +18,7 @@ import (
 // potato-events(5) gives, in each of the trainer's 3 default draws, the
 // curve rises from 25% to 100%, and the run keeps no model.
 func TestDispatchCurve(t *testing.T) {
+	testcli.Short(t, "a real fine-tune (12 fits of the torch loop; test_curve.py covers the loop's curve)")
 	t.Parallel()
 	py := torchPython(t)
 	dir := t.TempDir()
