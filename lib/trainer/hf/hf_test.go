@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,9 +28,23 @@ import (
 // torchPython is an interpreter that imports torch: $POTATO_TRAINING_PYTHON,
 // Debian's /usr/bin/python3 (scripts/install-deps installs its
 // python3-torch), or python3 on PATH. Without one the test skips, except
-// under CI, where a missing torch fails it.
+// under CI, where a missing torch fails it. The interpreters are tried once
+// for the package's tests (findTorch): an import of torch costs a second
+// or two of CPU.
 func torchPython(t *testing.T) string {
 	t.Helper()
+	path, tried := findTorch()
+	if path != "" {
+		return path
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatalf("no interpreter with torch (tried %v): scripts/install-deps installs python3-torch", tried)
+	}
+	t.Skipf("no interpreter with torch (tried %v): the trainer's loop cannot run here", tried)
+	return ""
+}
+
+var findTorch = sync.OnceValues(func() (string, []string) {
 	var tried []string
 	for _, p := range []string{os.Getenv("POTATO_TRAINING_PYTHON"), "/usr/bin/python3", "python3"} {
 		if p == "" {
@@ -41,15 +56,11 @@ func torchPython(t *testing.T) string {
 		}
 		tried = append(tried, path)
 		if exec.Command(path, "-c", "import torch").Run() == nil {
-			return path
+			return path, tried
 		}
 	}
-	if os.Getenv("CI") != "" {
-		t.Fatalf("no interpreter with torch (tried %v): scripts/install-deps installs python3-torch", tried)
-	}
-	t.Skipf("no interpreter with torch (tried %v): the trainer's loop cannot run here", tried)
-	return ""
-}
+	return "", tried
+})
 
 // anyPython is python3 from PATH or /usr/bin/python3, for what needs no
 // torch; a machine without either skips, except under CI.
