@@ -64,12 +64,9 @@ func newTrainer(tr *split, k, f int, s Options) *trainer {
 		correct:   make([]bool, tr.x.n()),
 	}
 	t.resid = make([]float64, t.batchSize*k)
-	if t.batchSize < maxBatch {
-		// Under 100*maxBatch training documents a step's few documents
-		// cost less than handing them to goroutines twice a step:
-		// BenchmarkFitThreads, 320 documents fitted twice as fast on one
-		// goroutine as on two, 1,600 1.4 times, 6,400 about the same. The
-		// result is the same on any number.
+	if n := tr.x.n(); n > 0 && t.batchSize*len(tr.x.idx)/n < minParallelStep {
+		// A step of few terms costs less on one goroutine than handed to
+		// goroutines twice a step. The result is the same on any number.
 		t.threads = 1
 	}
 	if t.threads > 1 {
@@ -104,6 +101,14 @@ func (t *trainer) partition() {
 		}
 	}
 }
+
+// minParallelStep is the fewest terms (non-zero features) a step's
+// documents hold on average for the step to be split over goroutines:
+// BenchmarkFitThreads fits 320 short documents (4 a step, about 160 terms)
+// twice as fast on one goroutine as on two, and 6,400 (64 a step, about
+// 2,500 terms) about as fast; emails of a few hundred terms each are
+// split from 8 a step.
+const minParallelStep = 2048
 
 // batchSize returns the mini-batch size for n training documents: at most
 // maxBatch, and small enough for a small corpus to get some 100 steps an

@@ -6,11 +6,12 @@ import (
 	"testing"
 )
 
-// BenchmarkFitThreads fits corpora of 400 to 16,000 documents (80% of
-// them fitted) of four topics on one goroutine and on two. Where the
-// training set is under 100 steps of maxBatch documents, Fit's steps run
-// on one goroutine whatever Threads says, so the two agree; above, two
-// goroutines fit faster.
+// BenchmarkFitThreads fits corpora of 400 to 16,000 short documents (80%
+// of them fitted, 20 to 80 words each) of four topics on one goroutine and
+// on two. Where a step's documents hold fewer than minParallelStep terms,
+// Fit's steps run on one goroutine whatever Threads says, so the two
+// differ only in the vectorising and the scoring; above, two goroutines
+// fit faster.
 func BenchmarkFitThreads(b *testing.B) {
 	labels := []string{"politics", "sport", "science", "arts"}
 	for _, n := range []int{400, 2000, 8000, 16000} {
