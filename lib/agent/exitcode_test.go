@@ -73,6 +73,35 @@ func TestOnceExitsOneWhenTheServerRefuses(t *testing.T) {
 	}
 }
 
+// The server asks for the cancel of the job of an agent started with
+// --once, then refuses its result (404: the run ended at the server once
+// the grace was over, as a dispatch does). Expected: exit 3, the job's
+// own outcome, and the refusal in the log; before, exit 1, as for a
+// failure.
+func TestOnceCancelledThenRefused(t *testing.T) {
+	s := newPollServer(t, nil)
+	// A trainer that ends on SIGTERM with the exit code for a cancel (4),
+	// with an event every 0.2 s, which the agent posts soon after.
+	tr := testproject.Trainer(t, t.TempDir(), `trap 'exit 4' TERM
+while :; do echo '{"v":1,"event":"status","state":"fitting","step":"working"}'; sleep 0.2; done`)
+	s.claim.Spec.Trainer, s.claim.Spec.Params = tr, map[string]string{}
+	addr, _ := s.serve("127.0.0.1:0")
+	s.setFault(func(r string) fault {
+		if r == "result" {
+			return answer404
+		}
+		return pass
+	})
+	a := startAgent(t, addr, t.TempDir(), tokenEnv(s), "--once", "--allow-exec", strings.TrimPrefix(tr, "exec:"))
+	testproject.WaitFor(t, "the trainer", func() bool { return s.trainerPID() != 0 })
+	s.mu.Lock()
+	s.cancel = true
+	s.mu.Unlock()
+	if code := a.wait(t); code != 3 || !a.says("the server refused the result") || !a.says("finished: cancelled") {
+		t.Errorf("exit %d, want 3, the refusal and the job cancelled in the log\n%s", code, a.stderr)
+	}
+}
+
 // SIGTERM to an agent started with --once while its job trains.
 // Expected: the training process is stopped, the result saying so reaches
 // the server, and the agent exits 1: its job did not finish. SIGTERM to

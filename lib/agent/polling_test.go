@@ -67,6 +67,7 @@ type pollServer struct {
 	ranges   []string       // Range of each bundle request
 	cutAt    int64          // cut the next bundle answer after this many bytes
 	fault    func(route string) fault
+	cancel   bool // the answer to every post of events asks for the cancel
 	done     chan struct{}
 }
 
@@ -236,8 +237,9 @@ func (s *pollServer) BundlePath(string) (string, error) {
 func (s *pollServer) Events(_ string, evs []events.Event, _ []string) (agentproto.Reply, error) {
 	s.mu.Lock()
 	s.events = append(s.events, evs...)
+	cancel := s.cancel
 	s.mu.Unlock()
-	return agentproto.Reply{}, nil
+	return agentproto.Reply{Cancel: cancel}, nil
 }
 
 func (s *pollServer) Predictions(_ string, body io.Reader) error {

@@ -85,9 +85,13 @@ func (s *state) finish(ctx context.Context, j *job, code int, uri, pred string, 
 			switch {
 			case it.Result.Error != "":
 				return errors.New(it.Result.Error)
-			case it.refused != "":
+			case it.refused != "" && !j.cancelled():
 				return errors.New(it.refused)
 			}
+			// A job the server cancelled stays cancelled when the server
+			// then refuses its result: the run has ended there (its
+			// dispatch does not wait past the grace for a result), and
+			// the refusal is in the log.
 			return j.exitFailure(code)
 		}
 		if err != nil && !errors.Is(err, errPending) {
@@ -130,6 +134,13 @@ func (j *job) exitFailure(code int) error {
 		return fmt.Errorf("the training process failed (exit status %d): %s", code, msg)
 	}
 	return fmt.Errorf("the training process failed (exit status %d)", code)
+}
+
+// cancelled reports whether the server asked for the job's cancel.
+func (j *job) cancelled() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.whyCode == agentproto.CodeCancelled
 }
 
 // ctxOr is the job's context, ended by the watch, or ctx.
