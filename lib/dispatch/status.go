@@ -1,7 +1,6 @@
 package dispatch
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -16,11 +15,9 @@ import (
 	"potato-training/lib/writeback"
 )
 
-// ErrFinished is returned when cancelling a run that is over.
-var ErrFinished = errors.New("finished already")
-
 // Cancel asks run id to stop: its dispatch sees the cancel file, sends
-// SIGTERM to the training process and SIGKILL after grace_seconds.
+// SIGTERM to the training process and SIGKILL after grace_seconds. A run
+// that is over is refused (rundir.ErrFinished, rundir.ErrGone).
 func Cancel(configPath, id string) error {
 	cfg, err := LoadConfig(configPath)
 	if err != nil {
@@ -31,17 +28,7 @@ func Cancel(configPath, id string) error {
 		return err
 	}
 	settleLost(cfg, root)
-	info, err := root.Read(id)
-	if err != nil {
-		return err
-	}
-	switch {
-	case info.Finished:
-		return fmt.Errorf("run %s is %w (%s)", id, ErrFinished, info.State)
-	case info.Gone:
-		return fmt.Errorf("run %s: %s", id, rundir.GoneError)
-	}
-	return root.RequestCancel(id)
+	return root.Cancel(id)
 }
 
 // StatusOptions are potato-dispatch status's arguments.

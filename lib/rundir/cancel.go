@@ -2,6 +2,8 @@ package rundir
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"time"
@@ -11,8 +13,36 @@ import (
 	"potato-training/lib/atomicfile"
 )
 
-// RequestCancel creates the cancel file of run id. It is what
-// potato-dispatch cancel and the server do; the run's dispatch notices.
+// ErrFinished is Cancel's error for a run that is over; ErrGone for one
+// whose dispatch is gone.
+var (
+	ErrFinished = errors.New("finished already")
+	ErrGone     = errors.New(GoneError)
+)
+
+// Cancel asks run id to stop (RequestCancel), as potato-dispatch cancel and
+// the server's API do, unless it is over: finished, by its exit_code or by
+// the final state run.json holds, which the dispatch writes before
+// exit_code, or gone.
+func (r *Root) Cancel(id string) error {
+	info, err := r.Read(id)
+	if err != nil {
+		return err
+	}
+	// Gone before the state: Read reports a gone run in state error.
+	switch {
+	case info.Finished:
+		return fmt.Errorf("run %s is %w (%s)", id, ErrFinished, info.State)
+	case info.Gone:
+		return fmt.Errorf("run %s: %w", id, ErrGone)
+	case Finished(info.State):
+		return fmt.Errorf("run %s is %w (%s)", id, ErrFinished, info.State)
+	}
+	return r.RequestCancel(id)
+}
+
+// RequestCancel creates the cancel file of run id; the run's dispatch
+// notices. Cancel checks that the run is not over first.
 func (r *Root) RequestCancel(id string) error {
 	return atomicfile.WriteFile(filepath.Join(r.RunDir(id), CancelFile), []byte("cancel\n"), 0o644)
 }

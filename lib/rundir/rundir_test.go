@@ -396,3 +396,38 @@ func TestReadRacingTheEnd(t *testing.T) {
 		}
 	}
 }
+
+// Cancel asks a live run to stop, and refuses a run that is over: one
+// whose run.json holds its final state while its dispatch has yet to write
+// exit_code (the order it writes them in), one finished, one gone; none of
+// those gets a cancel file.
+func TestCancel(t *testing.T) {
+	root, _ := Open(t.TempDir())
+	cancelled := func(run *Run) bool {
+		_, err := os.Stat(run.Path(CancelFile))
+		return err == nil
+	}
+	live, _ := root.Create(Record{})
+	defer live.Close()
+	live.Update(func(r *Record) { r.State = StateRunning })
+	if err := root.Cancel(live.ID); err != nil || !cancelled(live) {
+		t.Errorf("live run: %v, cancel file %v", err, cancelled(live))
+	}
+
+	ending, _ := root.Create(Record{})
+	defer ending.Close()
+	ending.Update(func(r *Record) { r.State = StateCancelled })
+	if err := root.Cancel(ending.ID); !errors.Is(err, ErrFinished) || cancelled(ending) {
+		t.Errorf("final state, no exit_code: %v, cancel file %v", err, cancelled(ending))
+	}
+	ending.Finish(3)
+	if err := root.Cancel(ending.ID); err == nil || err.Error() != "run "+ending.ID+" is finished already (cancelled)" {
+		t.Errorf("finished run: %v", err)
+	}
+
+	gone, _ := root.Create(Record{})
+	gone.Close()
+	if err := root.Cancel(gone.ID); !errors.Is(err, ErrGone) || err.Error() != "run "+gone.ID+": "+GoneError || cancelled(gone) {
+		t.Errorf("gone run: %v, cancel file %v", err, cancelled(gone))
+	}
+}

@@ -190,18 +190,10 @@ func (a *api) cancelRun(w http.ResponseWriter, r *http.Request, parts []string) 
 		a.fail(w, err)
 		return
 	}
-	switch {
-	// A final state in run.json is finished too: the dispatch writes it
-	// before exit_code, and a cancel between the two would be answered
-	// 202 for a run that has ended.
-	case info.Finished || rundir.Finished(info.State):
-		a.fail(w, errorf(http.StatusConflict, "run %s is finished already (%s)", id, info.State))
-		return
-	case info.Gone:
-		a.fail(w, errorf(http.StatusConflict, "run %s: %s", id, rundir.GoneError))
-		return
-	}
-	if err := a.s.Root.RequestCancel(id); err != nil {
+	if err := a.s.Root.Cancel(id); err != nil {
+		if errors.Is(err, rundir.ErrFinished) || errors.Is(err, rundir.ErrGone) {
+			err = errorf(http.StatusConflict, "%v", err)
+		}
 		a.fail(w, err)
 		return
 	}
