@@ -1,12 +1,15 @@
 package main
 
 import (
+	"os"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"potato-training/internal/testcli"
 )
+
+func TestMain(m *testing.M) { os.Exit(testcli.Main(m)) }
 
 // TestScripts runs the command-line scripts of testdata/script: what
 // potato-agent prints on stdout and stderr, and its exit codes, for the

@@ -10,7 +10,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	testscript.Main(m, map[string]func(){"potato-check": main})
+	testscript.Main(testcli.CleanM{M: m}, map[string]func(){"potato-check": main})
 }
 
 // The scripts put a fake nvidia-smi ($FAKEGPU) on PATH where they need a

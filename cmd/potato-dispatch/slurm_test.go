@@ -67,15 +67,7 @@ func shim(t *testing.T, slots int) *cluster {
 	t.Helper()
 	testcli.SSHD(t)
 	c := &cluster{t: t, bin: testcli.UserDir(t, "/tmp"), stateDir: testcli.UserDir(t, "/tmp")}
-	src := filepath.Join(testcli.Binaries(t), "potato-slurm-shim")
-	b, err := os.ReadFile(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dst := filepath.Join(c.bin, "potato-slurm-shim")
-	if err := os.WriteFile(dst, b, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dst := testcli.CopyBinary(t, "potato-slurm-shim", c.bin)
 	for _, n := range []string{"sbatch", "squeue", "scancel", "scontrol"} {
 		if err := os.Symlink(dst, filepath.Join(c.bin, n)); err != nil {
 			t.Fatal(err)

@@ -15,14 +15,8 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	testscript.Main(cleanM{m}, map[string]func(){"potato-register": main})
+	testscript.Main(testcli.CleanM{M: m}, map[string]func(){"potato-register": main})
 }
-
-// cleanM runs the tests through testcli.Main, which removes the binaries
-// TestAgentLineReachesServer had built.
-type cleanM struct{ m *testing.M }
-
-func (c cleanM) Run() int { return testcli.Main(c.m) }
 
 var tokenLine = regexp.MustCompile(`(?m)^  ([0-9a-f]{64})$`)
 

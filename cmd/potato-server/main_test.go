@@ -9,7 +9,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	testscript.Main(m, map[string]func(){"potato-server": main})
+	testscript.Main(testcli.CleanM{M: m}, map[string]func(){"potato-server": main})
 }
 
 // The scripts stop at start-up: the server's routes have their tests in

@@ -35,14 +35,7 @@ import (
 func TestHangUpKeepsServing(t *testing.T) {
 	dir := t.TempDir()
 	// A copy of the built potato-server, alone in dir.
-	bin := filepath.Join(dir, "potato-server")
-	b, err := os.ReadFile(filepath.Join(testcli.Binaries(t), "potato-server"))
-	if err == nil {
-		err = os.WriteFile(bin, b, 0o755)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := testcli.CopyBinary(t, "potato-server", dir)
 	// The server looks for these beside itself; no run starts here.
 	for _, name := range []string{"potato-dispatch", "potato-check"} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {

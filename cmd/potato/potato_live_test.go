@@ -269,7 +269,6 @@ func copyFile(t *testing.T, from, to string) {
 // released Potato's interpreter.
 func TestReleasedPotatoOneEnvironment(t *testing.T) {
 	potatoBin := releasedPotatoDir(t)
-	bin := testcli.Binaries(t)
 	dir := t.TempDir()
 	if err := os.CopyFS(dir, os.DirFS(filepath.Join(testcli.Root(), "testdata", "potato-live"))); err != nil {
 		t.Fatal(err)
@@ -279,7 +278,7 @@ func TestReleasedPotatoOneEnvironment(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, b := range []string{"potato", "potato-dispatch"} {
-		copyFile(t, filepath.Join(bin, b), filepath.Join(env, b))
+		testcli.CopyBinary(t, b, env)
 	}
 	py := "#!/bin/sh\nexec " + filepath.Join(potatoBin, "python3") + ` "$@"` + "\n"
 	if err := os.WriteFile(filepath.Join(env, "python3"), []byte(py), 0o755); err != nil {

@@ -80,6 +80,24 @@ func Binaries(t testing.TB) string {
 	return binDir
 }
 
+// CopyBinary copies the built command name (Binaries) into dir, mode
+// 0755, and returns the copy's path: for a test that needs it alone in a
+// directory, or where the sshd's user can run it. A cp process writes it:
+// a child that another test forks while this process holds a file open
+// for writing keeps it open until that child execs, and running the file
+// then fails with "text file busy" (Go issue 22315).
+func CopyBinary(t testing.TB, name, dir string) string {
+	t.Helper()
+	dst := filepath.Join(dir, name)
+	if out, err := exec.Command("cp", filepath.Join(Binaries(t), name), dst).CombinedOutput(); err != nil {
+		t.Fatalf("cp %s: %v\n%s", name, err, out)
+	}
+	if err := os.Chmod(dst, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
 // Params returns testscript parameters for the scripts in dir. The
 // scripts see $REPO (the repository) and, when siblings is set, $BIN
 // holding every built binary, also put first on PATH. Nothing outside the
@@ -271,6 +289,14 @@ func Main(m *testing.M) int {
 	}
 	return code
 }
+
+// CleanM is m for testscript.Main, which takes a TestingM and exits
+// itself: its Run is Main's, so that a package whose TestMain is
+// testscript's removes the binaries Binaries built too.
+type CleanM struct{ M *testing.M }
+
+// Run runs the tests through Main.
+func (c CleanM) Run() int { return Main(c.M) }
 
 // Case is one test of a Group: its name and its function.
 type Case struct {

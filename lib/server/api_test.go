@@ -36,6 +36,8 @@ type apiEnv struct {
 	ts  *httptest.Server
 }
 
+func TestMain(m *testing.M) { os.Exit(testcli.Main(m)) }
+
 // newAPI writes a project whose config has admin_api_key set to key
 // (none when empty) and whose model_training block ends with extra, and
 // serves its API.

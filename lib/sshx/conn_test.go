@@ -14,18 +14,19 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"potato-training/internal/testcli"
 	"potato-training/lib/shell"
 )
+
+func TestMain(m *testing.M) { os.Exit(testcli.Main(m)) }
 
 // sshdDir is the state directory of the test sshd. The tests skip only when
 // POTATO_TEST_SSHD_DIR is unset and the default directory has no
@@ -447,42 +448,11 @@ func testUpload(t *testing.T, how Rsync) {
 	}
 }
 
-var (
-	agentOnce sync.Once
-	agentPath string
-	agentErr  error
-)
-
-// remoteAgent builds the real potato-agent, the far side of Fetch, into a
-// directory the remote user can read, or copies the one that make check
-// and make test built into $POTATO_TEST_BIN.
+// remoteAgent copies the real potato-agent, the far side of Fetch, into a
+// directory the remote user can read.
 func remoteAgent(t *testing.T) string {
 	t.Helper()
-	agentOnce.Do(func() {
-		dir, err := os.MkdirTemp("/tmp", "potato-sshx-agent-")
-		if err != nil {
-			agentErr = err
-			return
-		}
-		os.Chmod(dir, 0o755)
-		agentPath = filepath.Join(dir, "potato-agent")
-		if bin := os.Getenv("POTATO_TEST_BIN"); bin != "" {
-			b, err := os.ReadFile(filepath.Join(bin, "potato-agent"))
-			if err == nil {
-				err = os.WriteFile(agentPath, b, 0o755)
-			}
-			agentErr = err
-			return
-		}
-		out, err := exec.Command("go", "build", "-o", agentPath, "potato-training/cmd/potato-agent").CombinedOutput()
-		if err != nil {
-			agentErr = fmt.Errorf("go build potato-agent: %v\n%s", err, out)
-		}
-	})
-	if agentErr != nil {
-		t.Fatal(agentErr)
-	}
-	return agentPath
+	return testcli.CopyBinary(t, "potato-agent", testcli.SharedDir(t, 0o755))
 }
 
 // sshProcsWith counts this machine's ssh clients whose command line holds
