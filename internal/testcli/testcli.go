@@ -98,6 +98,12 @@ func CopyBinary(t testing.TB, name, dir string) string {
 	return dst
 }
 
+// HasModule reports whether python finds module name, asked of importlib
+// without importing it (an import of torch costs a second or two of CPU).
+func HasModule(python, name string) bool {
+	return exec.Command(python, "-c", "import importlib.util, sys; sys.exit(importlib.util.find_spec(sys.argv[1]) is None)", name).Run() == nil
+}
+
 // Params returns testscript parameters for the scripts in dir. The
 // scripts see $REPO (the repository) and, when siblings is set, $BIN
 // holding every built binary, also put first on PATH. Nothing outside the

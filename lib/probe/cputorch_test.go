@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"potato-training/internal/fakebin"
+	"potato-training/internal/testcli"
 )
 
 // TestRealCPUTorch runs the probe on this machine with its real
@@ -24,8 +25,8 @@ func TestRealCPUTorch(t *testing.T) {
 		}
 		t.Fatalf("/usr/bin/python3 has no CPU-only torch: %s", why)
 	}
-	if err := exec.Command("/usr/bin/python3", "-c", "import importlib.util, sys; sys.exit(importlib.util.find_spec('torch') is None)").Run(); err != nil {
-		noCPUTorch(err.Error())
+	if !testcli.HasModule("/usr/bin/python3", "torch") {
+		noCPUTorch("no torch")
 	}
 	bin := t.TempDir()
 	fakebin.NvidiaSMI(t, bin, "0, GPU-a, NVIDIA H200, 143771, 100000, 4, 9.0\n")
