@@ -69,6 +69,23 @@ HEAD_NAMES = ("classifier", "score", "pre_classifier", "classification_head")
 ATTENTION_DROPOUT_KEYS = ("attention_probs_dropout_prob", "attention_dropout", "attn_pdrop")
 
 
+def with_attention_dropout(config, dropout, ev, build):
+    """The model build() makes from config, its modules built with the
+    attention dropout dropout (param attention_dropout); config and the
+    model's config, which is saved, keep the model's own."""
+    own = {k: getattr(config, k) for k in ATTENTION_DROPOUT_KEYS if type(getattr(config, k, None)) in (int, float)}
+    for k in own:
+        setattr(config, k, dropout)
+    if any(v != dropout for v in own.values()):
+        ev.log("info", "attention dropout %g, not the model's %g (--param attention_dropout=P sets it)"
+               % (dropout, max(own.values())))
+    model = build()
+    for c in {id(config): config, id(model.config): model.config}.values():
+        for k, v in own.items():
+            setattr(c, k, v)
+    return model
+
+
 class HashTokenizer:
     """The tokenizer of a model directory that has none (a config.json
     alone, as built for a test): lowercased words and punctuation, each
@@ -391,21 +408,14 @@ def load_transformers(params, labels, multi, torch, transformers, peft, env, ev,
     if getattr(config, "pad_token_id", None) is None:
         config.pad_token_id = pad_id
 
-    own = {k: getattr(config, k) for k in ATTENTION_DROPOUT_KEYS if type(getattr(config, k, None)) in (int, float)}
-    for k in own:
-        setattr(config, k, params["attention_dropout"])
-    if any(v != params["attention_dropout"] for v in own.values()):
-        ev.log("info", "attention dropout %g, not the model's %g (--param attention_dropout=P sets it)"
-               % (params["attention_dropout"], max(own.values())))
-    if random_init:
-        model = transformers.AutoModelForSequenceClassification.from_config(config)
-        ev.log("info", "%s holds no weights: built from its config with random weights" % src)
-    else:
-        model = pretrained(transformers.AutoModelForSequenceClassification.from_pretrained, src, env,
-                           config=config, ignore_mismatched_sizes=True, **_dtype_kw(transformers, torch))
-    for c in {id(config): config, id(model.config): model.config}.values():
-        for k, v in own.items():
-            setattr(c, k, v)
+    def build():
+        if random_init:
+            m = transformers.AutoModelForSequenceClassification.from_config(config)
+            ev.log("info", "%s holds no weights: built from its config with random weights" % src)
+            return m
+        return pretrained(transformers.AutoModelForSequenceClassification.from_pretrained, src, env,
+                          config=config, ignore_mismatched_sizes=True, **_dtype_kw(transformers, torch))
+    model = with_attention_dropout(config, params["attention_dropout"], ev, build)
     model.float()
     lora = None
     if params["lora"]:

@@ -17,7 +17,7 @@ from .data import chunks, read_bundle
 from .device import choose_precision, grad_scaler, is_oom, resolve_device, set_seed
 from .hub import pretrained
 from .loop import PREDICT_BATCH_FACTOR, BestState, grouped_order, linear_schedule, peak_memory
-from .models import ATTENTION_DROPOUT_KEYS, _dtype_kw, _conv1d_class, clamp_max_length, lora_targets
+from .models import _dtype_kw, _conv1d_class, clamp_max_length, lora_targets, with_attention_dropout
 from .packages import check_versions, import_packages, needed_packages
 from .spans import IGNORE, decode, display_text, learn_spans, merge_windows, prediction_row, tag_names, token_tags
 from .spec import (AUTO_MAX_LENGTH_CAP, AUTO_MAX_LENGTH_CAP_CPU, EXIT_BAD_SPEC, EXIT_OUT_OF_MEMORY, TrainerError,
@@ -92,19 +92,9 @@ def load_token_model(params, tags, torch, transformers, peft, env, ev):
                         id2label={i: t for i, t in enumerate(tags)}, label2id={t: i for i, t in enumerate(tags)})
     # Attention dropout as hf-text-classification sets it (models.py): at
     # 0, its default, the fused attention kernel runs while training.
-    own = {k: getattr(config, k) for k in ATTENTION_DROPOUT_KEYS if type(getattr(config, k, None)) in (int, float)}
-    for k in own:
-        setattr(config, k, params["attention_dropout"])
-    if any(v != params["attention_dropout"] for v in own.values()):
-        ev.log("info", "attention dropout %g, not the model's %g (--param attention_dropout=P sets it)"
-               % (params["attention_dropout"], max(own.values())))
-    model = pretrained(transformers.AutoModelForTokenClassification.from_pretrained, src, env, config=config,
-                       ignore_mismatched_sizes=True, **_dtype_kw(transformers, torch))
-    # The modules keep the dropout they were built with; the saved config
-    # keeps the model's own, as hf-text-classification's does.
-    for c in {id(config): config, id(model.config): model.config}.values():
-        for k, v in own.items():
-            setattr(c, k, v)
+    model = with_attention_dropout(config, params["attention_dropout"], ev, lambda: pretrained(
+        transformers.AutoModelForTokenClassification.from_pretrained, src, env, config=config,
+        ignore_mismatched_sizes=True, **_dtype_kw(transformers, torch)))
     model.float()
     lora = None
     if params["lora"]:

@@ -254,3 +254,30 @@ class TestLoraTargets(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TestAttentionDropout(unittest.TestCase):
+    def test_built_with_the_param_saved_with_its_own(self):
+        """The model is built with attention_dropout in its config, and
+        both configs, the one given and the model's, keep the model's own;
+        a log line says when the two differ."""
+        class Config:
+            attention_probs_dropout_prob = 0.1
+            hidden_dropout_prob = 0.1
+
+        class Model:
+            pass
+
+        config, seen = Config(), []
+
+        def build():
+            seen.append(config.attention_probs_dropout_prob)
+            m = Model()
+            m.config = type("Copy", (), {"attention_probs_dropout_prob": 0.0})()
+            return m
+        out = io.StringIO()
+        model = models.with_attention_dropout(config, 0.0, events.Events(out), build)
+        self.assertEqual(seen, [0.0])
+        self.assertEqual((config.attention_probs_dropout_prob, model.config.attention_probs_dropout_prob), (0.1, 0.1))
+        self.assertEqual(config.hidden_dropout_prob, 0.1)
+        self.assertIn("attention dropout 0, not the model's 0.1", out.getvalue())
