@@ -9,6 +9,10 @@ import (
 	"sync"
 	"syscall"
 
+	// The SQLite driver: decision-calibrate, a built-in trainer that this
+	// command runs, reads Potato's store (lib/trainer/calibrate).
+	_ "modernc.org/sqlite"
+
 	"potato-training/internal/cli"
 	"potato-training/lib/agent"
 	"potato-training/lib/trainer"

@@ -10,6 +10,7 @@ import (
 
 	"potato-training/internal/testcli"
 	"potato-training/internal/testproject"
+	"potato-training/internal/teststore"
 	"potato-training/lib/rundir"
 	"potato-training/lib/trainer"
 )
@@ -70,7 +71,7 @@ func checkLikertRun(t *testing.T, r *testproject.Runs, info rundir.Info) {
 	if log := r.File(info.RunID, "run.log"); !strings.Contains(log, "mean absolute error") || !strings.Contains(log, "quadratic-weighted kappa") {
 		t.Errorf("the run log does not give the ordinal figures:\n%s", log)
 	}
-	db := testproject.OpenDB(t, filepath.Join(r.Dir, "project.sqlite"))
+	db := teststore.OpenDB(t, filepath.Join(r.Dir, "project.sqlite"))
 	var metrics string
 	if err := db.QueryRow(`SELECT metrics FROM training_runs WHERE run_id = ?`, info.RunID).Scan(&metrics); err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 
 	"potato-training/internal/testcli"
 	"potato-training/internal/testproject"
+	"potato-training/internal/teststore"
 	"potato-training/lib/rundir"
 	"potato-training/lib/writeback"
 )
@@ -136,7 +137,7 @@ func TestReleasedPotatoLikert(t *testing.T) {
 		t.Fatalf("%d prelabels written, want at least the %d unrated tweets'", got, n-rated)
 	}
 	predicted := predictionLabels(t, filepath.Join(r.Root().RunDir(res.ID), rundir.PredictionsFile))
-	db := testproject.OpenDB(t, filepath.Join(dir, writeback.StoreName))
+	db := teststore.OpenDB(t, filepath.Join(dir, writeback.StoreName))
 	var payload string
 	if err := db.QueryRow(`SELECT payload FROM training_predictions WHERE run_id = ? AND instance_id = ?`, res.ID, tweets[rated].ID).Scan(&payload); err != nil {
 		t.Fatal(err)

@@ -35,6 +35,7 @@ import (
 
 	"potato-training/internal/testcli"
 	"potato-training/internal/testproject"
+	"potato-training/internal/teststore"
 	"potato-training/lib/bundle"
 	"potato-training/lib/config"
 	"potato-training/lib/rundir"
@@ -514,7 +515,7 @@ func TestReleasedPotato(t *testing.T) {
 	}
 	predicted := predictionLabels(t, filepath.Join(r.Root().RunDir(id), rundir.PredictionsFile))
 	store := filepath.Join(dir, writeback.StoreName)
-	db := testproject.OpenDB(t, store)
+	db := teststore.OpenDB(t, store)
 	rows := func() int {
 		var n int
 		if err := db.QueryRow(`SELECT count(*) FROM training_predictions WHERE run_id = ?`, id).Scan(&n); err != nil {
@@ -701,7 +702,7 @@ func TestReleasedPotatoModelReview(t *testing.T) {
 			probs[pl.ID] = pl.Probs
 		}
 	}
-	db := testproject.OpenDB(t, filepath.Join(p.dir, writeback.StoreName))
+	db := teststore.OpenDB(t, filepath.Join(p.dir, writeback.StoreName))
 	rows, err := db.Query(`SELECT instance_id, schema_name, payload, confidence FROM training_predictions WHERE run_id = ?`, first)
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"potato-training/internal/testproject"
+	"potato-training/internal/teststore"
 	"potato-training/lib/rundir"
 )
 
@@ -15,7 +16,7 @@ import (
 // payload.
 func storePrelabels(t *testing.T, dir, schema string) map[string]string {
 	t.Helper()
-	rows, err := testproject.OpenDB(t, filepath.Join(dir, "project.sqlite")).Query(
+	rows, err := teststore.OpenDB(t, filepath.Join(dir, "project.sqlite")).Query(
 		`SELECT instance_id, run_id, payload FROM training_predictions WHERE schema_name = ?`, schema)
 	if err != nil {
 		t.Fatal(err)

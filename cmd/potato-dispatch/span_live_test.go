@@ -19,6 +19,7 @@ import (
 
 	"potato-training/internal/testcli"
 	"potato-training/internal/testproject"
+	"potato-training/internal/teststore"
 	"potato-training/lib/rundir"
 	"potato-training/lib/writeback"
 )
@@ -80,7 +81,7 @@ func TestReleasedPotatoHighlightsSpanPrelabels(t *testing.T) {
 	}
 	// A first run is published whatever its score: the store holds a
 	// prelabel for each unlabelled item.
-	db := testproject.OpenDB(t, filepath.Join(dir, writeback.StoreName))
+	db := teststore.OpenDB(t, filepath.Join(dir, writeback.StoreName))
 	type span struct {
 		Start, End int
 		Label      string

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"potato-training/internal/testproject"
+	"potato-training/internal/teststore"
 	"potato-training/lib/atomicfile"
 	"potato-training/lib/rundir"
 )
@@ -22,12 +23,12 @@ import (
 var potatoID = regexp.MustCompile(`^[0-9]{8}T[0-9]{6}-[0-9a-f]{6}$`)
 
 // potatoStore creates dir/project.sqlite as Potato's own migration leaves
-// it, before any run (testproject.PotatoStore).
+// it, before any run (teststore.PotatoStore).
 func potatoStore(t *testing.T, dir string) string {
-	return testproject.PotatoStore(t, filepath.Join(dir, "project.sqlite"))
+	return teststore.PotatoStore(t, filepath.Join(dir, "project.sqlite"))
 }
 
-func openDB(t *testing.T, path string) *sql.DB { return testproject.OpenDB(t, path) }
+func openDB(t *testing.T, path string) *sql.DB { return teststore.OpenDB(t, path) }
 
 // notNullColumns are training_runs' NOT NULL columns, as the store has them.
 func notNullColumns(t *testing.T, db *sql.DB) []string {

@@ -15,6 +15,9 @@ import (
 	"strings"
 	"time"
 
+	// The SQLite driver of the store this workload opens (lib/writeback).
+	_ "modernc.org/sqlite"
+
 	"potato-training/lib/bundle"
 	"potato-training/lib/config"
 	"potato-training/lib/writeback"

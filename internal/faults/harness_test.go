@@ -18,6 +18,7 @@ import (
 
 	"potato-training/internal/testcli"
 	"potato-training/internal/testproject"
+	"potato-training/internal/teststore"
 	"potato-training/lib/rundir"
 )
 
@@ -83,7 +84,7 @@ func newProject(t *testing.T, dir string, n, labelled int, block string) *projec
 	p := &project{t: t, Runs: &testproject.Runs{T: t, Bin: testcli.Binaries(t), Dir: dir}}
 	p.Config = testproject.Write(t, dir, n, labelled, block)
 	testproject.SetAPIKey(t, p.Config, apiKey)
-	p.store = testproject.PotatoStore(t, filepath.Join(dir, "project.sqlite"))
+	p.store = teststore.PotatoStore(t, filepath.Join(dir, "project.sqlite"))
 	return p
 }
 
@@ -181,7 +182,7 @@ func (p *project) settled(id, state, code string, bound time.Duration) final {
 		time.Sleep(200 * time.Millisecond)
 	}
 	f := final{file: rec.State + "/" + rec.ErrorCode}
-	db := testproject.OpenDB(p.t, p.store)
+	db := teststore.OpenDB(p.t, p.store)
 	var status, ecode string
 	if err := db.QueryRow(`SELECT status, COALESCE(error_code, '') FROM training_runs WHERE run_id = ?`, id).Scan(&status, &ecode); err != nil {
 		p.t.Errorf("the store has no row for run %s: %v", id, err)
@@ -236,7 +237,7 @@ func (p *project) page(id string) string {
 // rows in Potato's store, and lines of the run's predictions.jsonl.
 func (p *project) predictions(id string) (stored, kept int) {
 	p.t.Helper()
-	db := testproject.OpenDB(p.t, p.store)
+	db := teststore.OpenDB(p.t, p.store)
 	db.QueryRow(`SELECT COUNT(*) FROM training_predictions WHERE run_id = ?`, id).Scan(&stored)
 	if b, err := os.ReadFile(filepath.Join(p.Root().RunDir(id), rundir.PredictionsFile)); err == nil {
 		kept = strings.Count(string(b), "\n")

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"potato-training/internal/testproject"
+	"potato-training/internal/teststore"
 	"potato-training/lib/bundle"
 	"potato-training/lib/rundir"
 )
@@ -30,7 +31,7 @@ import (
 func (p *project) localIntegrity() string {
 	p.t.Helper()
 	var res string
-	if err := testproject.OpenDB(p.t, p.store).QueryRow(`PRAGMA integrity_check`).Scan(&res); err != nil {
+	if err := teststore.OpenDB(p.t, p.store).QueryRow(`PRAGMA integrity_check`).Scan(&res); err != nil {
 		p.t.Fatalf("integrity_check: %v", err)
 	}
 	if res != "ok" {
@@ -340,7 +341,7 @@ func (p *project) localLock() (release func()) {
 func (p *project) localRow(id string) string {
 	p.t.Helper()
 	var status string
-	if err := testproject.OpenDB(p.t, p.store).QueryRow(`SELECT status FROM training_runs WHERE run_id = ?`, id).Scan(&status); err != nil {
+	if err := teststore.OpenDB(p.t, p.store).QueryRow(`SELECT status FROM training_runs WHERE run_id = ?`, id).Scan(&status); err != nil {
 		p.t.Fatalf("the run's row: %v", err)
 	}
 	return status

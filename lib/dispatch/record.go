@@ -8,6 +8,10 @@ import (
 	"strings"
 	"time"
 
+	// The SQLite driver of Potato's store, which lib/writeback opens for
+	// the dispatch (lib/writeback, "the driver").
+	_ "modernc.org/sqlite"
+
 	"potato-training/lib/config"
 	"potato-training/lib/rundir"
 	"potato-training/lib/writeback"

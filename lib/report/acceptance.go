@@ -17,6 +17,10 @@ import (
 	"slices"
 	"time"
 
+	// The SQLite driver of Potato's store, which lib/writeback opens for
+	// the reports (lib/writeback, "the driver").
+	_ "modernc.org/sqlite"
+
 	"potato-training/lib/config"
 	"potato-training/lib/project"
 	"potato-training/lib/rundir"

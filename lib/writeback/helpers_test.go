@@ -8,6 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	// The driver the package leaves to the programs that open the store.
+	_ "modernc.org/sqlite"
 )
 
 // writeLines writes each value as one JSON line; a string is written as it

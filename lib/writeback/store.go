@@ -9,6 +9,12 @@
 // row keyed by project. Store creates the tables when they are missing and
 // never alters tables Potato already made, so columns Potato adds are left
 // alone. Every write is one transaction: it lands whole or not at all.
+//
+// The package uses database/sql and does not link the SQLite driver
+// (modernc.org/sqlite, registered as "sqlite"): the packages that open
+// the store import it (lib/dispatch, lib/report), so that the many that
+// only use the store's types, scores and path do not link its 6 MB of
+// code. OpenStore says so when a program lacks it.
 package writeback
 
 import (
@@ -25,10 +31,21 @@ import (
 	"strings"
 	"time"
 
-	_ "modernc.org/sqlite"
-
 	"potato-training/lib/bundle"
 )
+
+// Driver is the database/sql driver that opens the store: modernc.org/sqlite
+// registers it, in the programs that import that package.
+const Driver = "sqlite"
+
+// HasDriver is an error when this program links no SQLite driver: a
+// program that opens the store imports modernc.org/sqlite.
+func HasDriver() error {
+	if !slices.Contains(sql.Drivers(), Driver) {
+		return errors.New("this program links no SQLite driver (modernc.org/sqlite)")
+	}
+	return nil
+}
 
 // StoreName is the store's file name inside Potato's task_dir.
 const StoreName = "project.sqlite"
@@ -134,7 +151,10 @@ func OpenStore(path string) (*Store, error) {
 	// A file: URI, so that '?' or '#' in the path stay part of the name.
 	dsn := "file:" + (&url.URL{Path: filepath.ToSlash(abs)}).EscapedPath() +
 		"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=cache_size(-131072)&_txlock=immediate"
-	db, err := sql.Open("sqlite", dsn)
+	if err := HasDriver(); err != nil {
+		return nil, fmt.Errorf("writeback: open %q: %w", path, err)
+	}
+	db, err := sql.Open(Driver, dsn)
 	if err != nil {
 		return nil, fmt.Errorf("writeback: open %q: %w", path, err)
 	}

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"potato-training/internal/testproject"
+	"potato-training/internal/teststore"
 )
 
 // schemaOf describes a store's tables as sorted text: each column with its
@@ -88,10 +88,10 @@ func schemaOf(t *testing.T, db *sql.DB) []string {
 // store as Potato's own migration leaves it, written from FORMATS.md and
 // not from this package's code. It returns the file's path.
 func potatoStore(t *testing.T) string {
-	return testproject.PotatoStore(t, filepath.Join(t.TempDir(), StoreName))
+	return teststore.PotatoStore(t, filepath.Join(t.TempDir(), StoreName))
 }
 
-func openDB(t *testing.T, path string) *sql.DB { return testproject.OpenDB(t, path) }
+func openDB(t *testing.T, path string) *sql.DB { return teststore.OpenDB(t, path) }
 
 // The store this package creates has Potato's constraints exactly: the
 // same columns, types, NOT NULL, defaults, keys and indexes as the one

@@ -12,10 +12,9 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"time"
-
-	_ "modernc.org/sqlite"
 
 	"potato-training/lib/atomicfile"
 	"potato-training/lib/bundle"
@@ -294,6 +293,12 @@ func openStore(path string) (*sql.DB, error) {
 		return nil, err
 	}
 	dsn := "file:" + (&url.URL{Path: filepath.ToSlash(abs)}).EscapedPath() + "?_pragma=busy_timeout(5000)"
+	// The SQLite driver is linked by the program that runs the worker
+	// (potato-agent), not by this package, which every package of
+	// lib/trainer's users would then link (lib/writeback, "the driver").
+	if !slices.Contains(sql.Drivers(), "sqlite") {
+		return nil, fmt.Errorf("open %q: this program links no SQLite driver (modernc.org/sqlite)", path)
+	}
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open %q: %w", path, err)

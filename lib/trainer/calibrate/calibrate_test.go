@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	_ "modernc.org/sqlite"
+
 	"potato-training/lib/bundle"
 	"potato-training/lib/config"
 	"potato-training/lib/events"

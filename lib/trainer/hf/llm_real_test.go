@@ -18,6 +18,7 @@ import (
 
 	"potato-training/internal/testcli"
 	"potato-training/internal/testproject"
+	"potato-training/internal/teststore"
 	"potato-training/lib/backend/local"
 	"potato-training/lib/rundir"
 	"potato-training/lib/trainer/hf"
@@ -134,7 +135,7 @@ func TestRealLLMZeroShotThenWorse(t *testing.T) {
 		t.Fatalf("the worse fine-tune was published: %+v, %v", d, ft.Writeback)
 	}
 	t.Logf("the fine-tune: held-out macro-F1 %.3f; %s", ft.Heldout.MacroF1, d.Reason)
-	db := testproject.OpenDB(t, filepath.Join(dir, "project.sqlite"))
+	db := teststore.OpenDB(t, filepath.Join(dir, "project.sqlite"))
 	rows, err := db.Query(`SELECT DISTINCT run_id FROM training_predictions WHERE schema_name = 'sentiment'`)
 	if err != nil {
 		t.Fatal(err)

@@ -22,6 +22,7 @@ import (
 
 	"potato-training/internal/testcli"
 	"potato-training/internal/testproject"
+	"potato-training/internal/teststore"
 	"potato-training/lib/backend/local"
 	"potato-training/lib/rundir"
 	"potato-training/lib/trainer/hf"
@@ -506,7 +507,7 @@ func TestRealModelFailures(t *testing.T) {
 				t.Errorf("the trainer did not exit %d:\n%s", tc.exit, log)
 			}
 			var status, code string
-			testproject.OpenDB(t, filepath.Join(r.Dir, "project.sqlite")).QueryRow(
+			teststore.OpenDB(t, filepath.Join(r.Dir, "project.sqlite")).QueryRow(
 				`SELECT status, COALESCE(error_code, '') FROM training_runs WHERE run_id = ?`, res.ID).Scan(&status, &code)
 			if status != "error" || code != tc.code {
 				t.Errorf("Potato's store says %s/%s", status, code)
@@ -539,7 +540,7 @@ func TestRealCancelMidEpoch(t *testing.T) {
 		"--schemas", "spam", "--backend", "local")
 	cancelAfterFirstStep(t, r.Runs, id)
 	var status string
-	testproject.OpenDB(t, filepath.Join(r.Dir, "project.sqlite")).QueryRow(`SELECT status FROM training_runs WHERE run_id = ?`, id).Scan(&status)
+	teststore.OpenDB(t, filepath.Join(r.Dir, "project.sqlite")).QueryRow(`SELECT status FROM training_runs WHERE run_id = ?`, id).Scan(&status)
 	if status != "cancelled" {
 		t.Errorf("Potato's store says %q", status)
 	}
@@ -574,7 +575,7 @@ func TestRealOutOfMemory(t *testing.T) {
 		t.Errorf("the trainer did not exit 5:\n%s", log)
 	}
 	var status, code string
-	testproject.OpenDB(t, filepath.Join(r.Dir, "project.sqlite")).QueryRow(
+	teststore.OpenDB(t, filepath.Join(r.Dir, "project.sqlite")).QueryRow(
 		`SELECT status, COALESCE(error_code, '') FROM training_runs WHERE run_id = ?`, res.ID).Scan(&status, &code)
 	if status != "error" || code != "out_of_memory" {
 		t.Errorf("Potato's store says %s/%s", status, code)
