@@ -37,8 +37,9 @@ testbin:
 	$(GO) build -tags potatotest -o $(TESTBIN)/ ./cmd/...
 
 # The fast tier: every test but those that start a real service (sshd,
-# SLURM, the released Potato, chromium) or a real fine-tune, each of which
-# says so in its skip; the Python trainer's unit tests included. make test
+# SLURM, the released Potato, chromium) or run a real model (a fine-tune,
+# or embed-logreg on the packaged encoder), each of which says so in its
+# skip; the Python trainer's unit tests included. make test
 # stays the whole suite. -parallel 4: most parallel tests wait on the
 # processes they start, so more of them than cores keep the cores busy;
 # -p 4 likewise for the packages (go test's default is one per core), as

@@ -85,7 +85,8 @@ func anyPython(t *testing.T) string {
 // has torch and scikit-learn but not transformers, so the files whose
 // tests need the real transformers (whole embed-logreg runs, span offsets
 // through a fast tokenizer) run once more on the hf-current stack, in the
-// whole suite.
+// whole suite (not under -short: they are real model runs, some 17 s of
+// CPU).
 func TestPythonUnit(t *testing.T) {
 	t.Parallel()
 	py := torchPython(t)
@@ -107,6 +108,9 @@ func TestPythonUnit(t *testing.T) {
 		})
 	}
 	t.Run("hf-current", func(t *testing.T) {
+		if testing.Short() {
+			t.Skip("whole embed-logreg runs on the packaged all-MiniLM-L6-v2 (test_embed.RunTest), real model runs: without -short")
+		}
 		t.Parallel()
 		py, _ := testcli.Venv(t, "hf-current", "import transformers, sklearn")
 		run(t, py, "only", "test_embed,test_spans")
