@@ -211,7 +211,7 @@ func TestLikertLocalHF(t *testing.T) {
 	r := likertProject(t, 400, 300, "")
 	r.Env = []string{"POTATO_TRAINING_PYTHON=" + py, "HF_HUB_OFFLINE=1", "HF_HOME=" + t.TempDir()}
 	res := r.Run("--trainer", "hf-text-classification", "--schemas", "sentiment", "--param", "model="+model,
-		"--param", "epochs=2", "--param", "max_length=64", "--param", "learning_rate=0.001")
+		"--param", "epochs=2", "--param", "max_length=64", "--param", "lora=true", "--param", "learning_rate=0.001")
 	info := r.Info(res.ID)
 	checkLikertRun(t, r, info)
 	card, err := os.ReadFile(filepath.Join(r.Root().RunDir(res.ID), "artifacts", "model-sentiment", "model_card.json"))

@@ -55,7 +55,7 @@ func hubProject(t *testing.T, py string, n, labelled int, block string) *testpro
 func fineTune(t *testing.T, r *testproject.Runs, model string, backend string) rundir.Info {
 	t.Helper()
 	res := r.Run("--trainer", hf.Name, "--schemas", "spam", "--backend", backend, "--param", "model="+model,
-		"--param", "epochs=1", "--param", "max_length=64", "--param", "learning_rate=0.001")
+		"--param", "epochs=1", "--param", "max_length=64", "--param", "lora=true", "--param", "learning_rate=0.001")
 	info := r.Info(res.ID)
 	if res.Code != 0 || info.State != rundir.StateSuccess {
 		t.Fatalf("the fine-tune: exit %d, state %s: %s\n%s\nrun.log:\n%s\nstderr.log:\n%s", res.Code, info.State, info.Error, res.Stderr,

@@ -68,13 +68,15 @@ type setting struct {
 }
 
 // grid is the small grid the defaults are held to: full fine-tuning at the
-// two usual rates for a small encoder, LoRA at half and twice the default
-// rate, and the defaults with twice the epochs (and no early stop).
+// other usual rate for a small encoder (the defaults fine-tune
+// all-MiniLM-L6-v2 whole at 1e-4), LoRA at its default rate and at half
+// and twice it, and the defaults with twice the epochs (and no early
+// stop).
 var grid = []setting{
 	{"full fine-tuning, lr 5e-5", map[string]string{"lora": "false", "learning_rate": "5e-5"}},
-	{"full fine-tuning, lr 1e-4", map[string]string{"lora": "false", "learning_rate": "1e-4"}},
-	{"LoRA, lr 5e-4", map[string]string{"learning_rate": "5e-4"}},
-	{"LoRA, lr 2e-3", map[string]string{"learning_rate": "2e-3"}},
+	{"LoRA, lr 1e-3", map[string]string{"lora": "true", "learning_rate": "1e-3"}},
+	{"LoRA, lr 5e-4", map[string]string{"lora": "true", "learning_rate": "5e-4"}},
+	{"LoRA, lr 2e-3", map[string]string{"lora": "true", "learning_rate": "2e-3"}},
 	{"defaults, epochs x2", map[string]string{"epochs": "x2", "patience": "-1"}},
 }
 

@@ -120,7 +120,7 @@ func TestPagePush(t *testing.T) {
 	b := newBrowser(t)
 	out, err := exec.Command(filepath.Join(b.e.bin, "potato-dispatch"), "run", b.e.cfg, "--trainer", "hf-text-classification",
 		"--schemas", "sentiment", "--backend", "local", "--param", "model="+model, "--param", "epochs=1", "--param", "max_length=32",
-		"--param", "learning_rate=0.001").CombinedOutput()
+		"--param", "lora=true", "--param", "learning_rate=0.001").CombinedOutput()
 	id := strings.TrimSpace(strings.Split(string(out), "\n")[0])
 	if err != nil || !rundir.ValidID(id) {
 		t.Fatalf("the fine-tune: %v\n%s", err, out)

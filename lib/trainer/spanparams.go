@@ -22,6 +22,11 @@ var hfSpanParams = func() Params {
 		case "batch_size":
 			p.DefaultNote = "16"
 			p.Help = "windows per step"
+		case "lora":
+			// LoRA whatever the model's size: hf-span's defaults were
+			// measured with it (scripts/bench-span); hf-text-
+			// classification fine-tunes a small model whole.
+			p.Default, p.DefaultNote = "true", ""
 		case "learning_rate":
 			p.DefaultNote = "by the model's size, as hf-text-classification's"
 		case "head_learning_rate":

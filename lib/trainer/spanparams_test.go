@@ -24,6 +24,14 @@ func TestHFSpanParams(t *testing.T) {
 			t.Errorf("hf-span's %s is not a parameter of hf-text-classification", p.Name)
 			continue
 		}
+		if p.Name == "lora" {
+			// LoRA by default whatever the size, where hf-text-
+			// classification chooses by the size (no default).
+			if p.Kind != q.Kind || p.Default != "true" || q.Default != "" {
+				t.Errorf("hf-span's lora is %s default %q, hf-text-classification's %s default %q; want true and none", p.Kind, p.Default, q.Kind, q.Default)
+			}
+			continue
+		}
 		if p.Kind != q.Kind || !reflect.DeepEqual(p.Range, q.Range) || p.Default != q.Default {
 			t.Errorf("hf-span's %s is %s %v default %q; hf-text-classification's %s %v %q", p.Name, p.Kind, p.Range, p.Default, q.Kind, q.Range, q.Default)
 		}

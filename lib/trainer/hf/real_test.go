@@ -253,7 +253,8 @@ func fineTuneOn(t *testing.T, s stack, p emailProject, backend, schemas string, 
 
 // TestRealLoRACurrent: LoRA (merged into the model too) on the current
 // stack (torch 2, transformers 5, peft), on 500 emails, at the trainer's
-// defaults: LoRA on every linear layer of the encoder at 1e-3, the head at
+// defaults for LoRA (lora=true; the model is fine-tuned whole without
+// it): LoRA on every linear layer of the encoder at 1e-3, the head at
 // 0.01; 3 epochs (the default would be 6 on 280 train items, enough for
 // about 100 steps: twice the time). The model learns: at least 0.9
 // held-out accuracy, where chance is 0.5 (0.93 seen; tfidf-logreg gets
@@ -263,7 +264,7 @@ func fineTuneOn(t *testing.T, s stack, p emailProject, backend, schemas string, 
 func TestRealLoRACurrent(t *testing.T) {
 	s := hfStack(t, "hf-current")
 	p := emailRuns(t, s, 500, 400, "")
-	info := fineTuneOn(t, s, p, "local", "spam", []string{"model-spam", "model-spam/adapter"}, "merge=true", "epochs=3")
+	info := fineTuneOn(t, s, p, "local", "spam", []string{"model-spam", "model-spam/adapter"}, "lora=true", "merge=true", "epochs=3")
 	log := p.File(info.RunID, rundir.LogFile)
 	for _, want := range []string{
 		"LoRA on query,key,value,attention.output.dense,intermediate.dense,output.dense (model type bert)",
@@ -285,14 +286,19 @@ func TestRealLoRACurrent(t *testing.T) {
 	}
 }
 
-// TestRealFullCurrent: the whole model fine-tuned (lora=false) on the
-// current stack; at least 0.8 held-out accuracy (0.97 seen; 0.90 before
-// the head had a learning rate of its own).
+// TestRealFullCurrent: the trainer's defaults on the current stack: a
+// model of 23 million parameters is fine-tuned whole (no lora param), at
+// 1e-4, the head at 0.01; 2 epochs. At least 0.8 held-out accuracy.
 func TestRealFullCurrent(t *testing.T) {
-	info, log := fineTune(t, hfStack(t, "hf-current"), 500, 400, []string{"model-spam"},
-		"lora=false", "epochs=2", "learning_rate=0.00005")
-	if !strings.Contains(log, "full fine-tuning") {
-		t.Errorf("the run log does not say full fine-tuning:\n%s", log)
+	info, log := fineTune(t, hfStack(t, "hf-current"), 500, 400, []string{"model-spam"}, "epochs=2")
+	for _, want := range []string{
+		"every weight fine-tuned, no LoRA: the model has 23 million parameters, at most 150 million (--param lora=true sets it)",
+		": full fine-tuning, ",
+		"spam: learning rate 0.0001 for full fine-tuning of a model of 23 million parameters",
+	} {
+		if !strings.Contains(log, want) {
+			t.Errorf("the run log lacks %q:\n%s", want, log)
+		}
 	}
 	if info.Heldout.Accuracy < 0.8 {
 		t.Errorf("held-out accuracy %.3f, want 0.8 or more", info.Heldout.Accuracy)
@@ -309,7 +315,7 @@ func TestRealLoRADebian(t *testing.T) {
 	s := hfStack(t, "hf-debian")
 	p := emailRuns(t, s, 120, 100, "")
 	p.heldBack = true
-	fineTuneOn(t, s, p, "local", "spam", []string{"model-spam"}, "epochs=1", "max_length=64")
+	fineTuneOn(t, s, p, "local", "spam", []string{"model-spam"}, "lora=true", "epochs=1", "max_length=64")
 }
 
 // TestRealLoRASSH: the LoRA fine-tune over ssh, on the test sshd on
@@ -322,7 +328,7 @@ func TestRealLoRASSH(t *testing.T) {
 	block := testcli.SSHBackend("potato-test", sd+"/ssh_config", testcli.SharedDir(t, 0o777), 30,
 		"      gpus: none\n      python: "+s.python+"\n      env: {HF_HUB_OFFLINE: \"1\"}\n")
 	info := fineTuneOn(t, s, emailRuns(t, s, 300, 240, block), "gpu", "spam", []string{"model-spam"},
-		"epochs=4", "learning_rate=0.001")
+		"lora=true", "epochs=4", "learning_rate=0.001")
 	if info.BackendType != "ssh" {
 		t.Errorf("backend type %q, want ssh", info.BackendType)
 	}
@@ -346,7 +352,7 @@ func TestRealLoRASLURM(t *testing.T) {
 		"      time: \"20:00\"\n      python: "+s.python+"\n      job_python: "+s.python+"\n")
 	r := emailRuns(t, s, 160, 130, block)
 	r.heldBack = true
-	info := fineTuneOn(t, s, r, "cluster", "spam,signals", []string{"model-spam", "model-signals"}, "epochs=3")
+	info := fineTuneOn(t, s, r, "cluster", "spam,signals", []string{"model-spam", "model-signals"}, "lora=true", "epochs=3")
 	if info.BackendType != "slurm" || !strings.Contains(r.File(info.RunID, rundir.LogFile), "Submitted SLURM job ") {
 		t.Errorf("backend type %q; the run log does not name its SLURM job:\n%s", info.BackendType, r.File(info.RunID, rundir.LogFile))
 	}
@@ -374,7 +380,7 @@ func TestRealLoRAAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { agent.Process.Kill(); agent.Wait() })
-	info := fineTuneOn(t, s, r, "lab", "spam", nil, "epochs=4", "learning_rate=0.001")
+	info := fineTuneOn(t, s, r, "lab", "spam", nil, "lora=true", "epochs=4", "learning_rate=0.001")
 	if info.BackendType != "agent" {
 		t.Errorf("backend type %q, want agent", info.BackendType)
 	}

@@ -56,6 +56,7 @@ def llm_params():
     p = dict(_spec.PARAMS)
     p.update({
         "model": ("str", "HuggingFaceTB/SmolLM2-135M-Instruct"),
+        "lora": ("bool", True),  # LoRA whatever the model's size
         "batch_size": ("int", DEFAULT_BATCH),
         "learning_rate": ("float", None),
         "quantize": ("str", "none"),

@@ -375,9 +375,10 @@ def fit_schema(torch, device, amp, precision, params, spec, s, labels, train_ex,
     model = loaded.model
     if params.get("auto_learning_rate"):
         n_params = sum(p.numel() for p in model.parameters())
-        lr = learning_rate_for(params["lora"], n_params)
+        use_lora = loaded.card.get("lora") is not None
+        lr = learning_rate_for(use_lora, n_params)
         ev.log("info", "%s: learning rate %g for %s of a model of %.0f million parameters (--param "
-               "learning_rate=X sets it)" % (name, lr, "LoRA" if params["lora"] else "full fine-tuning",
+               "learning_rate=X sets it)" % (name, lr, "LoRA" if use_lora else "full fine-tuning",
                                               n_params / 1e6))
         params = dict(params, learning_rate=lr)
     if not loaded.placed:

@@ -12,7 +12,7 @@ from .artifacts import write_json
 from .hub import pretrained
 from .packages import release
 from .spec import (AUTO_MAX_LENGTH_CAP, AUTO_MAX_LENGTH_CAP_CPU, AUTO_MAX_LENGTH_PERCENTILE, EXIT_BAD_SPEC,
-                   EXIT_MODEL_UNAVAILABLE, TrainerError, auto_max_length, head_tail, is_builtin)
+                   EXIT_MODEL_UNAVAILABLE, TrainerError, auto_max_length, head_tail, is_builtin, lora_for)
 
 # Files that mean a model directory holds a tokenizer of its own.
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt",
@@ -418,7 +418,10 @@ def load_transformers(params, labels, multi, torch, transformers, peft, env, ev,
     model = with_attention_dropout(config, params["attention_dropout"], ev, build)
     model.float()
     lora = None
-    if params["lora"]:
+    use_lora, why_lora = lora_for(params["lora"], sum(p.numel() for p in model.parameters()))
+    if why_lora:
+        ev.log("info", why_lora)
+    if use_lora:
         targets, why, conv = lora_targets(model, config, params["target_modules"], torch, _conv1d_class(transformers))
         # The head is new: train all of it (DistilBERT's has two layers,
         # and peft's default saves only "classifier").

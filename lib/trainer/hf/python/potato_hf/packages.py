@@ -24,12 +24,14 @@ def needed_packages(params):
     """The import names the run needs: torch alone for a built-in model,
     transformers too for another, and peft for LoRA, with jinja2, without
     which peft's save_pretrained fails as it writes the adapter's model
-    card: after the whole fit, were it not checked first."""
+    card: after the whole fit, were it not checked first. Without
+    params.lora, which the model's size decides once it is loaded (spec.
+    lora_for), peft is needed as for LoRA, as the Go side's Packages says."""
     if params.get("packages"):
         return tuple(params["packages"])  # another trainer's (spec.become)
     if is_builtin(params["model"]):
         return ("torch",)
-    return ("torch", "transformers", "peft", "jinja2") if params["lora"] else ("torch", "transformers")
+    return ("torch", "transformers") if params["lora"] is False else ("torch", "transformers", "peft", "jinja2")
 
 
 # The oldest versions supported: the oldest stack the tests run

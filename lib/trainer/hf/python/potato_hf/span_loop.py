@@ -42,6 +42,10 @@ def span_params(raw):
     """parse_params' params, and stride: tokens two windows share (default
     a quarter of a window, set once max_length is known)."""
     params = parse_params(raw)
+    if params["lora"] is None:
+        # LoRA whatever the model's size (its declaration in Go, hfSpanParams):
+        # parse_params leaves the choice to hf-text-classification's loader.
+        params["lora"] = True
     if params["model"].startswith("builtin:"):
         raise TrainerError(EXIT_BAD_SPEC, "bad_spec", "param model=%s: %s fine-tunes a transformers model: give "
                            "a model directory or name" % (params["model"], TRAINER))

@@ -82,12 +82,35 @@ LORA_LEARNING_RATE = 1e-3
 # a model of about BERT-base's REFERENCE_PARAMS, which a larger model
 # takes divided by the square root of how many times larger it is (large
 # models diverge at base models' rates); a smaller model fine-tuned whole
-# takes 2e-5 times that root, up to FULL_LEARNING_RATE_MAX (MiniLM-L6, 23
-# million: 4.4e-5), and LoRA on it keeps 1e-3.
-FULL_LEARNING_RATE = 2e-5
+# takes 5e-5 (the top of the rates BERT's authors tried) times that root,
+# up to FULL_LEARNING_RATE_MAX (MiniLM-L6, 23 million: 1e-4, the best of
+# scripts/bench-quality's grid for it), and LoRA on it keeps 1e-3.
+FULL_LEARNING_RATE = 5e-5
 FULL_LEARNING_RATE_MIN, FULL_LEARNING_RATE_MAX = 5e-6, 1e-4
 LORA_LEARNING_RATE_MIN = 1e-4
 REFERENCE_PARAMS = 110e6
+
+
+# LoRA or every weight, when params.lora is not given, by the model's
+# size: an encoder of up to LORA_ABOVE parameters (MiniLM-L6's 23
+# million, DistilBERT's 66, BERT-base's 110, RoBERTa-base's 125) is
+# fine-tuned whole, as such encoders usually are, and a larger one trains
+# LoRA adapters, whose few weights spare the memory and time of updating
+# all of its own. On TREC's question types (scripts/bench-quality), LoRA
+# r 8 on every layer of all-MiniLM-L6-v2 never learnt the rarest label and
+# scored a macro-F1 of 0.722, fine-tuning it whole at 1e-4 0.863.
+LORA_ABOVE = 150e6
+
+
+def lora_for(lora, n_params):
+    """Whether a transformers model of n_params parameters trains LoRA
+    adapters, and why, for the run log ("" when params.lora said so)."""
+    if lora is not None:
+        return bool(lora), ""
+    on = n_params > LORA_ABOVE
+    return on, "%s: the model has %.0f million parameters, %s %.0f million (--param lora=%s sets it)" % (
+        "LoRA" if on else "every weight fine-tuned, no LoRA", n_params / 1e6, "more than" if on else "at most",
+        LORA_ABOVE / 1e6, "false" if on else "true")
 
 
 def learning_rate_for(lora, n_params):
@@ -330,7 +353,7 @@ def parse_params(raw):
     if out["batch_size"] is None:
         out["batch_size"] = 32 if builtin else 16
     if out["learning_rate"] is None:
-        out["learning_rate"] = 0.01 if builtin else (LORA_LEARNING_RATE if out["lora"] else 2e-5)
+        out["learning_rate"] = 0.01 if builtin else (LORA_LEARNING_RATE if out["lora"] else FULL_LEARNING_RATE)
     if out["head_learning_rate"] is None:
         out["head_learning_rate"] = out["learning_rate"] if builtin else HEAD_LEARNING_RATE
     if EXTEND is not None:

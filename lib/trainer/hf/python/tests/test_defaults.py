@@ -22,13 +22,30 @@ class TestLearningRate(unittest.TestCase):
         self.assertEqual(spec.learning_rate_for(True, 110e6), 1e-3)
         self.assertAlmostEqual(spec.learning_rate_for(True, 440e6), 5e-4)
         self.assertEqual(spec.learning_rate_for(True, 1e12), 1e-4)
-        # Whole: 2e-5 at BERT-base's size, more for a smaller model (at
-        # most 1e-4), less for a larger one (at least 5e-6).
-        self.assertAlmostEqual(spec.learning_rate_for(False, 110e6), 2e-5)
-        self.assertAlmostEqual(spec.learning_rate_for(False, 27.5e6), 4e-5)
-        self.assertAlmostEqual(spec.learning_rate_for(False, 440e6), 1e-5)
+        # Whole: 5e-5 at BERT-base's size, more for a smaller model (at
+        # most 1e-4, MiniLM-L6's), less for a larger one (at least 5e-6).
+        self.assertAlmostEqual(spec.learning_rate_for(False, 110e6), 5e-5)
+        self.assertAlmostEqual(spec.learning_rate_for(False, 68.75e6), 5e-5 * 1.6 ** 0.5)
+        self.assertEqual(spec.learning_rate_for(False, 23e6), 1e-4)
+        self.assertAlmostEqual(spec.learning_rate_for(False, 440e6), 2.5e-5)
         self.assertEqual(spec.learning_rate_for(False, 1e5), 1e-4)
         self.assertEqual(spec.learning_rate_for(False, 1e12), 5e-6)
+
+    def test_lora_by_size(self):
+        # Without the param: every weight up to 150 million parameters,
+        # LoRA above; the param decides alone, and says nothing.
+        on, why = spec.lora_for(None, 23e6)
+        self.assertFalse(on)
+        self.assertEqual(why, "every weight fine-tuned, no LoRA: the model has 23 million parameters, "
+                              "at most 150 million (--param lora=true sets it)")
+        on, why = spec.lora_for(None, 355e6)
+        self.assertTrue(on)
+        self.assertEqual(why, "LoRA: the model has 355 million parameters, more than 150 million "
+                              "(--param lora=false sets it)")
+        self.assertEqual(spec.lora_for(None, 150e6)[0], False)
+        self.assertEqual(spec.lora_for(True, 1e6), (True, ""))
+        self.assertEqual(spec.lora_for(False, 1e9), (False, ""))
+        self.assertIsNone(spec.parse_params({"model": "m"})["lora"])
 
     def test_param_marks_auto(self):
         self.assertTrue(spec.parse_params({"model": "m"})["auto_learning_rate"])

@@ -61,7 +61,7 @@ class TestTransformersLoader(unittest.TestCase):
 
     def test_lora_artifact(self):
         with tempfile.TemporaryDirectory() as d:
-            _, _, code, evs, err = self.run_tiny(d, {})
+            _, _, code, evs, err = self.run_tiny(d, {"lora": "true"})
             self.assertEqual(code, 0, err)
             out = os.path.join(d, "work", "model-spam")
             for f in ("adapter_config.json", "adapter_model.bin", "config.json", "vocab.txt", "model_card.json",
@@ -74,11 +74,25 @@ class TestTransformersLoader(unittest.TestCase):
             self.assertFalse(card["merged"])
             self.assertIn("LoRA on query,key,value (model type bert)", " ".join(e.get("msg", "") for e in evs))
 
+    def test_whole_by_default(self):
+        # Without lora, a model this small (well under 150 million
+        # parameters) is fine-tuned whole, and the run log says why.
+        with tempfile.TemporaryDirectory() as d:
+            _, _, code, evs, err = self.run_tiny(d, {})
+            self.assertEqual(code, 0, err)
+            out = os.path.join(d, "work", "model-spam")
+            self.assertFalse(os.path.exists(os.path.join(out, "adapter_config.json")))
+            self.assertIsNone(load_json(os.path.join(out, "model_card.json"))["lora"])
+            msgs = " ".join(e.get("msg", "") for e in evs)
+            self.assertIn("every weight fine-tuned, no LoRA: the model has 0 million parameters, at most 150 million "
+                          "(--param lora=true sets it)", msgs)
+            self.assertIn(": full fine-tuning, ", msgs)
+
     def test_merged_loads_alone(self):
         import torch
         import transformers
         with tempfile.TemporaryDirectory() as d:
-            splits, _, code, evs, err = self.run_tiny(d, {"merge": "true"})
+            splits, _, code, evs, err = self.run_tiny(d, {"lora": "true", "merge": "true"})
             self.assertEqual(code, 0, err)
             out = os.path.join(d, "work", "model-spam")
             self.assertTrue(os.path.exists(os.path.join(out, "adapter", "adapter_config.json")))
@@ -113,7 +127,7 @@ class TestTransformersLoader(unittest.TestCase):
 
     def test_gpt2_conv1d(self):
         with tempfile.TemporaryDirectory() as d:
-            _, _, code, evs, err = self.run_tiny(d, {}, model_type="gpt2")
+            _, _, code, evs, err = self.run_tiny(d, {"lora": "true"}, model_type="gpt2")
             self.assertEqual(code, 0, err)
             card = load_json(os.path.join(d, "work", "model-spam", "model_card.json"))
             self.assertEqual(card["lora"]["target_modules"], ["c_attn"])

@@ -34,9 +34,12 @@ class TestSpec(unittest.TestCase):
         p = spec.parse_params({"epochs": "5", "lora": "false", "batch_size": "8", "target_modules": "q, v",
                              "unknown": "x"})
         self.assertEqual((p["epochs"], p["lora"], p["batch_size"], p["target_modules"]), (5, False, 8, ["q", "v"]))
-        self.assertEqual((p["learning_rate"], p["head_learning_rate"]), (2e-5, 0.01))
+        self.assertEqual((p["learning_rate"], p["head_learning_rate"]), (5e-5, 0.01))
+        # Until the model's size chooses LoRA or not and its rate (lora_for,
+        # learning_rate_for), the rate of a model fine-tuned whole.
         self.assertEqual((spec.parse_params({})["learning_rate"], spec.parse_params({})["head_learning_rate"]),
-                         (1e-3, 0.01))
+                         (5e-5, 0.01))
+        self.assertEqual(spec.parse_params({"lora": "true"})["learning_rate"], 1e-3)
         self.assertEqual(spec.parse_params({"head_learning_rate": "0.05"})["head_learning_rate"], 0.05)
         self.assertEqual(spec.parse_params({})["model"], spec.DEFAULT_MODEL)
         self.assertEqual((spec.parse_params({})["epochs"], spec.parse_params({})["batch_size"]), (3, 16))
