@@ -457,9 +457,7 @@ func TestLocalRunNamesItsInterpreter(t *testing.T) {
 		t.Fatal(err)
 	}
 	script := "#!/bin/sh\necho \"ran $0 $1\" >&2\n" + resultLines + "\n"
-	if err := os.WriteFile(py, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	testcli.WriteExecutable(t, py, []byte(script))
 	r := run(t, "run", cfg, "--trainer", "hf-text-classification", "--schemas", "sentiment")
 	id := strings.TrimSpace(r.stdout)
 	log := runLog(t, dir, id)

@@ -196,9 +196,7 @@ func plant(t *testing.T, path, marker string, uid, gid int) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(path, []byte("#!/bin/sh\n: >"+marker+"\nexit 1\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	testcli.WriteExecutable(t, path, []byte("#!/bin/sh\n: >"+marker+"\nexit 1\n"))
 	for p := path; p != filepath.Dir(filepath.Dir(filepath.Dir(path))); p = filepath.Dir(p) {
 		os.Chown(p, uid, gid)
 	}
@@ -307,7 +305,7 @@ tw.close()
 			sd := sshdDir(t)
 			progs := testcli.SharedDir(t, 0o755)
 			sender := filepath.Join(progs, "hostile-sender")
-			os.WriteFile(sender, []byte("#!/usr/bin/python3\n"+c.sender), 0o755)
+			testcli.WriteExecutable(t, sender, []byte("#!/usr/bin/python3\n"+c.sender))
 			remoteDir := testcli.SharedDir(t, 0o777)
 			e := &testproject.Runs{T: t, Bin: testcli.Binaries(t), Dir: t.TempDir(),
 				Env: []string{"POTATO_TRAINING_TEST_FETCH_WRAPPER=" + sender, "POTATO_TRAINING_TEST_RSYNC=never"}}

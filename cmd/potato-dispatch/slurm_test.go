@@ -54,9 +54,7 @@ func (c *cluster) countCalls(name string) func() int {
 		c.t.Fatal(err)
 	}
 	script := "#!/bin/sh\necho >>" + count + "\nexec " + filepath.Join(c.bin, "potato-slurm-shim") + " " + name + " \"$@\"\n"
-	if err := os.WriteFile(cmd, []byte(script), 0o755); err != nil {
-		c.t.Fatal(err)
-	}
+	testcli.WriteExecutable(c.t, cmd, []byte(script))
 	return func() int {
 		b, _ := os.ReadFile(count)
 		return len(b)

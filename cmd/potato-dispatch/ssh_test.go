@@ -422,7 +422,7 @@ func testStalledCopy(t *testing.T) {
 	e := sshSetup(t, "", "", "")
 	wrapper := filepath.Join(e.fakes, "slow-sender")
 	pidFile := filepath.Join(e.remoteDir, "sleep.pid")
-	os.WriteFile(wrapper, []byte("#!/bin/sh\nsleep 30 & echo $! >> "+pidFile+"\nwait $!\nexec \"$@\"\n"), 0o755)
+	testcli.WriteExecutable(t, wrapper, []byte("#!/bin/sh\nsleep 30 & echo $! >> "+pidFile+"\nwait $!\nexec \"$@\"\n"))
 	tr := testproject.Trainer(t, testcli.SharedDir(t, 0o755), `mkdir -p artifacts
 echo model > artifacts/a.txt
 `+testproject.ResultLines)

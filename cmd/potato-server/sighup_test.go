@@ -38,9 +38,7 @@ func TestHangUpKeepsServing(t *testing.T) {
 	bin := testcli.CopyBinary(t, "potato-server", dir)
 	// The server looks for these beside itself; no run starts here.
 	for _, name := range []string{"potato-dispatch", "potato-check"} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {
-			t.Fatal(err)
-		}
+		testcli.WriteExecutable(t, filepath.Join(dir, name), []byte("#!/bin/sh\nexit 1\n"))
 	}
 	cfg := testproject.Write(t, t.TempDir(), 4, 2, "")
 	testproject.SetAPIKey(t, cfg, "a-test-key-0123456789abcdef")

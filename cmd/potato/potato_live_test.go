@@ -281,9 +281,7 @@ func TestReleasedPotatoOneEnvironment(t *testing.T) {
 		testcli.CopyBinary(t, b, env)
 	}
 	py := "#!/bin/sh\nexec " + filepath.Join(potatoBin, "python3") + ` "$@"` + "\n"
-	if err := os.WriteFile(filepath.Join(env, "python3"), []byte(py), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	testcli.WriteExecutable(t, filepath.Join(env, "python3"), []byte(py))
 	path := env + ":/usr/bin:/bin"
 	s := startPotato(t, dir, path)
 	if cmdline, _ := s.proc(t); !slices.Contains(cmdline, "-m") || !slices.Contains(cmdline, "potato") || !slices.Contains(cmdline, "start") {

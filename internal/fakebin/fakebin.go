@@ -8,10 +8,11 @@
 package fakebin
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"potato-training/internal/testcli"
 )
 
 // NoComputeCapText is what a driver older than about 510 prints, with exit
@@ -97,12 +98,6 @@ done <<'` + endMarker + `'
 ` + gpus + "\n" + endMarker + "\n"
 	}
 	path := filepath.Join(dir, "nvidia-smi")
-	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
-		t.Fatalf("fakebin: %v", err)
-	}
-	// WriteFile keeps an existing file's mode.
-	if err := os.Chmod(path, 0o755); err != nil {
-		t.Fatalf("fakebin: %v", err)
-	}
+	testcli.WriteExecutable(t, path, []byte(script))
 	return dir
 }

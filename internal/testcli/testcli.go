@@ -98,6 +98,29 @@ func CopyBinary(t testing.TB, name, dir string) string {
 	return dst
 }
 
+// WriteExecutable writes data to path as a program, mode 0755, by a cp
+// process from a file beside it, for CopyBinary's reason: a script this
+// process wrote itself could be held open for writing by a child another
+// test forked meanwhile, and running it fail with "text file busy".
+func WriteExecutable(t interface {
+	Helper()
+	Fatal(args ...any)
+}, path string, data []byte) {
+	t.Helper()
+	tmp := path + ".w"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(tmp)
+	// --remove-destination: a new file, never one a running program has open.
+	if out, err := exec.Command("cp", "--remove-destination", tmp, path).CombinedOutput(); err != nil {
+		t.Fatal(fmt.Sprintf("cp %s: %v\n%s", path, err, out))
+	}
+	if err := os.Chmod(path, 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // HasModule reports whether python finds module name, asked of importlib
 // without importing it (an import of torch costs a second or two of CPU).
 func HasModule(python, name string) bool {

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+
+	"potato-training/internal/testcli"
 )
 
 //go:embed testdata/endless-trainer
@@ -39,8 +41,7 @@ func NewEndless(t T, dir, worker string) *Endless {
 	t.Helper()
 	p := filepath.Join(dir, "endless-trainer")
 	if _, err := os.Stat(p); err != nil {
-		must(t, os.WriteFile(p, endlessTrainer, 0o755))
-		must(t, os.Chmod(p, 0o755))
+		testcli.WriteExecutable(t, p, endlessTrainer)
 	}
 	return &Endless{Trainer: "exec:" + p, Worker: worker,
 		ReleaseFile: filepath.Join(dir, fmt.Sprintf("release-%d", endlessN.Add(1)))}

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"potato-training/internal/testcli"
 )
 
 // T is the part of testing.TB these helpers use, so a benchmark program
@@ -82,8 +84,7 @@ func writeAnnotator(t T, dir string, state map[string]any) {
 func Trainer(t T, dir, body string) string {
 	t.Helper()
 	p := filepath.Join(dir, "trainer.sh")
-	must(t, os.WriteFile(p, []byte("#!/bin/sh\n"+body+"\n"), 0o755))
-	must(t, os.Chmod(p, 0o755))
+	testcli.WriteExecutable(t, p, []byte("#!/bin/sh\n"+body+"\n"))
 	return "exec:" + p
 }
 

@@ -30,6 +30,7 @@ const apiKey = "k3y-for-the-agent-tests"
 // type agent, with the token potato-register issued for it.
 type realServer struct {
 	bin, url, token string
+	dir             string // the project's
 	stderr          *testcli.SyncBuffer
 }
 
@@ -45,7 +46,7 @@ func startRealServer(t *testing.T) *realServer {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	s := &realServer{bin: bin, url: "http://" + addr, stderr: &testcli.SyncBuffer{}}
+	s := &realServer{bin: bin, url: "http://" + addr, dir: dir, stderr: &testcli.SyncBuffer{}}
 
 	tokenFile := filepath.Join(t.TempDir(), "lab.token")
 	out, err := exec.Command(filepath.Join(bin, "potato-register"), "lab", cfg, "--server", s.url, "--token-file", tokenFile).CombinedOutput()
@@ -129,13 +130,19 @@ func (s *realServer) start(t *testing.T, params string) string {
 	return r.RunID
 }
 
-// finished waits for run id to end and returns it.
+// finished waits for run id to end and returns it: its final state
+// through the API, then its exit_code, the dispatch's last write, so that
+// the test's directories are not removed under a dispatch still writing.
 func (s *realServer) finished(t *testing.T, id string) runDetail {
 	t.Helper()
 	var d runDetail
 	testproject.WaitFor(t, "run "+id+" to end", func() bool {
 		s.api(t, "GET", "/runs/"+id, "", &d)
 		return rundir.Finished(d.State)
+	})
+	testproject.WaitFor(t, "run "+id+"'s exit_code", func() bool {
+		_, err := os.Stat(filepath.Join(testproject.Root(s.dir).RunDir(id), rundir.ExitCodeFile))
+		return err == nil
 	})
 	return d
 }
