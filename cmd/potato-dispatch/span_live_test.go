@@ -70,7 +70,7 @@ func TestReleasedPotatoHighlightsSpanPrelabels(t *testing.T) {
 	r := &testproject.Runs{T: t, Bin: testcli.Binaries(t), Dir: dir, Config: cfg,
 		Env: []string{"POTATO_TRAINING_PYTHON=" + py, "HF_HUB_OFFLINE=1", "HF_HOME=" + t.TempDir()}}
 	res := r.Run("--trainer", "hf-span", "--schemas", "entities", "--backend", "local", "--param", "model="+model,
-		"--param", "epochs=2", "--param", "max_length=32", "--param", "batch_size=8", "--param", "lora=true", "--param", "learning_rate=0.003")
+		"--param", "epochs=2", "--param", "max_length=32", "--param", "batch_size=8", "--param", "learning_rate=0.003")
 	info := r.Info(res.ID)
 	if res.Code != 0 || info.State != rundir.StateSuccess {
 		t.Fatalf("run: exit %d, %s %s\n%s\n%s", res.Code, info.State, info.Error, res.Stderr, r.File(res.ID, "run.log"))

