@@ -89,13 +89,23 @@ func Binaries(t testing.TB) string {
 func CopyBinary(t testing.TB, name, dir string) string {
 	t.Helper()
 	dst := filepath.Join(dir, name)
-	if out, err := exec.Command("cp", filepath.Join(Binaries(t), name), dst).CombinedOutput(); err != nil {
-		t.Fatalf("cp %s: %v\n%s", name, err, out)
+	copyExecutable(t, filepath.Join(Binaries(t), name), dst)
+	return dst
+}
+
+// copyExecutable copies src to dst, mode 0755, by a cp process, into a new
+// file (--remove-destination: never one a running program has open).
+func copyExecutable(t interface {
+	Helper()
+	Fatal(args ...any)
+}, src, dst string) {
+	t.Helper()
+	if out, err := exec.Command("cp", "--remove-destination", src, dst).CombinedOutput(); err != nil {
+		t.Fatal(fmt.Sprintf("cp %s: %v\n%s", dst, err, out))
 	}
 	if err := os.Chmod(dst, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	return dst
 }
 
 // WriteExecutable writes data to path as a program, mode 0755, by a cp
@@ -112,13 +122,7 @@ func WriteExecutable(t interface {
 		t.Fatal(err)
 	}
 	defer os.Remove(tmp)
-	// --remove-destination: a new file, never one a running program has open.
-	if out, err := exec.Command("cp", "--remove-destination", tmp, path).CombinedOutput(); err != nil {
-		t.Fatal(fmt.Sprintf("cp %s: %v\n%s", path, err, out))
-	}
-	if err := os.Chmod(path, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	copyExecutable(t, tmp, path)
 }
 
 // HasModule reports whether python finds module name, asked of importlib
