@@ -12,7 +12,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
 	"time"
 
@@ -21,6 +20,7 @@ import (
 	"potato-training/lib/config"
 	"potato-training/lib/events"
 	"potato-training/lib/rundir"
+	"potato-training/lib/writeback"
 )
 
 // Name is the trainer's name in the registry.
@@ -296,10 +296,10 @@ func openStore(path string) (*sql.DB, error) {
 	// The SQLite driver is linked by the program that runs the worker
 	// (potato-agent), not by this package, which every package of
 	// lib/trainer's users would then link (lib/writeback, "the driver").
-	if !slices.Contains(sql.Drivers(), "sqlite") {
-		return nil, fmt.Errorf("open %q: this program links no SQLite driver (modernc.org/sqlite)", path)
+	if err := writeback.HasDriver(); err != nil {
+		return nil, fmt.Errorf("open %q: %w", path, err)
 	}
-	db, err := sql.Open("sqlite", dsn)
+	db, err := sql.Open(writeback.Driver, dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open %q: %w", path, err)
 	}
