@@ -141,8 +141,8 @@ func (s *realServer) finished(t *testing.T, id string) runDetail {
 		return rundir.Finished(d.State)
 	})
 	testproject.WaitFor(t, "run "+id+"'s exit_code", func() bool {
-		_, err := os.Stat(filepath.Join(testproject.Root(s.dir).RunDir(id), rundir.ExitCodeFile))
-		return err == nil
+		info, err := testproject.Root(s.dir).Read(id)
+		return err == nil && info.Finished
 	})
 	return d
 }
