@@ -5,6 +5,7 @@ package ssh_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -154,7 +155,11 @@ func TestChooseDeviceForTorch(t *testing.T) {
 // GPU; the torch trainer would train on the CPU too, which is a warning;
 // no GPU is what it would get.
 func TestSSHReportCPUTorch(t *testing.T) {
-	if err := exec.Command("/usr/bin/python3", "-c", "import torch; assert torch.version.cuda is None").Run(); err != nil {
+	version, cuda, err := debianTorch()
+	if err == nil && cuda != "None" {
+		err = fmt.Errorf("torch %s is built for CUDA %s", version, cuda)
+	}
+	if err != nil {
 		if os.Getenv("CI") == "" {
 			t.Skipf("/usr/bin/python3 has no CPU-only torch (%v); scripts/install-deps installs python3-torch", err)
 		}
@@ -178,7 +183,7 @@ func TestSSHReportCPUTorch(t *testing.T) {
 	}
 	b.GPUs = config.GPUs{Indices: []int{0}}
 	r = sshbackend.Check(context.Background(), b, check.Judged{Name: "hf-text-classification", From: check.FromFlag})
-	want := "gpus pins GPU 0, but the torch " + torchVersion(t) + " on potato-test is a CPU build and cannot use it"
+	want := "gpus pins GPU 0, but the torch " + version + " on potato-test is a CPU build and cannot use it"
 	if r.OK || r.Device != nil || !strings.Contains(r.Trainers[1].Reason, want) {
 		t.Errorf("pinned: %+v", r)
 	}
@@ -218,10 +223,28 @@ func TestSSHReportNeverANoKernelGPU(t *testing.T) {
 	}
 }
 
-func torchVersion(t *testing.T) string {
-	out, err := exec.Command("/usr/bin/python3", "-c", "import torch; print(torch.__version__)").Output()
+// debianTorch returns the version of /usr/bin/python3's torch and the CUDA
+// it was built for ("None" for a CPU build), read from torch/version.py,
+// which torch's own torch.__version__ and torch.version.cuda come from:
+// importing torch would cost seconds of CPU.
+func debianTorch() (version, cuda string, err error) {
+	out, err := exec.Command("/usr/bin/python3", "-c", `import importlib.util, os, sys
+s = importlib.util.find_spec("torch")
+if s is None:
+    sys.exit("no module named torch")
+v = {}
+exec(open(os.path.join(s.submodule_search_locations[0], "version.py")).read(), v)
+print(v["__version__"], v.get("cuda"))`).Output()
 	if err != nil {
-		t.Fatal(err)
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && len(ee.Stderr) > 0 {
+			err = errors.New(strings.TrimSpace(string(ee.Stderr)))
+		}
+		return "", "", err
 	}
-	return strings.TrimSpace(string(out))
+	f := strings.Fields(string(out))
+	if len(f) != 2 {
+		return "", "", fmt.Errorf("torch/version.py: %q", out)
+	}
+	return f[0], f[1], nil
 }
