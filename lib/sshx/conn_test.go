@@ -28,20 +28,10 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(testcli.Main(m)) }
 
-// sshdDir is the state directory of the test sshd. The tests skip only when
-// POTATO_TEST_SSHD_DIR is unset and the default directory has no
-// ssh_config; CI starts the server, so nothing skips there.
-func sshdDir(t *testing.T) string {
-	t.Helper()
-	if dir := os.Getenv("POTATO_TEST_SSHD_DIR"); dir != "" {
-		return dir
-	}
-	dir := "/tmp/potato-test-sshd"
-	if _, err := os.Stat(filepath.Join(dir, "ssh_config")); err != nil {
-		t.Skip("no test sshd: POTATO_TEST_SSHD_DIR is unset and /tmp/potato-test-sshd/ssh_config is absent; start one with scripts/test-sshd (as root)")
-	}
-	return dir
-}
+// sshdDir is the state directory of the test sshd (testcli.SSHD): the
+// tests skip under -short, as every test that logs in to it does, and
+// where it is not running, except under CI, where its absence fails them.
+func sshdDir(t *testing.T) string { return testcli.SSHD(t) }
 
 // testTarget logs in as potatotest through the test sshd's ssh_config.
 func testTarget(t *testing.T) Target {

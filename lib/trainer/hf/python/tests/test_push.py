@@ -7,6 +7,7 @@ The real library against a stand-in for the Hub is in Go's tests
 import io
 import json
 import os
+import shutil
 import tempfile
 import unittest
 
@@ -64,6 +65,7 @@ class PushTest(unittest.TestCase):
         self.orig = push.import_hub
         push.import_hub = lambda: FAKE
         self.dir = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, self.dir)
         self.file = os.path.join(self.dir, "config.json")
         with open(self.file, "w") as f:
             f.write("{}")
