@@ -41,11 +41,12 @@ func (c *autoCmd) Run(ctx *cli.Context) error {
 		return nil
 	}
 	if c.Detach {
-		id, err := startDetached(ctx, plan.Args())
+		id, release, err := startDetached(ctx, plan.Args())
 		if err != nil {
 			return err
 		}
 		err = plan.Started(id, time.Now())
+		release()
 		fmt.Fprintln(ctx.Stdout, id)
 		if err != nil {
 			return cli.Failf(cli.ExitNo, "run %s started, but %s was not written: %v", id, dispatch.AutoStateFile, err)

@@ -92,6 +92,53 @@ func TestDetachForms(t *testing.T) {
 	}
 }
 
+// The background process of --detach waits, once its run is recorded,
+// for the command that started it to let it go (startDetached's pipe
+// closed, or that command gone): auto writes its start line to auto.log in
+// that time, so that a run that fails at once cannot log its end before
+// it (one did, under load). Started here by hand with the pipe held: its
+// trainer has not started a second later, and runs once the pipe is
+// closed. (A second proves nothing where the run would have taken longer;
+// it cannot fail a correct build.)
+func TestDetachedRunWaitsForItsRelease(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "started")
+	trainer := testproject.Trainer(t, dir, "touch '"+marker+"'\n"+testproject.ResultLines)
+	cfg := testproject.Write(t, dir, 40, 30, "")
+	cmd := exec.Command(filepath.Join(testcli.Binaries(t), "potato-dispatch"), "run", "--detached", "--trainer="+trainer, "--schemas=sentiment", "--", cfg)
+	hold, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { hold.Close(); _ = cmd.Wait() })
+	line := make([]byte, 64)
+	n, _ := out.Read(line)
+	id := strings.TrimSpace(string(line[:n]))
+	if !rundir.ValidID(id) {
+		t.Fatalf("stdout %q: want the run id", line[:n])
+	}
+	time.Sleep(time.Second)
+	if _, err := os.Stat(marker); err == nil || testproject.Read(t, dir, id).Finished {
+		t.Fatal("the trainer ran before the background process was let go")
+	}
+	hold.Close()
+	testproject.WaitFor(t, "the released run's end", func() bool { return testproject.Read(t, dir, id).Finished })
+	if info := testproject.Read(t, dir, id); info.State != rundir.StateSuccess {
+		t.Fatalf("state %s: %s", info.State, info.Error)
+	}
+	if _, err := os.Stat(marker); err != nil {
+		t.Errorf("the trainer did not run: %v", err)
+	}
+}
+
 // --detach=false is no detach: the command waits for the run's end and
 // reports it.
 func TestDetachFalseWaits(t *testing.T) {
