@@ -10,23 +10,26 @@ import (
 	"slices"
 	"strconv"
 
+	"potato-training/lib/atomicfile"
 	"potato-training/lib/config"
 	"potato-training/lib/jsonscan"
 	"potato-training/lib/rundir"
 )
 
 // rewriteCalibrated rewrites the predictions file with the calibrated
-// confidences of the schemas in betas (inverse temperatures), through a
-// temporary file renamed over it. It returns the lines rewritten by
-// schema.
+// confidences of the schemas in betas (inverse temperatures), in its place
+// (atomicfile, with the file's own mode). It returns the lines rewritten
+// by schema.
 func rewriteCalibrated(path string, cs map[string]*calSchema, betas map[string]float64, methods map[string]string) (map[string]int, error) {
-	tmp := path + ".calibrating"
-	f, err := os.Create(tmp)
+	st, err := os.Stat(path)
 	if err != nil {
 		return nil, err
 	}
-	defer os.Remove(tmp)
-	defer f.Close()
+	f, err := atomicfile.Create(path, st.Mode().Perm())
+	if err != nil {
+		return nil, err
+	}
+	defer f.Abort()
 	w := bufio.NewWriterSize(f, 256<<10)
 	n := map[string]int{}
 	raw := make([][]byte, len(calKeys))
@@ -60,13 +63,10 @@ func rewriteCalibrated(path string, cs map[string]*calSchema, betas map[string]f
 	if err := w.Flush(); err != nil {
 		return nil, err
 	}
-	if err := f.Sync(); err != nil {
+	if err := f.Commit(); err != nil {
 		return nil, err
 	}
-	if err := f.Close(); err != nil {
-		return nil, err
-	}
-	return n, os.Rename(tmp, path)
+	return n, nil
 }
 
 // lineRewriter calibrates prediction lines, reusing its buffers from
