@@ -85,7 +85,7 @@ func main() {
 		"--param", "epochs="+strconv.Itoa(*epochs), "--param", "patience=-1",
 		"--param", "batch_size="+strconv.Itoa(batch), "--param", "max_length="+strconv.Itoa(maxLength),
 		"--param", "target_modules="+targets, "--param", "learning_rate="+lr, "--param", "head_learning_rate="+lr,
-		"--param", "merge=true")
+		"--param", "lora=true", "--param", "merge=true")
 	root := testproject.Root(*work)
 	info, err := root.Read(strings.TrimSpace(out))
 	if err != nil {
