@@ -259,6 +259,20 @@ class TestBuiltinLoop(unittest.TestCase):
         self.assertLessEqual(max(sizes[-10:]), 7)
         self.assertGreater(len(got[0]), 7)
 
+    def test_predict_flushes_denormals_on_cpu(self):
+        # Inside, a float32 below the normal range is zero; outside, it is
+        # as it was; off the CPU nothing is touched.
+        import torch
+        tiny = torch.tensor([1e-39], dtype=torch.float32)
+        self.assertGreater((tiny * 1).item(), 0)
+        with loop.FlushDenormal(torch, torch.device("cpu")) as f:
+            if not f.on:
+                self.skipTest("this CPU cannot flush denormals")
+            self.assertEqual((tiny * 1).item(), 0)
+        self.assertGreater((tiny * 1).item(), 0)
+        with loop.FlushDenormal(torch, "cuda:0"):
+            self.assertGreater((tiny * 1).item(), 0)
+
 
 if __name__ == "__main__":
     unittest.main()
