@@ -56,7 +56,7 @@ var findTorch = sync.OnceValues(func() (string, []string) {
 			continue
 		}
 		tried = append(tried, path)
-		if exec.Command(path, "-c", "import importlib.util, sys; sys.exit(importlib.util.find_spec('torch') is None)").Run() == nil {
+		if testcli.HasModule(path, "torch") {
 			return path, tried
 		}
 	}
