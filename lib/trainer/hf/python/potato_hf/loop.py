@@ -5,6 +5,7 @@ saves it and predicts every split but train. Needs torch alone; the
 model comes from models.load_model. A cancel (Stop) is seen at the next
 step or batch."""
 
+import contextlib
 import gc
 import json
 import math
@@ -565,28 +566,22 @@ PREDICT_CHUNK = 4096
 PREDICT_BATCH_FACTOR = 4
 
 
-class FlushDenormal:
+@contextlib.contextmanager
+def flush_denormal(torch, device):
     """Within it, on a CPU, floats too small for a normal float32 (below
-    about 1.2e-38) are read and made as zero (torch.set_flush_denormal;
-    where the CPU cannot, nothing changes); outside it, as before. A CPU
-    takes many times longer over such numbers, and a model fine-tuned whole
-    can carry them: scripts/bench-hf's whole-model run predicted 21.1
-    items a second without, 31.7 with (all-MiniLM-L6-v2, 2 threads). No
-    probability moves by as much as float32 rounding."""
-
-    def __init__(self, torch, device):
-        self.torch = torch
-        self.on = str(device) == "cpu"
-
-    def __enter__(self):
-        if self.on:
-            self.on = self.torch.set_flush_denormal(True)
-        return self
-
-    def __exit__(self, *exc):
-        if self.on:
-            self.torch.set_flush_denormal(False)
-        return False
+    about 1.2e-38) are read and made as zero (torch.set_flush_denormal);
+    outside it, as before. It yields whether they are: never off the CPU,
+    nor where the CPU cannot. A CPU takes many times longer over such
+    numbers, and a model fine-tuned whole can carry them:
+    scripts/bench-hf's whole-model run predicted 21.1 items a second
+    without, 31.7 with (all-MiniLM-L6-v2, 2 threads). No probability moves
+    by as much as float32 rounding."""
+    on = str(device) == "cpu" and torch.set_flush_denormal(True)
+    try:
+        yield on
+    finally:
+        if on:
+            torch.set_flush_denormal(False)
 
 
 def predict(torch, device, forward, loaded, splits, s, labels, params, stop, pf, clock):
@@ -611,7 +606,7 @@ def predict(torch, device, forward, loaded, splits, s, labels, params, stop, pf,
             order = sorted(range(len(ids)), key=lambda j: len(ids[j]))
             enc = Encoded(torch, device, [ids[j] for j in order], loaded.pad_id)
             del ids
-            with torch.inference_mode(), FlushDenormal(torch, device):
+            with torch.inference_mode(), flush_denormal(torch, device):
                 for start in range(0, len(order), bs):
                     stop.check()
                     inp, att = enc.pieces(start, start + bs)

@@ -265,12 +265,12 @@ class TestBuiltinLoop(unittest.TestCase):
         import torch
         tiny = torch.tensor([1e-39], dtype=torch.float32)
         self.assertGreater((tiny * 1).item(), 0)
-        with loop.FlushDenormal(torch, torch.device("cpu")) as f:
-            if not f.on:
+        with loop.flush_denormal(torch, torch.device("cpu")) as on:
+            if not on:
                 self.skipTest("this CPU cannot flush denormals")
             self.assertEqual((tiny * 1).item(), 0)
         self.assertGreater((tiny * 1).item(), 0)
-        with loop.FlushDenormal(torch, "cuda:0"):
+        with loop.flush_denormal(torch, "cuda:0"):
             self.assertGreater((tiny * 1).item(), 0)
 
 
