@@ -58,6 +58,7 @@ testbin:
 # (36-41 s of CPU against 27-30 s, on 2 cores). Elsewhere TMPDIR is left
 # as it is.
 CHECK_FIRST = ./lib/trainer/hf ./cmd/potato-dispatch ./lib/server ./lib/agent
+CHECK_TEST = POTATO_TEST_BIN=$(TESTBIN) $(GO) test -short -count=1 -ldflags=-w -parallel 4 -p 4 $(CHECK_FIRST) ./...
 check: testbin
 	@tmp=; \
 	if [ "$$(stat -f -c %T /dev/shm 2>/dev/null)" = tmpfs ] && \
@@ -65,8 +66,8 @@ check: testbin
 		tmp=$$(mktemp -d /dev/shm/potato-check.XXXXXX) || tmp=; \
 	fi; \
 	trap '[ -z "$$tmp" ] || rm -rf "$$tmp"' EXIT; trap 'exit 130' INT TERM; \
-	echo "POTATO_TEST_BIN=$(TESTBIN) $(GO) test -short -count=1 -ldflags=-w -parallel 4 -p 4 $(CHECK_FIRST) ./...$${tmp:+ (TMPDIR=$$tmp)}"; \
-	TMPDIR=$${tmp:-$${TMPDIR:-/tmp}} POTATO_TEST_BIN=$(TESTBIN) $(GO) test -short -count=1 -ldflags=-w -parallel 4 -p 4 $(CHECK_FIRST) ./...
+	echo "$(CHECK_TEST)$${tmp:+ (TMPDIR=$$tmp)}"; \
+	TMPDIR=$${tmp:-$${TMPDIR:-/tmp}} $(CHECK_TEST)
 
 lint:
 	@out=$$(gofmt -l cmd lib internal); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
