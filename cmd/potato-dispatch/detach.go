@@ -97,8 +97,8 @@ func startDetached(ctx *cli.Context, args []string) (id string, release func(), 
 		_ = cmd.Process.Release()
 		return id, func() { _ = hold.Close() }, nil
 	}
-	// No id: the run was refused before it was recorded.
-	_ = hold.Close()
+	// No id: the run was refused before it was recorded (Wait closes the
+	// pipe).
 	err = cmd.Wait()
 	msg := strings.TrimSpace(errBuf.String())
 	if msg != "" {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"os"
 	"os/exec"
@@ -119,11 +120,10 @@ func TestDetachedRunWaitsForItsRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { hold.Close(); _ = cmd.Wait() })
-	line := make([]byte, 64)
-	n, _ := out.Read(line)
-	id := strings.TrimSpace(string(line[:n]))
+	line, _ := bufio.NewReader(out).ReadString('\n')
+	id := strings.TrimSpace(line)
 	if !rundir.ValidID(id) {
-		t.Fatalf("stdout %q: want the run id", line[:n])
+		t.Fatalf("stdout %q: want the run id", line)
 	}
 	time.Sleep(time.Second)
 	if _, err := os.Stat(marker); err == nil || testproject.Read(t, dir, id).Finished {
