@@ -16,7 +16,7 @@ from .artifacts import MODEL_CARD_FORMAT, publish, remove_partial, write_json, m
 from .data import chunks, read_bundle
 from .device import choose_precision, grad_scaler, is_oom, resolve_device, set_seed
 from .hub import pretrained
-from .loop import PREDICT_BATCH_FACTOR, BestState, grouped_order, linear_schedule, peak_memory
+from .loop import PREDICT_BATCH_FACTOR, BestState, flush_denormal, grouped_order, linear_schedule, peak_memory
 from .models import _dtype_kw, _conv1d_class, clamp_max_length, lora_targets, with_attention_dropout
 from .packages import check_versions, import_packages, needed_packages
 from .spans import IGNORE, decode, display_text, learn_spans, merge_windows, prediction_row, tag_names, token_tags
@@ -479,7 +479,7 @@ def fit_schema(spec, params, s, labels, train_ex, splits, mods, torch, device, a
     n_pred = 0
     # As hf-text-classification predicts (loop.predict): PREDICT_BATCH_FACTOR
     # times batch_size windows at a time, a chunk's windows sorted by
-    # length, so that a batch pads little.
+    # length, so that a batch pads little, denormals flushed on a CPU.
     pbs = PREDICT_BATCH_FACTOR * bs
     for split in sorted(splits):
         if split == "train":
@@ -488,7 +488,7 @@ def fit_schema(spec, params, s, labels, train_ex, splits, mods, torch, device, a
             w = Windows(tok, [display_text(r["text"]) for r in rows], max_len, stride)
             per_item = [[] for _ in rows]
             by_length = sorted(range(len(w)), key=lambda j: len(w.ids[j]))
-            with torch.inference_mode():
+            with torch.inference_mode(), flush_denormal(torch, device):
                 for i in range(0, len(w), pbs):
                     stop.check()
                     idx = by_length[i:i + pbs]
