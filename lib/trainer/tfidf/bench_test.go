@@ -29,3 +29,26 @@ func BenchmarkFit50k(b *testing.B) {
 	b.ReportMetric(fit.Seconds()/float64(b.N), "fit_s")
 	b.ReportMetric(acc, "val_acc")
 }
+
+// BenchmarkProbabilities predicts documents of the BenchmarkFit50k corpus
+// one after another with a model fitted on 40,000 of them (some 196,000
+// features, four labels): what a worker does once an item to predict and
+// a schema. ns/op is a document's; MB/s counts the bytes of text read.
+func BenchmarkProbabilities(b *testing.B) {
+	labels := []string{"politics", "sport", "science", "arts"}
+	train, val := split80(nominalCorpus(50, 50000, 20000, labels, 0.05))
+	m, err := Fit(context.Background(), train, val, labels, Options{Threads: 2}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	test := nominalCorpus(51, 10000, 20000, labels, 0.05)
+	size := 0
+	for _, d := range test {
+		size += len(d.Text)
+	}
+	b.SetBytes(int64(size / len(test)))
+	b.ResetTimer()
+	for i := range b.N {
+		m.Probabilities(test[i%len(test)].Text)
+	}
+}

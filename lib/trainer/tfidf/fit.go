@@ -75,7 +75,7 @@ func Fit(ctx context.Context, train, val []Doc, labels []string, opt Options, pr
 	bestB := make([]float32, len(t.b))
 	sum := Summary{TrainDocs: tr.x.n(), ValDocs: va.x.n(), Features: len(vocab.terms)}
 	model := func() *Model {
-		return &Model{
+		m := &Model{
 			multilabel: s.Multilabel,
 			labels:     slices.Clone(labels),
 			vocab:      vocab,
@@ -84,6 +84,8 @@ func Fit(ctx context.Context, train, val []Doc, labels []string, opt Options, pr
 			options:    s,
 			summary:    sum,
 		}
+		m.index()
+		return m
 	}
 	rng := rand.New(rand.NewPCG(uint64(s.Seed), 0x9e3779b97f4a7c15))
 	perm := make([]int, tr.x.n())

@@ -23,6 +23,20 @@ type vocabulary struct {
 	words map[string]int32 // word -> word id (words used by some feature)
 	uni   []int32          // word id -> feature index of the word alone, or -1
 	bi    map[uint64]int32 // pairKey(word id, word id) -> feature index
+
+	// The same as words and bi, for the lookups of vectorising (index).
+	wordIndex wordTable
+	pairIndex pairTable
+}
+
+// index builds the lookup tables of words and bi.
+func (v *vocabulary) index() {
+	list := make([]string, len(v.words))
+	for w, id := range v.words {
+		list[id] = w
+	}
+	v.wordIndex = newWordTable(list)
+	v.pairIndex = newPairTable(v.bi)
 }
 
 func pairKey(a, b int32) uint64 { return uint64(uint32(a))<<32 | uint64(uint32(b)) }
@@ -185,6 +199,7 @@ func buildVocabulary(ctx context.Context, texts []string, minDF, maxFeatures int
 	for i, id := range tok.ids {
 		tok.ids[i] = remap[id]
 	}
+	v.index()
 	return v, tok, nil
 }
 
@@ -267,6 +282,7 @@ func newVocabulary(terms []string, idf []float64, sublinear bool) (*vocabulary, 
 		}
 		v.bi[k] = int32(i)
 	}
+	v.index()
 	return v, nil
 }
 
@@ -276,11 +292,7 @@ func (v *vocabulary) wordIDs(text string, s *scratch) []int32 {
 	s.ids = s.ids[:0]
 	start := 0
 	for _, end := range s.ends {
-		id, ok := v.words[string(s.buf[start:end])]
-		if !ok {
-			id = -1
-		}
-		s.ids = append(s.ids, id)
+		s.ids = append(s.ids, v.wordIndex.id(s.buf[start:end]))
 		start = end
 	}
 	return s.ids
@@ -313,7 +325,7 @@ func (v *vocabulary) vector(ids []int32, s *scratch) ([]int32, []float32) {
 			feats = append(feats, f)
 		}
 		if j > 0 && ids[j-1] >= 0 {
-			if f, ok := v.bi[pairKey(ids[j-1], a)]; ok {
+			if f := v.pairIndex.feature(ids[j-1], a); f >= 0 {
 				feats = append(feats, f)
 			}
 		}
@@ -372,7 +384,7 @@ func (v *vocabulary) termCounts(ids []int32, s *scratch) (feats, counts []int32)
 			add(f)
 		}
 		if j > 0 && ids[j-1] >= 0 {
-			if f, ok := v.bi[pairKey(ids[j-1], a)]; ok {
+			if f := v.pairIndex.feature(ids[j-1], a); f >= 0 {
 				add(f)
 			}
 		}
@@ -384,9 +396,9 @@ func (v *vocabulary) termCounts(ids []int32, s *scratch) (feats, counts []int32)
 	return feats, counts
 }
 
-// weight is the TF-IDF value of feature f occurring n times, before the
-// row's scaling, as vector computes it.
-func (v *vocabulary) weight(n int32, f int32) float64 {
+// tf is the term-frequency weight of a feature occurring n times, which
+// times its idf is its TF-IDF value before the row's scaling.
+func (v *vocabulary) tf(n int32) float64 {
 	tf := float64(n)
 	if v.sublinear {
 		if int(n) < len(sublinearTF) {
@@ -395,7 +407,7 @@ func (v *vocabulary) weight(n int32, f int32) float64 {
 			tf = 1 + math.Log(tf)
 		}
 	}
-	return tf * v.idf[f]
+	return tf
 }
 
 // sublinearTF[n] is 1 + log(n), the sublinear weight of a term that occurs
