@@ -24,9 +24,9 @@ type Model struct {
 	// weights as float64: w[f*k+c] is rows[f*(k+1)+1+c]. Prediction
 	// reads the two for every feature of a text, from one place rather
 	// than two arrays some hundreds of kilobytes apart (index).
-	rows []float64
-	options    Options
-	summary    Summary
+	rows    []float64
+	options Options
+	summary Summary
 }
 
 // Summary describes how a model was trained.
