@@ -91,9 +91,10 @@ func newAcceptanceProject(t *testing.T, large bool) *acceptanceProject {
 		t.Fatalf("publish: exit %d: %s", code, stderr)
 	}
 
-	// What Potato shows: the run's rows, on the items of each split.
-	rows, err := sqlDB(t, dir).Query(`SELECT p.instance_id, p.schema_name, p.payload, i.split FROM training_predictions p
-		JOIN training_run_items i ON i.run_id = p.run_id AND i.instance_id = p.instance_id
+	// What Potato shows: the run's rows, on the items of each split (an
+	// item without a row of the run's was in its unlabeled split).
+	rows, err := sqlDB(t, dir).Query(`SELECT p.instance_id, p.schema_name, p.payload, coalesce(i.split, 'unlabeled') FROM training_predictions p
+		LEFT JOIN training_run_items i ON i.run_id = p.run_id AND i.instance_id = p.instance_id
 		WHERE p.run_id = ? ORDER BY p.instance_id`, p.id)
 	if err != nil {
 		t.Fatal(err)

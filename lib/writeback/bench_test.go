@@ -52,7 +52,9 @@ func benchBundle(b *testing.B) (string, string) {
 	count := map[string]int{}
 	labels := []string{"neg", "neu", "pos"}
 	for i := range benchItems + benchUnlabeled {
-		id := fmt.Sprintf("i%07d", i)
+		// The ids in no sorted order, as a data file may have them: i
+		// times a prime coprime with the count, modulo the count.
+		id := fmt.Sprintf("i%07d", i*7919%(benchItems+benchUnlabeled))
 		split := bundle.UnlabeledSplit
 		if i < benchItems {
 			split = bundle.SplitOf(0, id, splits)

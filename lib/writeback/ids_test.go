@@ -5,28 +5,28 @@ import (
 	"testing"
 )
 
-// The ids RecordItems read serve Publish on the same bundle, and a split
-// file changed since is read again: an item added to it is one, an item
-// taken out of it is not.
+// The ids a Publish read serve the next Publish on the same bundle, and a
+// split file changed since is read again: an item added to it is one, an
+// item taken out of it is not.
 func TestItemsKeptForTheSameBundle(t *testing.T) {
 	s, _ := openTestStore(t)
 	bdir := testBundle(t)
-	if _, err := s.RecordItems("p", "r1", bdir); err != nil {
-		t.Fatal(err)
-	}
 	files, err := splitFiles(bdir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids := cachedItems(files)
-	if ids == nil || ids.len() != 7 || !ids.has("v2") || ids.has("nope") {
-		t.Fatalf("kept ids %v after RecordItems, want the bundle's 7", ids)
+	if ids := cachedItems(files); ids != nil {
+		t.Fatalf("ids %v kept for a bundle nothing has read", ids)
 	}
 	rep := publish(t, s, bdir, sentiment("r1", 1),
 		pred{"v2", "sentiment", label("pos", 0.9), conf(0.9)},
 		pred{"nope", "sentiment", label("pos", 0.9), conf(0.9)})
 	if rep.NWritten != 1 || rep.RefusedBy[RefusedItem] != 1 {
 		t.Fatalf("report %+v, want v2 written and nope refused", rep)
+	}
+	ids := cachedItems(files)
+	if ids == nil || ids.len() != 7 || !ids.has("v2") || ids.has("nope") {
+		t.Fatalf("kept ids %v after Publish, want the bundle's 7", ids)
 	}
 	target := map[string]any{"sentiment": "pos"}
 	writeLines(t, filepath.Join(bdir, "test.jsonl"), row{"e1", "f", target}, row{"nope", "x", target})

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"potato-training/lib/bundle"
 	"potato-training/lib/config"
 )
 
@@ -78,15 +79,17 @@ func (s *Store) SchemaPrelabels(project, schema string, fn func(StoredPrelabel) 
 }
 
 // RunPrelabels returns the prelabels run runID holds now for schema on the
-// items that training_run_items lists in split for that run ("unlabeled":
-// the items nobody had labelled when the run's bundle was built), in item
-// order.
+// items of split in that run's bundle, in item order. A run records its
+// labelled splits in training_run_items; an item it predicted with no row
+// there was in its unlabeled split ("unlabeled": nobody had labelled it
+// when the bundle was built), as is one with a row "unlabeled" (a store
+// written before the unlabeled split went unrecorded).
 func (s *Store) RunPrelabels(project, runID, schema, split string) ([]StoredPrelabel, error) {
 	rows, err := s.db.Query(`SELECT p.instance_id, p.schema_name, p.run_id, p.payload, p.confidence, p.created_at
-		FROM training_predictions p JOIN training_run_items i
+		FROM training_predictions p LEFT JOIN training_run_items i
 		ON i.project = p.project AND i.run_id = p.run_id AND i.instance_id = p.instance_id
-		WHERE p.project = ? AND p.run_id = ? AND p.schema_name = ? AND i.split = ?
-		ORDER BY p.instance_id`, project, runID, schema, split)
+		WHERE p.project = ? AND p.run_id = ? AND p.schema_name = ? AND coalesce(i.split, ?) = ?
+		ORDER BY p.instance_id`, project, runID, schema, bundle.UnlabeledSplit, split)
 	if err != nil {
 		return nil, fmt.Errorf("writeback: prelabels of run %q: %w", runID, err)
 	}
@@ -174,12 +177,16 @@ func (s *Store) ReadRun(project, runID string) (RunRow, bool, error) {
 	return r, true, nil
 }
 
-// ItemSplit is the split training_run_items records for an item of a run
-// ("train", "test", "unlabeled", ...); "" when the run has no such item.
+// ItemSplit is the split of an item in a run's bundle: the one
+// training_run_items records ("train", "test", ...), or "unlabeled" for an
+// item the run holds a prelabel of and has no row for (see RunPrelabels);
+// "" when the run has neither.
 func (s *Store) ItemSplit(project, runID, itemID string) (string, error) {
 	var split string
-	err := s.db.QueryRow(`SELECT split FROM training_run_items WHERE project = ? AND run_id = ? AND instance_id = ?`,
-		project, runID, itemID).Scan(&split)
+	err := s.db.QueryRow(`SELECT coalesce(
+		(SELECT split FROM training_run_items WHERE project = ?1 AND run_id = ?2 AND instance_id = ?3),
+		(SELECT ?4 FROM training_predictions WHERE project = ?1 AND run_id = ?2 AND instance_id = ?3 LIMIT 1),
+		'')`, project, runID, itemID, bundle.UnlabeledSplit).Scan(&split)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", nil
 	}

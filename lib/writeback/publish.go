@@ -192,26 +192,21 @@ func (s *Store) publish(g *gates, predictionsPath string, opt Options) (Report, 
 	accepted := 0
 	err = pipeline(func(send func([]prelabel) error) error {
 		var p predLine
-		batch := make([]prelabel, 0, predsPerInsert)
+		var all prelabelSet
 		err := scanLines(predictionsPath, func(line []byte, n int) error {
 			payload, confidence, ok, err := g.judge(&p, line, n, &rep)
 			if !ok {
 				return err
 			}
 			accepted++
-			r := prelabel{id: p.id, schema: p.schema, payload: string(payload), confidence: confidence}
-			if batch = append(batch, r); len(batch) == predsPerInsert {
-				if err := send(batch); err != nil {
-					return err
-				}
-				batch = make([]prelabel, 0, predsPerInsert)
-			}
+			all.add(p.id, p.schema, payload, confidence)
 			return nil
 		})
-		if err == nil && len(batch) > 0 {
-			err = send(batch)
+		if err != nil {
+			return err
 		}
-		return err
+		all.sort()
+		return all.batches(predsPerInsert, send)
 	}, func(rows []prelabel) error {
 		n, err := ins.exec(rows)
 		written += n

@@ -331,12 +331,15 @@ SELECT ?1, ?2, value, ?3 FROM json_each(?4) WHERE true
 ON CONFLICT (project, run_id, instance_id) DO UPDATE SET split = excluded.split`
 
 // RecordItems replaces the rows of training_run_items for (project, runID)
-// with one row (instance_id, split) for every row of the bundle's split
-// files, unlabeled.jsonl included (split "unlabeled"). The split files are
-// those of the bundle's manifest.json, or every *.jsonl in bundleDir when
-// it has no manifest. Files are streamed, so memory does not grow with the
-// bundle. An id listed twice keeps the split of its last row. It returns the
-// number of rows read. A row that is not a JSON object with a string
+// with one row (instance_id, split) for every row of the bundle's labelled
+// split files. The unlabeled split is not recorded: Potato's own ledger
+// keeps it out (its build_bundle leaves unlabeled items out of the
+// split_ids it records), and at a million items it was most of the time
+// of a write-back; an item a run predicted with no row of that run was
+// unlabeled (RunPrelabels, ItemSplit). The split files are those of the
+// bundle's manifest.json, or every *.jsonl in bundleDir when it has no
+// manifest. An id listed twice keeps the split of its last row. It returns
+// the number of rows read. A row that is not a JSON object with a string
 // instance_id fails the whole call with an error naming its file and line,
 // and the store is left as it was.
 func (s *Store) RecordItems(project, runID, bundleDir string) (int, error) {
@@ -367,15 +370,16 @@ func (s *Store) RecordItems(project, runID, bundleDir string) (int, error) {
 
 	type chunk struct{ split, ids string }
 	n := 0
-	// The ids are kept for Preview and Publish (lastItems), which would
-	// otherwise read every split again.
-	key, keep := itemsKey(files)
-	ids := newIDSet(0)
 	err = pipeline(func(send func(chunk) error) error {
 		keys := []string{"instance_id"}
 		raw := make([][]byte, 1)
+		var split rawIDs
 		var batch jsonArray
 		for _, f := range files {
+			if f.split == bundle.UnlabeledSplit {
+				continue
+			}
+			split.reset()
 			err := scanLines(f.path, func(line []byte, _ int) error {
 				if err := scanObject(line, keys, raw); err != nil {
 					return err
@@ -384,20 +388,18 @@ func (s *Store) RecordItems(project, runID, bundleDir string) (int, error) {
 					return err
 				}
 				n++
-				if keep {
-					id, err := stringValue(raw[0], "instance_id")
-					if err != nil {
-						return err
-					}
-					ids.add(id)
-				}
-				if batch.add(raw[0]) == itemsPerInsert {
-					return send(chunk{f.split, batch.text()})
-				}
+				split.add(raw[0])
 				return nil
 			})
 			if err != nil {
 				return err
+			}
+			for _, i := range split.sorted() {
+				if batch.add(split.at(i)) == itemsPerInsert {
+					if err := send(chunk{f.split, batch.text()}); err != nil {
+						return err
+					}
+				}
 			}
 			if batch.n > 0 {
 				if err := send(chunk{f.split, batch.text()}); err != nil {
@@ -415,10 +417,6 @@ func (s *Store) RecordItems(project, runID, bundleDir string) (int, error) {
 	}
 	if err := tx.Commit(); err != nil {
 		return fail(err)
-	}
-	if keep {
-		ids.sort()
-		keepItems(key, ids)
 	}
 	return n, nil
 }
