@@ -1,7 +1,10 @@
 package bundle
 
 import (
+	"bufio"
+	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 
 	"potato-training/lib/config"
@@ -10,9 +13,10 @@ import (
 
 // Build writes the bundle of a run into dir: every item of the project's
 // data files that has a resolved target for one of schemas goes to its
-// split; with writeback.include_unlabeled the others go to unlabeled.jsonl.
-// Items are streamed; only the annotators' labels are held in memory. A
-// build that fails removes dir.
+// split; with writeback.include_unlabeled the others go to unlabeled.jsonl
+// (those with votes but no target after the items without votes). Items
+// are streamed; only the annotators' labels are held in memory. A build
+// that fails removes dir.
 func Build(cfg *config.Config, dir string, schemas []string) (Manifest, error) {
 	var specs []Schema
 	var schemes []config.Scheme
@@ -30,23 +34,6 @@ func Build(cfg *config.Config, dir string, schemas []string) (Manifest, error) {
 	}
 	src := project.Source{DataFiles: cfg.DataFiles, IDKey: cfg.IDKey, TextKey: cfg.TextKey,
 		AnnotationDir: cfg.AnnotationDir, Schemes: schemes, NoDuplicateCheck: true}
-	// Potato resolves the data files' items only: a first pass keeps the
-	// votes on those (consensus would otherwise weigh votes on items no
-	// longer there).
-	inData := map[string]struct{}{}
-	if err := project.EachItem(src, func(it project.Item) error {
-		if ann.Has(it.ID) {
-			inData[it.ID] = struct{}{}
-		}
-		return nil
-	}); err != nil {
-		return Manifest{}, err
-	}
-	ann.Retain(func(id string) bool { _, ok := inData[id]; return ok })
-	res, err := ann.Resolve(cfg.Training.Aggregation)
-	if err != nil {
-		return Manifest{}, err
-	}
 	var splits []Split
 	var names []string
 	for _, s := range cfg.Training.Splits {
@@ -58,12 +45,48 @@ func Build(cfg *config.Config, dir string, schemas []string) (Manifest, error) {
 	if err != nil {
 		return Manifest{}, err
 	}
-	seed := int64(cfg.Training.SplitSeed)
+	fail := func(err error) (Manifest, error) {
+		w.Abort()
+		os.RemoveAll(dir)
+		return Manifest{}, err
+	}
+	// One reading of the data files, where there were two. Potato
+	// resolves the votes on the data files' items only (consensus would
+	// otherwise weigh votes on items no longer there), so the items with
+	// votes wait in a file in the bundle's directory until every item is
+	// read and the votes resolved; the others go to unlabeled.jsonl at
+	// once. Memory stays flat as items grow.
+	voted, err := newItemSpill(dir)
+	if err != nil {
+		return fail(err)
+	}
+	defer voted.remove() // again, on an error: a second remove does nothing
+	inData := map[string]struct{}{}
 	skipped := 0
+	err = project.EachItem(src, func(it project.Item) error {
+		if ann.Has(it.ID) {
+			inData[it.ID] = struct{}{}
+			return voted.add(it)
+		}
+		if unlabeled {
+			return w.Add(UnlabeledSplit, Row{InstanceID: it.ID, Text: it.Text})
+		}
+		skipped++
+		return nil
+	})
+	if err != nil {
+		return fail(err)
+	}
+	ann.Retain(func(id string) bool { _, ok := inData[id]; return ok })
+	res, err := ann.Resolve(cfg.Training.Aggregation)
+	if err != nil {
+		return fail(err)
+	}
+	seed := int64(cfg.Training.SplitSeed)
 	// Only labelled ids are checked for duplicates: that set is as large as
 	// the labels already in memory, so memory stays flat as items grow.
 	labelled := map[string]struct{}{}
-	err = project.EachItem(src, func(it project.Item) error {
+	err = voted.each(func(it project.Item) error {
 		var targets map[string]any
 		for _, s := range schemes {
 			if t, ok := res.Target(it.ID, s.Name); ok {
@@ -87,10 +110,9 @@ func Build(cfg *config.Config, dir string, schemas []string) (Manifest, error) {
 		return w.Add(SplitOf(seed, it.ID, splits), Row{InstanceID: it.ID, Text: it.Text, Targets: targets})
 	})
 	if err != nil {
-		w.Abort()
-		os.RemoveAll(dir)
-		return Manifest{}, err
+		return fail(err)
 	}
+	voted.remove()
 	m, err := w.Close(Manifest{
 		Schemas:     specs,
 		Modality:    "text",
@@ -105,4 +127,63 @@ func Build(cfg *config.Config, dir string, schemas []string) (Manifest, error) {
 		os.RemoveAll(dir)
 	}
 	return m, err
+}
+
+// itemSpill holds items in a hidden temporary file, in order, as JSON
+// lines of id and text; Build removes it before it closes the bundle.
+type itemSpill struct {
+	f   *os.File
+	buf *bufio.Writer
+	enc *json.Encoder
+}
+
+type spilledItem struct {
+	ID   string `json:"id"`
+	Text string `json:"text"`
+}
+
+func newItemSpill(dir string) (*itemSpill, error) {
+	// Hidden, and not *.jsonl: no split file's name.
+	f, err := os.CreateTemp(dir, ".voted-items-*")
+	if err != nil {
+		return nil, fmt.Errorf("bundle: %w", err)
+	}
+	s := &itemSpill{f: f, buf: bufio.NewWriterSize(f, 1<<20)}
+	s.enc = json.NewEncoder(s.buf)
+	s.enc.SetEscapeHTML(false)
+	return s, nil
+}
+
+func (s *itemSpill) add(it project.Item) error {
+	if err := s.enc.Encode(spilledItem{it.ID, it.Text}); err != nil {
+		return fmt.Errorf("bundle: %s: %w", s.f.Name(), err)
+	}
+	return nil
+}
+
+// each calls fn with the items added, in order.
+func (s *itemSpill) each(fn func(project.Item) error) error {
+	if err := s.buf.Flush(); err != nil {
+		return fmt.Errorf("bundle: %s: %w", s.f.Name(), err)
+	}
+	if _, err := s.f.Seek(0, io.SeekStart); err != nil {
+		return fmt.Errorf("bundle: %s: %w", s.f.Name(), err)
+	}
+	dec := json.NewDecoder(bufio.NewReaderSize(s.f, 1<<20))
+	for {
+		var it spilledItem
+		if err := dec.Decode(&it); err == io.EOF {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("bundle: %s: %w", s.f.Name(), err)
+		}
+		if err := fn(project.Item{ID: it.ID, Text: it.Text}); err != nil {
+			return err
+		}
+	}
+}
+
+func (s *itemSpill) remove() {
+	s.f.Close()
+	os.Remove(s.f.Name())
 }
