@@ -1,8 +1,11 @@
 package bundle_test
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -30,5 +33,65 @@ func TestFailedBuildRemovesTheBundle(t *testing.T) {
 	}
 	if _, err := os.Stat(bdir); !os.IsNotExist(err) {
 		t.Errorf("the half-written bundle stays: %v", err)
+	}
+}
+
+// Build reads the data once: the items with votes wait in a hidden file
+// while the votes are resolved. What it writes is as before (every item
+// once, the labelled ones in their splits in data order, the others
+// unlabeled), and the hidden file is gone from the bundle it leaves.
+func TestBuildLeavesOnlyTheBundle(t *testing.T) {
+	dir := t.TempDir()
+	cfg, err := config.ReadConfigFile(testproject.Write(t, dir, 60, 25, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bdir := filepath.Join(dir, "bundle")
+	m, err := bundle.Build(cfg, bdir, []string{"sentiment"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(bdir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if want := []string{"manifest.json", "test.jsonl", "train.jsonl", "unlabeled.jsonl", "val.jsonl"}; !slices.Equal(names, want) {
+		t.Errorf("the bundle holds %q, want %q", names, want)
+	}
+	seen := map[string]string{}
+	for split := range m.Splits {
+		b, err := os.ReadFile(filepath.Join(bdir, split+".jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		last := 0
+		for line := range strings.Lines(string(b)) {
+			var row struct {
+				ID string `json:"instance_id"`
+			}
+			if err := json.Unmarshal([]byte(line), &row); err != nil {
+				t.Fatal(err)
+			}
+			if prev, dup := seen[row.ID]; dup {
+				t.Fatalf("%s in %s and %s", row.ID, prev, split)
+			}
+			seen[row.ID] = split
+			n, _ := strconv.Atoi(strings.TrimPrefix(row.ID, "r"))
+			labelled := n <= 25
+			if labelled == (split == bundle.UnlabeledSplit) {
+				t.Errorf("item %s (labelled: %v) in split %s", row.ID, labelled, split)
+			}
+			if n < last {
+				t.Errorf("%s: %s after r%d, not in data order", split, row.ID, last)
+			}
+			last = n
+		}
+	}
+	if len(seen) != 60 {
+		t.Errorf("%d items in the bundle, want 60", len(seen))
 	}
 }
