@@ -3,6 +3,7 @@ package writeback
 import (
 	"fmt"
 	"hash/maphash"
+	"math/bits"
 	"os"
 	"slices"
 	"strings"
@@ -66,10 +67,15 @@ func keepItems(key string, ids *idSet) {
 type idSet struct {
 	seed maphash.Seed
 	h    []uint64
+	// dir[k] is the index in h of the first hash whose top bits, h >>
+	// shift, are k or more: has looks at the one or two hashes of its
+	// bucket, where a binary search of a million took some twenty reads.
+	dir   []uint32
+	shift uint
 }
 
 func newIDSet(n int) *idSet {
-	return &idSet{seed: maphash.MakeSeed(), h: make([]uint64, 0, n)}
+	return &idSet{seed: maphash.MakeSeed(), h: make([]uint64, 0, n), dir: []uint32{0, 0}, shift: 64}
 }
 
 // add adds an id; sort must be called after the last add, before has.
@@ -78,11 +84,27 @@ func (s *idSet) add(id string) { s.h = append(s.h, maphash.String(s.seed, id)) }
 func (s *idSet) sort() {
 	slices.Sort(s.h)
 	s.h = slices.Compact(s.h)
+	b := bits.Len(uint(len(s.h)))
+	s.shift = uint(64 - b)
+	s.dir = make([]uint32, 1<<b+1)
+	i := 0
+	for k := range s.dir {
+		for i < len(s.h) && s.h[i]>>s.shift < uint64(k) {
+			i++
+		}
+		s.dir[k] = uint32(i)
+	}
 }
 
 func (s *idSet) has(id string) bool {
-	_, ok := slices.BinarySearch(s.h, maphash.String(s.seed, id))
-	return ok
+	x := maphash.String(s.seed, id)
+	k := x >> s.shift
+	for _, y := range s.h[s.dir[k]:s.dir[k+1]] {
+		if y == x {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *idSet) len() int { return len(s.h) }

@@ -1,6 +1,7 @@
 package writeback
 
 import (
+	"fmt"
 	"path/filepath"
 	"testing"
 )
@@ -38,5 +39,32 @@ func TestItemsKeptForTheSameBundle(t *testing.T) {
 		pred{"e2", "sentiment", label("pos", 0.9), conf(0.9)})
 	if rep.NWritten != 1 || rep.RefusedBy[RefusedItem] != 1 {
 		t.Fatalf("report %+v after the change, want nope written and e2 refused", rep)
+	}
+}
+
+// An idSet has every id added and, but for a hash collision (one chance in
+// 2⁶⁴ an id), no other, at any size; the empty set unsorted too.
+func TestIDSetHas(t *testing.T) {
+	if newIDSet(0).has("x") {
+		t.Fatal("the empty set has x")
+	}
+	for _, n := range []int{0, 1, 2, 3, 1000, 100_000} {
+		s := newIDSet(n)
+		for i := range n {
+			s.add(fmt.Sprintf("in%d", i))
+			s.add(fmt.Sprintf("in%d", i/2)) // some twice
+		}
+		s.sort()
+		if s.len() != n {
+			t.Fatalf("%d ids: len %d", n, s.len())
+		}
+		for i := range n {
+			if !s.has(fmt.Sprintf("in%d", i)) {
+				t.Fatalf("%d ids: in%d not found", n, i)
+			}
+			if s.has(fmt.Sprintf("out%d", i)) || s.has(fmt.Sprintf("in%d", n+i)) {
+				t.Fatalf("%d ids: out%d or in%d found", n, i, n+i)
+			}
+		}
 	}
 }

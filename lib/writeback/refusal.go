@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"potato-training/lib/config"
@@ -205,13 +206,16 @@ func (r predRules) refusal(p *predLine) (reason, why string) {
 }
 
 // unitOrNull says whether raw JSON is absent, null, or a number in [0, 1].
+// raw is a value the JSON scanner has checked (scanObject, jsonscan,
+// encoding/json): one that starts as a number is a JSON number, which
+// ParseFloat reads as encoding/json does, at a fraction of its cost.
 func unitOrNull(raw json.RawMessage) bool {
 	if raw == nil || string(raw) == "null" {
 		return true
 	}
-	var c float64
-	if raw[0] != '-' && (raw[0] < '0' || raw[0] > '9') || json.Unmarshal(raw, &c) != nil {
+	if raw[0] != '-' && (raw[0] < '0' || raw[0] > '9') {
 		return false
 	}
-	return c >= 0 && c <= 1
+	c, err := strconv.ParseFloat(string(raw), 64)
+	return err == nil && c >= 0 && c <= 1
 }
