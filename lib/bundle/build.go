@@ -33,7 +33,7 @@ func Build(cfg *config.Config, dir string, schemas []string) (Manifest, error) {
 		return Manifest{}, err
 	}
 	src := project.Source{DataFiles: cfg.DataFiles, IDKey: cfg.IDKey, TextKey: cfg.TextKey,
-		AnnotationDir: cfg.AnnotationDir, Schemes: schemes, NoDuplicateCheck: true}
+		AnnotationDir: cfg.AnnotationDir, Schemes: schemes, NoDuplicateCheck: true, RawText: true}
 	var splits []Split
 	var names []string
 	for _, s := range cfg.Training.Splits {
@@ -69,7 +69,7 @@ func Build(cfg *config.Config, dir string, schemas []string) (Manifest, error) {
 			return voted.add(it)
 		}
 		if unlabeled {
-			return w.Add(UnlabeledSplit, Row{InstanceID: it.ID, Text: it.Text})
+			return w.Add(UnlabeledSplit, Row{InstanceID: it.ID, Text: it.Text, TextJSON: it.TextJSON})
 		}
 		skipped++
 		return nil
@@ -138,8 +138,8 @@ type itemSpill struct {
 }
 
 type spilledItem struct {
-	ID   string `json:"id"`
-	Text string `json:"text"`
+	ID   string          `json:"id"`
+	Text json.RawMessage `json:"text"` // a JSON string
 }
 
 func newItemSpill(dir string) (*itemSpill, error) {
@@ -155,7 +155,14 @@ func newItemSpill(dir string) (*itemSpill, error) {
 }
 
 func (s *itemSpill) add(it project.Item) error {
-	if err := s.enc.Encode(spilledItem{it.ID, it.Text}); err != nil {
+	text := it.TextJSON
+	if text == nil {
+		var err error
+		if text, err = json.Marshal(it.Text); err != nil {
+			return fmt.Errorf("bundle: item %q: %w", it.ID, err)
+		}
+	}
+	if err := s.enc.Encode(spilledItem{it.ID, text}); err != nil {
 		return fmt.Errorf("bundle: %s: %w", s.f.Name(), err)
 	}
 	return nil
@@ -177,7 +184,11 @@ func (s *itemSpill) each(fn func(project.Item) error) error {
 		} else if err != nil {
 			return fmt.Errorf("bundle: %s: %w", s.f.Name(), err)
 		}
-		if err := fn(project.Item{ID: it.ID, Text: it.Text}); err != nil {
+		var text string
+		if err := json.Unmarshal(it.Text, &text); err != nil {
+			return fmt.Errorf("bundle: %s: %w", s.f.Name(), err)
+		}
+		if err := fn(project.Item{ID: it.ID, Text: text}); err != nil {
 			return err
 		}
 	}

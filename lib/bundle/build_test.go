@@ -37,9 +37,11 @@ func TestFailedBuildRemovesTheBundle(t *testing.T) {
 }
 
 // Build reads the data once: the items with votes wait in a hidden file
-// while the votes are resolved. What it writes is as before (every item
-// once, the labelled ones in their splits in data order, the others
-// unlabeled), and the hidden file is gone from the bundle it leaves.
+// while the votes are resolved, and the others' texts are copied into
+// unlabeled.jsonl as the data has them. What it writes is as before
+// (every item once with its text, the labelled ones in their splits in
+// data order, the others unlabeled), and the hidden file is gone from the
+// bundle it leaves.
 func TestBuildLeavesOnlyTheBundle(t *testing.T) {
 	dir := t.TempDir()
 	cfg, err := config.ReadConfigFile(testproject.Write(t, dir, 60, 25, ""))
@@ -62,6 +64,18 @@ func TestBuildLeavesOnlyTheBundle(t *testing.T) {
 	if want := []string{"manifest.json", "test.jsonl", "train.jsonl", "unlabeled.jsonl", "val.jsonl"}; !slices.Equal(names, want) {
 		t.Errorf("the bundle holds %q, want %q", names, want)
 	}
+	texts := map[string]string{}
+	b, err := os.ReadFile(filepath.Join(dir, "data", "items.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(b)) {
+		var it struct{ ID, Text string }
+		if err := json.Unmarshal([]byte(line), &it); err != nil {
+			t.Fatal(err)
+		}
+		texts[it.ID] = it.Text
+	}
 	seen := map[string]string{}
 	for split := range m.Splits {
 		b, err := os.ReadFile(filepath.Join(bdir, split+".jsonl"))
@@ -71,10 +85,15 @@ func TestBuildLeavesOnlyTheBundle(t *testing.T) {
 		last := 0
 		for line := range strings.Lines(string(b)) {
 			var row struct {
-				ID string `json:"instance_id"`
+				ID      string         `json:"instance_id"`
+				Text    *string        `json:"text"`
+				Targets map[string]any `json:"targets"`
 			}
 			if err := json.Unmarshal([]byte(line), &row); err != nil {
 				t.Fatal(err)
+			}
+			if row.Text == nil || *row.Text != texts[row.ID] || row.Targets == nil {
+				t.Errorf("%s: row %s", split, line)
 			}
 			if prev, dup := seen[row.ID]; dup {
 				t.Fatalf("%s in %s and %s", row.ID, prev, split)

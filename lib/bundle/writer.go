@@ -19,6 +19,11 @@ import (
 type Row struct {
 	InstanceID string
 	Text       string
+	// TextJSON, when set, is the text as a JSON string to copy into the
+	// row as it is, in place of Text: one that encoding/json's decoder
+	// reads as the encoder would have written Text (project.Item's
+	// TextJSON is).
+	TextJSON []byte
 	// Targets maps a schema name to its target (FORMATS.md, "Targets per
 	// kind"). Unlabeled rows have none.
 	Targets map[string]any
@@ -140,6 +145,9 @@ func (w *Writer) Add(split string, r Row) error {
 	if sw == nil {
 		return fmt.Errorf("bundle: %q is not a split of this bundle", split)
 	}
+	if r.TextJSON != nil && r.Media == "" {
+		return w.addRaw(sw, r)
+	}
 	row := rowJSON{InstanceID: r.InstanceID, Text: r.Text, Targets: r.Targets}
 	if row.Targets == nil {
 		row.Targets = map[string]any{}
@@ -167,6 +175,36 @@ func (w *Writer) Add(split string, r Row) error {
 	case row.Media != "":
 		w.linked++
 	}
+	w.observe(r.Targets)
+	return nil
+}
+
+// addRaw is Add of a row without media whose text is r.TextJSON: the
+// fields of rowJSON in its order, the text copied as it is.
+func (w *Writer) addRaw(sw *splitWriter, r Row) error {
+	targets := r.Targets
+	if targets == nil {
+		targets = map[string]any{}
+	}
+	w.buf.Reset()
+	w.buf.WriteString(`{"instance_id":`)
+	if err := w.enc.Encode(r.InstanceID); err != nil {
+		return fmt.Errorf("bundle: item %q: %w", r.InstanceID, err)
+	}
+	w.buf.Truncate(w.buf.Len() - 1) // Encode's newline
+	w.buf.WriteString(`,"text":`)
+	w.buf.Write(r.TextJSON)
+	w.buf.WriteString(`,"targets":`)
+	if err := w.enc.Encode(targets); err != nil {
+		return fmt.Errorf("bundle: item %q: %w", r.InstanceID, err)
+	}
+	w.buf.Truncate(w.buf.Len() - 1)
+	w.buf.WriteString("}\n")
+	if _, err := sw.bw.Write(w.buf.Bytes()); err != nil {
+		w.err = fmt.Errorf("bundle: writing %s: %w", sw.path, err)
+		return w.err
+	}
+	sw.n++
 	w.observe(r.Targets)
 	return nil
 }

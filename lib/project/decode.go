@@ -154,7 +154,11 @@ func (d *objDecoder) decodeBatch(b *decodeBatch, vals [][]byte) {
 		}
 		var x decoded
 		x.it.ID, x.hasID = jsonString(vals[0])
-		x.it.Text, _ = jsonString(vals[1])
+		if d.r.rawText && verbatimJSON(vals[1]) {
+			x.it.TextJSON = vals[1]
+		} else {
+			x.it.Text, _ = jsonString(vals[1])
+		}
 		if fields := d.r.fields; len(fields) > 0 {
 			x.it.Fields = make(map[string]string, len(fields))
 			for i, k := range fields {

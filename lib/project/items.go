@@ -7,6 +7,7 @@ package project
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/csv"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"unicode/utf8"
 
 	"potato-training/lib/config"
 	"potato-training/lib/jsonscan"
@@ -31,12 +33,21 @@ type Source struct {
 	// grows with the number of items. A caller that streams a large
 	// project checks the ids it keeps (the labelled ones) itself.
 	NoDuplicateCheck bool
+	// RawText hands a text that is a JSON string as its JSON (Item.TextJSON),
+	// undecoded, when a JSON writer may copy it as it is (see
+	// verbatimJSON); Item.Text is then empty. A caller that writes the
+	// text out again saves decoding and encoding it.
+	RawText bool
 }
 
 // Item is one entry of a data file, reduced to what training needs.
 type Item struct {
 	ID   string // the id_key value as a string: the JSON number 7 is "7"
 	Text string // the text_key value; "" when the item has none
+	// TextJSON is, with Source.RawText, the text as the data file has it,
+	// a JSON string, quotes included, that decodes to the text; Text is
+	// then "". It is only valid during the call that is given the item.
+	TextJSON []byte
 	// Fields holds the value of each scheme's SourceField the item has. It is
 	// nil when no scheme names a source field.
 	Fields map[string]string
@@ -54,6 +65,7 @@ func EachItem(src Source, fn func(Item) error) error {
 	r := itemReader{
 		idKey:   src.IDKey,
 		textKey: src.TextKey,
+		rawText: src.RawText,
 		fn:      fn,
 	}
 	if !src.NoDuplicateCheck {
@@ -85,6 +97,7 @@ func (e errStop) Error() string { return e.err.Error() }
 
 type itemReader struct {
 	idKey, textKey string
+	rawText        bool
 	fields         []string
 	seen           map[string]struct{}
 	fn             func(Item) error
@@ -219,6 +232,40 @@ func (r *itemReader) cutJSON(path string, f io.Reader, mayBeArray bool, d *objDe
 		return fmt.Errorf("data file %s: %w", path, s.err)
 	}
 	return nil
+}
+
+// TextValue is the item's text, decoded from TextJSON when it has that.
+func (it Item) TextValue() string {
+	if it.TextJSON != nil {
+		s, _ := jsonString(it.TextJSON)
+		return s
+	}
+	return it.Text
+}
+
+// verbatimJSON says whether raw, a JSON string the scanner has checked,
+// decodes to the same text after encoding/json writes it again: valid
+// UTF-8 (the encoder writes U+FFFD for a bad byte) with no \u escape of a
+// lone surrogate (the decoder gives U+FFFD for one).
+func verbatimJSON(raw []byte) bool {
+	if len(raw) < 2 || raw[0] != '"' || !utf8.Valid(raw) {
+		return false
+	}
+	for i := bytes.IndexByte(raw, '\\'); i >= 0; {
+		if i+1 < len(raw) && raw[i+1] == 'u' && i+5 < len(raw) {
+			if c := raw[i+2] | 0x20; c == 'd' && strings.IndexByte("89abcdefABCDEF", raw[i+3]) >= 0 {
+				return false
+			}
+		}
+		// Past the escape: "\\" is one, whose second backslash escapes
+		// nothing.
+		j := bytes.IndexByte(raw[i+2:], '\\')
+		if j < 0 {
+			break
+		}
+		i += 2 + j
+	}
+	return true
 }
 
 // jsonString turns a JSON value into the string Potato compares: a string's
