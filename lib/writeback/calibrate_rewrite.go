@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
+	"sync"
 
 	"potato-training/lib/atomicfile"
 	"potato-training/lib/config"
@@ -31,34 +33,45 @@ func rewriteCalibrated(path string, cs map[string]*calSchema, betas map[string]f
 	}
 	defer f.Abort()
 	w := bufio.NewWriterSize(f, 256<<10)
-	n := map[string]int{}
-	raw := make([][]byte, len(calKeys))
-	rws := map[string]*lineRewriter{}
-	for name, beta := range betas {
-		rws[name] = &lineRewriter{kind: cs[name].s.Kind, beta: beta, withProbs: methods[name] == rundir.CalibrationTemperature}
-	}
-	err = scanLines(path, func(line []byte, _ int) error {
-		if err := scanObject(line, calKeys, raw); err != nil {
-			return err
+	// One set of rewriters and counts a goroutine of mapLines.
+	var mu sync.Mutex
+	var counts []map[string]int
+	err = mapLines(path, runtime.GOMAXPROCS(0), w, func() func(line, dst []byte) ([]byte, error) {
+		n := map[string]int{}
+		mu.Lock()
+		counts = append(counts, n)
+		mu.Unlock()
+		raw := make([][]byte, len(calKeys))
+		rws := map[string]*lineRewriter{}
+		for name, beta := range betas {
+			rws[name] = &lineRewriter{kind: cs[name].s.Kind, beta: beta, withProbs: methods[name] == rundir.CalibrationTemperature}
 		}
-		schema, _ := stringValue(raw[1], "schema_name")
-		if rw, ok := rws[schema]; ok {
-			out, changed, err := rw.rewrite(line, raw)
-			if err != nil {
-				return err
+		return func(line, dst []byte) ([]byte, error) {
+			if err := scanObject(line, calKeys, raw); err != nil {
+				return dst, err
 			}
-			if changed {
-				n[schema]++
-				line = out
+			schema, _ := stringValue(raw[1], "schema_name")
+			if rw, ok := rws[schema]; ok {
+				out, changed, err := rw.rewrite(line, raw)
+				if err != nil {
+					return dst, err
+				}
+				if changed {
+					n[schema]++
+					line = out
+				}
 			}
+			return append(append(dst, line...), '\n'), nil
 		}
-		if _, err := w.Write(line); err != nil {
-			return err
-		}
-		return w.WriteByte('\n')
 	})
 	if err != nil {
 		return nil, err
+	}
+	n := map[string]int{}
+	for _, c := range counts {
+		for k, v := range c {
+			n[k] += v
+		}
 	}
 	if err := w.Flush(); err != nil {
 		return nil, err
