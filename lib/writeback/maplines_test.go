@@ -21,7 +21,7 @@ func TestMapLines(t *testing.T) {
 		fmt.Fprintf(&want, "LINE %d %s|", i, strings.Repeat("X", i%50))
 		if i%1000 == 0 {
 			in.WriteString("  \n") // blank: skipped
-			}
+		}
 	}
 	if err := os.WriteFile(path, in.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
