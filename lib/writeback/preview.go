@@ -140,6 +140,11 @@ type previewer struct {
 	rep     Report
 	// nexts[schema][item] is what the run would store.
 	nexts map[string]map[uint64]next
+	// kept, when not nil, keeps what the run would store, for a publish
+	// with the same gates or fewer schemas (RunReading.Publish), and low
+	// counts by schema the predictions below min_confidence.
+	kept *prelabelSet
+	low  map[string]int
 }
 
 func newPreviewer(bundleDir string, g *gates, labeled func(item, schema string) bool) *previewer {
@@ -165,9 +170,16 @@ func (pv *previewer) item(id string) uint64 { return maphash.String(pv.lab.seed,
 
 // add judges line n, which p has parsed.
 func (pv *previewer) add(p *predLine, n int) error {
-	raw, _, ok, err := pv.g.judgeParsed(p, n, &pv.rep)
+	low := pv.rep.NSkippedLowConfidence
+	raw, confidence, ok, err := pv.g.judgeParsed(p, n, &pv.rep)
+	if pv.rep.NSkippedLowConfidence > low && pv.low != nil {
+		pv.low[p.schema]++
+	}
 	if !ok {
 		return err
+	}
+	if pv.kept != nil {
+		pv.kept.add(p.id, p.schema, raw, confidence)
 	}
 	m := pv.nexts[p.schema]
 	if m == nil {

@@ -206,8 +206,41 @@ func (s *Store) publish(g *gates, predictionsPath string, opt Options) (Report, 
 			return err
 		}
 		all.sort()
-		return all.batches(predsPerInsert, send)
+		_, err = all.batches(predsPerInsert, nil, send)
+		return err
 	}, func(rows []prelabel) error {
+		n, err := ins.exec(rows)
+		written += n
+		return err
+	})
+	if err != nil {
+		return fail(err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fail(err)
+	}
+	rep.NWritten = int(written)
+	rep.NSkippedNewerRun = accepted - rep.NWritten
+	return rep, nil
+}
+
+// publishKept writes the prelabels of kept whose schema is enabled, sorted,
+// in one transaction, and completes rep, which counts every other gate's
+// decision already.
+func (s *Store) publishKept(kept *prelabelSet, enabled map[string]bool, rep Report, opt Options) (Report, error) {
+	fail := func(err error) (Report, error) {
+		return Report{}, fmt.Errorf("writeback: publish run %q: %w", opt.RunID, err)
+	}
+	tx, err := s.db.Begin()
+	if err != nil {
+		return fail(err)
+	}
+	defer tx.Rollback()
+	ins := &predInserter{tx: tx, shared: []any{opt.Project, opt.RunID, opt.CreatedAt}}
+	defer ins.close()
+	var written int64
+	kept.sort()
+	accepted, err := kept.batches(predsPerInsert, enabled, func(rows []prelabel) error {
 		n, err := ins.exec(rows)
 		written += n
 		return err

@@ -2,6 +2,7 @@ package writeback
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"potato-training/lib/bundle"
@@ -149,6 +150,7 @@ func (r *RunReading) read(preview bool) error {
 	}
 	if preview {
 		r.pv = newPreviewer(r.bundleDir, r.g, r.labeled)
+		r.pv.kept, r.pv.low = &prelabelSet{}, map[string]int{}
 	}
 	var p predLine
 	return scanLines(r.predictionsPath, func(line []byte, n int) error {
@@ -259,7 +261,10 @@ func (r *RunReading) Preview(s *Store) (Preview, error) {
 }
 
 // Publish is s.Publish(bundleDir, predictionsPath, opt), with the gates
-// of the reading: the predictions are read again, streamed.
+// of the reading. When the reading made the preview (ReadRun with its
+// options) and opt asks for no other min_confidence and no schema the
+// preview did not, it publishes the prelabels the preview kept, without
+// reading the predictions again; otherwise they are read again, streamed.
 func (r *RunReading) Publish(s *Store, opt Options) (Report, error) {
 	if !r.ok || opt.Project == "" || opt.RunID == "" {
 		return s.Publish(r.bundleDir, r.predictionsPath, opt)
@@ -270,6 +275,21 @@ func (r *RunReading) Publish(s *Store, opt Options) (Report, error) {
 	g := &gates{train: r.g.train, multi: r.g.multi, rules: r.g.rules, enabled: make(map[string]bool, len(opt.Schemas)), minConfidence: opt.MinConfidence}
 	for _, name := range opt.Schemas {
 		g.enabled[name] = true
+	}
+	if pv := r.pv; pv != nil && pv.kept != nil && opt.MinConfidence == r.g.minConfidence &&
+		!slices.ContainsFunc(opt.Schemas, func(name string) bool { return !r.g.enabled[name] }) {
+		// The preview's counts are a publish's of the preview's schemas;
+		// a schema left out counts as not enabled, whatever stopped its
+		// predictions after that gate.
+		rep := pv.rep
+		accepted := pv.kept.countBySchema()
+		for name := range r.g.enabled {
+			if !g.enabled[name] {
+				rep.NSkippedSchemaNotEnabled += pv.low[name] + accepted[name]
+				rep.NSkippedLowConfidence -= pv.low[name]
+			}
+		}
+		return s.publishKept(pv.kept, g.enabled, rep, opt)
 	}
 	return s.publish(g, r.predictionsPath, opt)
 }

@@ -127,6 +127,25 @@ func checkReading(t *testing.T, r *RunReading, bdir, preds string, schemas []bun
 	if rows1, rows2 := predictionRows(t, st1.db), predictionRows(t, st2.db); !slices.Equal(rows1, rows2) {
 		t.Errorf("publish stored\n%s\nwant\n%s", strings.Join(rows1, "\n"), strings.Join(rows2, "\n"))
 	}
+	// The reading publishes the prelabels its preview kept for fewer
+	// schemas too (as the promotion gate may choose), and reads again for
+	// another min_confidence or a schema the preview did not see.
+	for _, o := range []Options{
+		{Project: opt.Project, RunID: "r2", Schemas: opt.Schemas[:1], MinConfidence: opt.MinConfidence, CreatedAt: 3},
+		{Project: opt.Project, RunID: "r2", Schemas: opt.Schemas[1:], MinConfidence: opt.MinConfidence, CreatedAt: 3},
+		{Project: opt.Project, RunID: "r2", MinConfidence: opt.MinConfidence, CreatedAt: 3},
+		{Project: opt.Project, RunID: "r2", Schemas: opt.Schemas, MinConfidence: opt.MinConfidence + 0.3, CreatedAt: 3},
+		{Project: opt.Project, RunID: "r2", Schemas: append([]string{"rating"}, opt.Schemas...), MinConfidence: opt.MinConfidence, CreatedAt: 3},
+	} {
+		st3, _ := openTestStore(t)
+		st4, _ := openTestStore(t)
+		rep3, err3 := r.Publish(st3, o)
+		rep4, err4 := st4.Publish(bdir, preds, o)
+		same(fmt.Sprintf("publish of %v at %g", o.Schemas, o.MinConfidence), rep3, rep4, err3, err4)
+		if rows3, rows4 := predictionRows(t, st3.db), predictionRows(t, st4.db); !slices.Equal(rows3, rows4) {
+			t.Errorf("publish of %v stored\n%s\nwant\n%s", o.Schemas, strings.Join(rows3, "\n"), strings.Join(rows4, "\n"))
+		}
+	}
 }
 
 // One reading of a run's predictions gives each step of its write-back
@@ -172,6 +191,9 @@ func TestRunReadingIsEachStep(t *testing.T) {
 			r := ReadRun(bdir, preds, schemas, &opt, labeled)
 			if r.ok != tc.ok {
 				t.Errorf("the reading read it all: %v, want %v", r.ok, tc.ok)
+			}
+			if tc.name == "whole" && (r.pv == nil || r.pv.kept == nil || len(r.pv.kept.rows) == 0) {
+				t.Error("the whole run's preview kept no prelabel to publish")
 			}
 			checkReading(t, r, bdir, preds, schemas, opt, labeled)
 		})

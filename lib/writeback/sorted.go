@@ -92,23 +92,46 @@ func (s *prelabelSet) sort() {
 	})
 }
 
-// batches calls send with the prelabels in order, at most n at a time.
-func (s *prelabelSet) batches(n int, send func([]prelabel) error) error {
-	for rows := s.rows; len(rows) > 0; {
-		part := rows[:min(n, len(rows))]
-		rows = rows[len(part):]
-		batch := make([]prelabel, len(part))
-		for i := range part {
-			r := &part[i]
-			batch[i] = prelabel{id: string(s.id(r)), schema: s.schemas[r.schema],
-				payload: string(s.buf[r.off+r.idLen : r.off+r.idLen+r.payloadLen])}
-			if r.hasConfidence {
-				batch[i].confidence = r.confidence
+// batches calls send with the prelabels in order, at most n at a time,
+// those of the schemas in only when only is not nil. It returns how many
+// it sent.
+func (s *prelabelSet) batches(n int, only map[string]bool, send func([]prelabel) error) (int, error) {
+	sent := 0
+	batch := make([]prelabel, 0, n)
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		sent += len(batch)
+		err := send(batch)
+		batch = make([]prelabel, 0, n)
+		return err
+	}
+	for i := range s.rows {
+		r := &s.rows[i]
+		schema := s.schemas[r.schema]
+		if only != nil && !only[schema] {
+			continue
+		}
+		p := prelabel{id: string(s.id(r)), schema: schema,
+			payload: string(s.buf[r.off+r.idLen : r.off+r.idLen+r.payloadLen])}
+		if r.hasConfidence {
+			p.confidence = r.confidence
+		}
+		if batch = append(batch, p); len(batch) == n {
+			if err := flush(); err != nil {
+				return sent, err
 			}
 		}
-		if err := send(batch); err != nil {
-			return err
-		}
 	}
-	return nil
+	return sent, flush()
+}
+
+// countBySchema counts the prelabels of each schema.
+func (s *prelabelSet) countBySchema() map[string]int {
+	out := map[string]int{}
+	for _, r := range s.rows {
+		out[s.schemas[r.schema]]++
+	}
+	return out
 }
