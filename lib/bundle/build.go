@@ -18,6 +18,12 @@ import (
 // are streamed; only the annotators' labels are held in memory. A build
 // that fails removes dir.
 func Build(cfg *config.Config, dir string, schemas []string) (Manifest, error) {
+	return BuildItems(cfg, dir, schemas, nil)
+}
+
+// BuildItems is Build, calling item, when not nil, with the id of every
+// row it writes.
+func BuildItems(cfg *config.Config, dir string, schemas []string, item func(id string)) (Manifest, error) {
 	var specs []Schema
 	var schemes []config.Scheme
 	for _, name := range schemas {
@@ -45,6 +51,15 @@ func Build(cfg *config.Config, dir string, schemas []string) (Manifest, error) {
 	if err != nil {
 		return Manifest{}, err
 	}
+	add := func(split string, r Row) error {
+		if err := w.Add(split, r); err != nil {
+			return err
+		}
+		if item != nil {
+			item(r.InstanceID)
+		}
+		return nil
+	}
 	fail := func(err error) (Manifest, error) {
 		w.Abort()
 		os.RemoveAll(dir)
@@ -69,7 +84,7 @@ func Build(cfg *config.Config, dir string, schemas []string) (Manifest, error) {
 			return voted.add(it)
 		}
 		if unlabeled {
-			return w.Add(UnlabeledSplit, Row{InstanceID: it.ID, Text: it.Text, TextJSON: it.TextJSON})
+			return add(UnlabeledSplit, Row{InstanceID: it.ID, Text: it.Text, TextJSON: it.TextJSON})
 		}
 		skipped++
 		return nil
@@ -98,7 +113,7 @@ func Build(cfg *config.Config, dir string, schemas []string) (Manifest, error) {
 		}
 		if targets == nil {
 			if unlabeled {
-				return w.Add(UnlabeledSplit, Row{InstanceID: it.ID, Text: it.Text})
+				return add(UnlabeledSplit, Row{InstanceID: it.ID, Text: it.Text})
 			}
 			skipped++
 			return nil
@@ -107,7 +122,7 @@ func Build(cfg *config.Config, dir string, schemas []string) (Manifest, error) {
 			return fmt.Errorf("item id %q appears twice in the data files", it.ID)
 		}
 		labelled[it.ID] = struct{}{}
-		return w.Add(SplitOf(seed, it.ID, splits), Row{InstanceID: it.ID, Text: it.Text, Targets: targets})
+		return add(SplitOf(seed, it.ID, splits), Row{InstanceID: it.ID, Text: it.Text, Targets: targets})
 	})
 	if err != nil {
 		return fail(err)

@@ -15,6 +15,7 @@ import (
 	"potato-training/lib/events"
 	"potato-training/lib/rundir"
 	"potato-training/lib/trainer"
+	"potato-training/lib/writeback"
 )
 
 // A run's life after it is recorded, one phase a function (docs/DESIGN.md,
@@ -155,8 +156,14 @@ func (d *dispatcher) build(lim *limits) (bundle.Manifest, *ending) {
 		r.StartedAt = &lim.started
 		r.Step = "building the bundle"
 	})
-	m, err := bundle.Build(d.cfg, d.run.Path(rundir.BundleDir), rec.Schemas)
+	// The bundle's ids, kept for the reading of the predictions
+	// (writeback.BundleItems).
+	items := writeback.NewBundleItems()
+	m, err := bundle.BuildItems(d.cfg, d.run.Path(rundir.BundleDir), rec.Schemas, items.Add)
 	if err != nil {
+		return m, failed("building the bundle: "+err.Error(), events.CodeBadBundle)
+	}
+	if err := items.Keep(d.run.Path(rundir.BundleDir)); err != nil {
 		return m, failed("building the bundle: "+err.Error(), events.CodeBadBundle)
 	}
 	d.logf("bundle: %d items, splits %s, %d without a label, digest %s", m.Stats.NItems, splitCounts(m), m.Stats.NSkippedNoLabel, m.Digest)

@@ -156,3 +156,30 @@ func (r *idReader) line(line []byte) (string, error) {
 	}
 	return stringValue(r.raw[0], "instance_id")
 }
+
+// BundleItems collects the ids of a bundle's rows as the bundle is
+// written, so that the readings of its run (ReadRun, Publish) need not
+// read its split files again for them: at a million items, a reading of
+// 1.3 GB.
+type BundleItems struct{ ids *idSet }
+
+// NewBundleItems returns an empty collection.
+func NewBundleItems() *BundleItems { return &BundleItems{ids: newIDSet(0)} }
+
+// Add adds the id of a row written.
+func (b *BundleItems) Add(id string) { b.ids.add(id) }
+
+// Keep keeps the ids as those of the split files of the bundle in
+// bundleDir as they are now (their sizes and times): a reading of a file
+// changed since reads it again.
+func (b *BundleItems) Keep(bundleDir string) error {
+	files, err := splitFiles(bundleDir)
+	if err != nil {
+		return err
+	}
+	if key, ok := itemsKey(files); ok {
+		b.ids.sort()
+		keepItems(key, b.ids)
+	}
+	return nil
+}

@@ -68,3 +68,28 @@ func TestIDSetHas(t *testing.T) {
 		}
 	}
 }
+
+// The ids a bundle's writer handed over (BundleItems) serve the readings
+// of that bundle, until a split file changes.
+func TestBundleItemsKept(t *testing.T) {
+	bdir := testBundle(t)
+	files, err := splitFiles(bdir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := NewBundleItems()
+	for _, id := range []string{"t1", "t2", "v1", "v2", "v3", "e1", "e2"} {
+		b.Add(id)
+	}
+	if err := b.Keep(bdir); err != nil {
+		t.Fatal(err)
+	}
+	ids := cachedItems(files)
+	if ids == nil || ids.len() != 7 || !ids.has("e2") || ids.has("nope") {
+		t.Fatalf("kept ids %v, want the bundle's 7", ids)
+	}
+	writeLines(t, filepath.Join(bdir, "val.jsonl"), row{"v1", "x", nil})
+	if cachedItems(files) != nil {
+		t.Fatal("the ids of a bundle whose split file changed are still kept")
+	}
+}
