@@ -174,59 +174,29 @@ func (s *Store) Publish(bundleDir, predictionsPath string, opt Options) (Report,
 }
 
 // publish is Publish's work once its gates are read: opt's Project,
-// RunID and CreatedAt are set.
+// RunID and CreatedAt are set. The predictions are judged and kept, then
+// written sorted (publishKept); the store is written to, and locked, only
+// once they are all read.
 func (s *Store) publish(g *gates, predictionsPath string, opt Options) (Report, error) {
-	fail := func(err error) (Report, error) {
-		return Report{}, fmt.Errorf("writeback: publish run %q: %w", opt.RunID, err)
-	}
-	tx, err := s.db.Begin()
-	if err != nil {
-		return fail(err)
-	}
-	defer tx.Rollback()
-	ins := &predInserter{tx: tx, shared: []any{opt.Project, opt.RunID, opt.CreatedAt}}
-	defer ins.close()
-
 	var rep Report
-	var written int64
-	accepted := 0
-	err = pipeline(func(send func([]prelabel) error) error {
-		var p predLine
-		var all prelabelSet
-		err := scanLines(predictionsPath, func(line []byte, n int) error {
-			payload, confidence, ok, err := g.judge(&p, line, n, &rep)
-			if !ok {
-				return err
-			}
-			accepted++
+	var p predLine
+	var all prelabelSet
+	err := scanLines(predictionsPath, func(line []byte, n int) error {
+		payload, confidence, ok, err := g.judge(&p, line, n, &rep)
+		if ok {
 			all.add(p.id, p.schema, payload, confidence)
-			return nil
-		})
-		if err != nil {
-			return err
 		}
-		all.sort()
-		_, err = all.batches(predsPerInsert, nil, send)
-		return err
-	}, func(rows []prelabel) error {
-		n, err := ins.exec(rows)
-		written += n
 		return err
 	})
 	if err != nil {
-		return fail(err)
+		return Report{}, fmt.Errorf("writeback: publish run %q: %w", opt.RunID, err)
 	}
-	if err := tx.Commit(); err != nil {
-		return fail(err)
-	}
-	rep.NWritten = int(written)
-	rep.NSkippedNewerRun = accepted - rep.NWritten
-	return rep, nil
+	return s.publishKept(&all, nil, rep, opt)
 }
 
-// publishKept writes the prelabels of kept whose schema is enabled, sorted,
-// in one transaction, and completes rep, which counts every other gate's
-// decision already.
+// publishKept writes the prelabels of kept whose schema is enabled (all,
+// when enabled is nil), sorted, in one transaction, and completes rep,
+// which counts every other gate's decision already.
 func (s *Store) publishKept(kept *prelabelSet, enabled map[string]bool, rep Report, opt Options) (Report, error) {
 	fail := func(err error) (Report, error) {
 		return Report{}, fmt.Errorf("writeback: publish run %q: %w", opt.RunID, err)
